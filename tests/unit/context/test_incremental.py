@@ -137,8 +137,7 @@ def test_cache_hits_on_the_second_count() -> None:
     inc.count(msgs)
     misses = inc.stats["misses"]
     inc.count(msgs)
-    assert inc.stats["misses"] == misses
-    assert inc.stats["hits"] >= 2
+    assert inc.stats["misses"] == misses == 2  # the observation and the assistant; system is a head
 
 
 def test_dict_messages_are_counted_too() -> None:
