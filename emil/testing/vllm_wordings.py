@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["Wording", "WORDINGS", "OverflowAnswer", "error_body", "judge_overflow"]
+__all__ = ["WORDINGS", "OverflowAnswer", "Wording", "error_body", "judge_overflow"]
 
 Wording = Literal["old", "request_has", "you_passed", "at_least", "clamp"]
 """``old``: "N in the messages" (flat body); ``request_has``: "your request has N input tokens" /
