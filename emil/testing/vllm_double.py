@@ -119,6 +119,24 @@ def _cut(text: str | None, tokens: int) -> str | None:
     return None if text is None else text[: max(0, tokens * 4)]
 
 
+class _TagFilter(logging.Filter):
+    """Prefixes uvicorn's own log lines from the double's thread with the double's tag."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if threading.current_thread().name == "vllm-double" and not str(record.msg).startswith(
+            _TAG
+        ):
+            record.msg = f"{_TAG} {record.msg}"
+        return True
+
+
+def _tag_uvicorn_logs() -> None:
+    for name in ("uvicorn.error", "uvicorn"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _TagFilter) for f in logger.filters):
+            logger.addFilter(_TagFilter())
+
+
 class _HeaderMiddleware:
     """Marks every response as coming from the double."""
 
@@ -225,9 +243,16 @@ class VLLMDouble:
         sock.bind(("127.0.0.1", self.port))
         sock.listen(128)
         self.port = sock.getsockname()[1]
+        # log_config=None: a test double must not reconfigure the process's logging.
         config = uvicorn.Config(
-            self.app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=5
+            self.app,
+            log_level="warning",
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            timeout_keep_alive=5,
         )
+        _tag_uvicorn_logs()
         server = uvicorn.Server(config)
         thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name="vllm-double", daemon=True
@@ -433,6 +458,8 @@ class VLLMDouble:
             return self._error(fault[0], fault[1])
         if drop:
             _log.warning("%s dropping the connection (fault injection)", _TAG)
+            if body.get("stream"):
+                return StreamingResponse(_dropping_stream(), media_type="text/event-stream")
             return _DroppingResponse()
         flat = self.wording == "old"
         requested_model = body.get("model")
@@ -591,6 +618,15 @@ class VLLMDouble:
             m.requests_ok += 1
         finally:
             m.running -= 1
+
+
+async def _dropping_stream() -> AsyncIterator[str]:
+    """One SSE chunk, then the connection dies (fault injection for streamed requests)."""
+    payload = {"id": "chatcmpl-dropped", "object": "chat.completion.chunk", "created": 0,
+               "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                            "finish_reason": None}]}
+    yield f"data: {json.dumps(payload)}\n\n"
+    raise _Dropped(f"{_TAG} connection dropped mid-stream on purpose")
 
 
 class _DroppingResponse(Response):

@@ -143,8 +143,10 @@ async def test_transient_loading_backs_off_and_succeeds(refuse: bool) -> None:
     assert all(e.kind == "transient" for e in events)
 
 
-async def test_dropped_connection_is_transient() -> None:
-    request = ChatRequest(messages=[{"role": "user", "content": "hi"}], max_completion_tokens=16)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_dropped_connection_is_transient(stream: bool) -> None:
+    request = ChatRequest(messages=[{"role": "user", "content": "hi"}], max_completion_tokens=16,
+                          stream=stream)
     async with VLLMDouble(fixed_reply(Reply(content="up")), window=W,  # noqa: SIM117 (the client needs the started double's port)
                           counter=server_counter) as double:
         async with OpenAIClient(double.base_url, model=double.model, timeout=5) as llm:
