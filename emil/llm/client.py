@@ -185,23 +185,27 @@ class OpenAIClient:
         return served
 
     async def discover(self) -> ServedModel:
-        """Find the configured model (or the only/first one) and its window.
+        """Find the configured model (None or "auto": the only one served) and its window.
 
         Raises :class:`ModelNotServedError` listing what the server does serve.
         """
         served = await self.list_models()
         if not served:
             raise ModelNotServedError(f"{self.base_url}/models lists no models at all")
-        if self.model is None:
+        listing = ", ".join(f"{s.id} (root {s.root}, window {s.max_model_len})" for s in served)
+        if self.model in (None, "auto"):
+            if len(served) > 1:
+                raise ModelNotServedError(
+                    f"model is 'auto' but {self.base_url} serves several: {listing}. Set model "
+                    "(EMIL_MODEL / --model) to one of these ids."
+                )
             chosen = served[0]
         else:
             matches = [s for s in served if self.model in (s.id, s.root)]
             if not matches:
-                listing = ", ".join(f"{s.id} (root {s.root}, window {s.max_model_len})"
-                                    for s in served)
                 raise ModelNotServedError(
                     f"model {self.model!r} is not served at {self.base_url}; it serves: "
-                    f"{listing}. Set the model to one of these ids."
+                    f"{listing}. Set model (EMIL_MODEL / --model) to one of these ids or 'auto'."
                 )
             chosen = matches[0]
         self.served = chosen
@@ -232,7 +236,7 @@ class OpenAIClient:
 
     async def complete(self, request: ChatRequest) -> Completion:
         """Send one request (streamed when ``request.stream``) and return the completion."""
-        if self.model is None:
+        if self.model in (None, "auto"):
             await self.discover()
         started = time.perf_counter()
         try:
@@ -347,8 +351,9 @@ class OpenAIClient:
         Suitable as ``count_exact`` for :func:`emil.llm.retry.complete_with_recovery`: a failure
         to count is not an error, the policy then shrinks past the lower bound instead.
         """
-        if self.model is None:
+        if self.model in (None, "auto"):
             return None
+        assert self.model is not None
         try:
             return await server_tokenize(
                 self.root_url, self.model, request.messages, request.tools,
