@@ -175,8 +175,11 @@ class OpenAIClient:
         """``GET /v1/models`` as :class:`ServedModel` entries."""
         try:
             page = await self._client.models.list()
-        except Exception as exc:
-            raise _map_error(exc, model=self.model) from exc
+        except (openai.APIError, httpx.TransportError, ConnectionError) as exc:
+            mapped = _map_error(exc, model=self.model)
+            if mapped is exc:
+                raise
+            raise mapped from exc
         served = []
         for entry in page.data:
             window = _extra(entry, "max_model_len")
@@ -244,7 +247,10 @@ class OpenAIClient:
                 return await self._complete_streaming(request, started)
             return await self._complete_once(request, started)
         except (openai.APIError, httpx.TransportError, ConnectionError) as exc:
-            raise _map_error(exc, model=self.model) from exc
+            mapped = _map_error(exc, model=self.model)
+            if mapped is exc:
+                raise
+            raise mapped from exc
         except Exception as exc:
             if _is_transport_error(exc):
                 raise EndpointUnavailable(
