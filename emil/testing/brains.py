@@ -116,6 +116,8 @@ class NpcBrain:
     """
 
     say_tool: str = "say"
+    say_arg: str = "text"
+    """The argument of ``say_tool`` that carries the message (the world's ``say(text)``)."""
     follow_tool: str = "follow"
     stop_tool: str = "stop"
     attack_tool: str = "attack"
@@ -151,8 +153,8 @@ class NpcBrain:
 
     def _say(self, ctx: NpcContext, message: str) -> Reply:
         if ctx.has_tool(self.say_tool):
-            return Reply(tool_calls=(ScriptedCall(self.say_tool, {"message": message}),))
-        return Reply(content=f"{SCRIPTED_PREFIX}{message}")
+            return Reply(tool_calls=(ScriptedCall(self.say_tool, {self.say_arg: message}),))
+        return Reply(content=message)
 
     def after_tool_result(self, ctx: NpcContext) -> Reply | None:
         """After a tool result the turn ends with a short note (no new tool call)."""
@@ -182,25 +184,30 @@ class NpcBrain:
         return None
 
     def fight_hostiles(self, ctx: NpcContext) -> Reply | None:
-        """A hostile mob named in a non-chat observation -> attack(target)."""
-        if ctx.chat is not None or not ctx.has_tool(self.attack_tool):
+        """A line like "hostile zombie 4 blocks away" -> attack(target=zombie)."""
+        if not ctx.has_tool(self.attack_tool):
             return None
+        m = re.search(r"\bhostile[_ ](?:nearby:?\s*)?(?:an? )?(?P<mob>[a-z_]+)", ctx.text, re.I)
+        if m is not None:
+            return Reply(tool_calls=(ScriptedCall(self.attack_tool, {"target": m["mob"]}),))
         lowered = ctx.text.lower()
         for mob in _HOSTILES:
-            if mob in lowered and ("hostile" in lowered or "attack" in lowered):
+            if mob in lowered and "attack" in lowered and ctx.chat is None:
                 return Reply(tool_calls=(ScriptedCall(self.attack_tool, {"target": mob}),))
         return None
 
     def greet(self, ctx: NpcContext) -> Reply | None:
         """"hello" / "hi" -> say a greeting."""
         if ctx.chat and re.search(r"\b(hello|hi|hey|greetings)\b", ctx.chat.text, re.I):
-            return self._say(ctx, f"Hello, {ctx.chat.player}! I'm Emil.")
+            return self._say(ctx, f"{SCRIPTED_PREFIX}Hello, {ctx.chat.player}!")
         return None
 
     def answer_chat(self, ctx: NpcContext) -> Reply | None:
         """Any other chat -> say that it was heard."""
         if ctx.chat:
-            return self._say(ctx, f"I heard you, {ctx.chat.player}: {ctx.chat.text[:80]}")
+            return self._say(
+                ctx, f"{SCRIPTED_PREFIX}I heard you, {ctx.chat.player}: {ctx.chat.text[:80]}"
+            )
         return None
 
 

@@ -19,11 +19,16 @@ def _ask(text: str, role: str = "user", tools: list | None = TOOLS) -> Reply:
 def test_npc_brain_rules() -> None:
     assert _ask("<Steve> follow me please").tool_calls == (
         ScriptedCall("follow", {"player": "Steve"}),)
+    assert _ask('Steve says: "follow me"').tool_calls == (
+        ScriptedCall("follow", {"player": "Steve"}),)
     assert _ask("[chat] Alex says: stop right there").tool_calls == (ScriptedCall("stop", {}),)
     hello = _ask("<Steve> hello Emil").tool_calls[0]
-    assert hello.name == "say" and "Steve" in hello.arguments["message"]  # type: ignore[index]
+    assert hello.name == "say" and "Steve" in hello.arguments["text"]  # type: ignore[index]
+    assert hello.arguments["text"].startswith(SCRIPTED_PREFIX)  # type: ignore[index]
     assert _ask("hostile_nearby: a zombie is 4 blocks away").tool_calls == (
         ScriptedCall("attack", {"target": "zombie"}),)
+    assert _ask('Steve says: "hi"\nhostile skeleton 6 blocks away').tool_calls == (
+        ScriptedCall("attack", {"target": "skeleton"}),)
     heard = _ask("<Steve> what is that").tool_calls[0]
     assert heard.name == "say"
     done = _ask("ok", role="tool")
