@@ -32,6 +32,8 @@ from emil.serving.bench import (
     Methodology,
     Target,
     compare_table,
+    load_report,
+    methodology_differences,
     report_json,
     run_target,
 )
@@ -108,6 +110,13 @@ def main(argv: list[str] | None = None) -> int:
         help="LABEL=PATH of the serve profile that config runs (repeatable)",
     )
     parser.add_argument("--json-out", type=Path, default=None, help="write the JSON report here")
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        action="append",
+        default=[],
+        help="earlier report(s) to show alongside; refused if the methodology differs",
+    )
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument(
         "--demo-double",
@@ -133,6 +142,22 @@ def main(argv: list[str] | None = None) -> int:
             endpoints += stack.enter_context(_demo_doubles())
         if not endpoints:
             parser.error("give at least one endpoint (or --demo-double)")
+        earlier: list[dict[str, Any]] = []
+        for path in args.compare:
+            try:
+                old = load_report(path)
+            except EmilError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+            differences = methodology_differences(methodology.to_dict(), old["methodology"])
+            if differences:
+                print(
+                    f"error: {path} was measured differently, not comparable: "
+                    + "; ".join(differences),
+                    file=sys.stderr,
+                )
+                return 2
+            earlier += [{**c, "label": f"{c['label']} ({path.name})"} for c in old["configs"]]
         try:
             targets = _targets(args, endpoints)
             results: list[BenchResult] = []
@@ -156,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         for warning in result.warnings:
             print(f"  warning: {warning}")
     print()
-    print(compare_table(results))
+    print(compare_table([*results, *earlier]))
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(report, indent=2))
         print(f"\nJSON with methodology and server config: {args.json_out}")

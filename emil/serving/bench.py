@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,6 +36,8 @@ __all__ = [
     "ServerInfo",
     "Target",
     "compare_table",
+    "load_report",
+    "methodology_differences",
     "report_json",
     "run_target",
     "summarize",
@@ -394,29 +397,33 @@ def warnings_for(
     return warnings
 
 
-def compare_table(results: Sequence[BenchResult]) -> str:
-    """Side-by-side table, ratios to the first result's median."""
+def compare_table(configs: Sequence[BenchResult | dict[str, Any]]) -> str:
+    """Side-by-side table, ratios to the first config's median.
+
+    Takes fresh results or config entries of a saved report (see :func:`load_report`).
+    """
+    rows = [c.to_dict() if isinstance(c, BenchResult) else c for c in configs]
     header = (
         f"{'config':<20} {'tok/s med':>9} {'min-max':>15} {'TTFT med':>9} "
         f"{'accept':>7} {'mean len':>8} {'ratio':>6}"
     )
     lines = [header, "-" * len(header)]
-    first = statistics.median(results[0].headline) if results and results[0].samples else None
-    for result in results:
-        figures = result.headline
-        median = statistics.median(figures) if figures else float("nan")
-        spread = f"{min(figures):.1f}-{max(figures):.1f}" if figures else "-"
-        ttfts = [s.ttft_s for s in result.samples if s.ttft_s is not None]
-        ttft = f"{statistics.median(ttfts):.3f}s" if ttfts else "-"
-        rate = result.metrics.acceptance_rate if result.metrics else None
-        length = result.metrics.mean_acceptance_length if result.metrics else None
-        ratio = f"{median / first:.2f}x" if first else "-"
+    first = rows[0]["tok_s"]["median"] if rows else None
+    for row in rows:
+        tok = row["tok_s"]
+        median = tok["median"]
+        spread = f"{tok['min']:.1f}-{tok['max']:.1f}" if median is not None else "-"
+        ttft = f"{row['ttft_s']['median']:.3f}s" if row.get("ttft_s") else "-"
+        spec = row.get("spec_decode") or {}
+        rate, length = spec.get("acceptance_rate"), spec.get("mean_acceptance_length")
+        ratio = f"{median / first:.2f}x" if first and median is not None else "-"
+        shown = f"{median:>9.1f}" if median is not None else f"{'-':>9}"
         lines.append(
-            f"{result.target.label[:20]:<20} {median:>9.1f} {spread:>15} {ttft:>9} "
+            f"{str(row['label'])[:20]:<20} {shown} {spread:>15} {ttft:>9} "
             f"{(f'{rate:.0%}' if rate is not None else '-'):>7} "
             f"{(f'{length:.2f}' if length is not None else '-'):>8} {ratio:>6}"
         )
-    kinds = {r.headline_kind for r in results}
+    kinds = {row["headline"] for row in rows}
     lines.append(
         "tok/s = "
         + (
@@ -428,6 +435,25 @@ def compare_table(results: Sequence[BenchResult]) -> str:
         )
     )
     return "\n".join(lines)
+
+
+def load_report(path: Path) -> dict[str, Any]:
+    """A report written by an earlier run (to compare with, like for like)."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigurationError(f"{path}: cannot read bench report ({exc})") from exc
+    if not isinstance(report, dict) or report.get("tool") != "bench_throughput":
+        raise ConfigurationError(f"{path}: not a bench_throughput report")
+    return report
+
+
+def methodology_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The methodology fields two reports disagree on (N and warm-ups aside: they change the
+    spread, not what is measured)."""
+    ignored = {"requests", "warmups"}
+    keys = (a.keys() | b.keys()) - ignored
+    return [f"{k}: {a.get(k)!r} vs {b.get(k)!r}" for k in sorted(keys) if a.get(k) != b.get(k)]
 
 
 def report_json(results: Sequence[BenchResult], methodology: Methodology) -> dict[str, Any]:

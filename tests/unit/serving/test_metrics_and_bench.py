@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from emil.exceptions import ConfigurationError
 from emil.serving.bench import (
     BenchResult,
     Methodology,
@@ -11,6 +15,8 @@ from emil.serving.bench import (
     ServerInfo,
     Target,
     compare_table,
+    load_report,
+    methodology_differences,
     report_json,
     summarize,
     warnings_for,
@@ -138,3 +144,21 @@ def test_summarize() -> None:
         "stdev": 1.0,
     }
     assert summarize([])["median"] is None
+
+
+def test_saved_reports_compare_only_like_for_like(tmp_path: Path) -> None:
+    report = report_json([_result("mtp3", [110.0])], Methodology())
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(report))
+    loaded = load_report(path)
+    same = Methodology(requests=30, warmups=5).to_dict()  # N and warm-ups do not matter
+    assert methodology_differences(same, loaded["methodology"]) == []
+    other = Methodology(max_tokens=128, enable_thinking=True).to_dict()
+    diffs = methodology_differences(other, loaded["methodology"])
+    assert any(d.startswith("max_tokens: 128 vs 256") for d in diffs)
+    assert any(d.startswith("enable_thinking") for d in diffs)
+    table = compare_table([_result("now", [55.0]), *loaded["configs"]])
+    assert "mtp3" in table and "2.00x" in table
+    path.write_text('{"tool": "other"}')
+    with pytest.raises(ConfigurationError, match="not a bench_throughput report"):
+        load_report(path)
