@@ -76,6 +76,8 @@ class Triaged:
     event: GameEvent
     priority: Priority
     why: str = ""
+    at: float = 0.0
+    """``time.monotonic()`` when the event arrived (for turn latency)."""
 
 
 @dataclass
@@ -127,7 +129,7 @@ class Perception:
         now = time.monotonic() if now is None else now
         priority, why = self.classify(event)
         self._remember(event)
-        triaged = Triaged(event, priority, why)
+        triaged = Triaged(event, priority, why, now)
         if priority != "ambient":
             self.pending.append(triaged)
             if isinstance(event, Chat):
