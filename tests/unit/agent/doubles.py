@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from emil.agent.ports import NewMessage, Outcome
@@ -130,7 +131,7 @@ def scripted_completer(brain: Brain) -> tuple[Callable[..., Awaitable[Completion
     async def completer(assemble: Callable[[int | None], ChatRequest], on_event: Callable[[Any], None]) -> Completion:
         request = assemble(None)
         requests.append(request)
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         out = brain(request)
         if isinstance(out, Exception):
             raise out

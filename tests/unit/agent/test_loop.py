@@ -101,7 +101,7 @@ async def test_model_mistakes_go_back_as_tool_results(tmp_path: Path) -> None:
     assert "not a JSON object" in tool_msgs[0]["content"]
     assert "unknown tool 'fly'" in tool_msgs[1]["content"]
     # The broken arguments are not replayed to the server as-is.
-    assistant = [m for m in requests[1].messages if m["role"] == "assistant"][0]
+    assistant = next(m for m in requests[1].messages if m["role"] == "assistant")
     assert assistant["tool_calls"][0]["function"]["arguments"] == "{}"
     results = [r for r in read_recording(tmp_path / "rec.jsonl").records if isinstance(r, ToolResultRecord)]
     assert [r.ok for r in results] == [False, False]
