@@ -52,8 +52,10 @@ __all__ = [
     "Priority",
     "Triaged",
     "describe_event",
+    "format_events",
     "format_observation",
     "format_status",
+    "format_status_line",
 ]
 
 Priority = Literal["urgent", "normal", "ambient"]
@@ -317,6 +319,23 @@ def format_status(snapshot: Mapping[str, Any] | None, ambient: Mapping[str, Any]
     return " | ".join(parts) if parts else "unknown"
 
 
+def format_events(events: Iterable[Triaged], *, note: str | None = None) -> str:
+    """The event part of an observation: one line per event (urgent ones marked), or a note."""
+    lines = []
+    if note:
+        lines.append(f"[note] {note}")
+    evs = list(events)
+    if evs:
+        lines.append("[events]")
+        lines.extend(f"- {'(!) ' if t.priority == 'urgent' else ''}{describe_event(t.event)}" for t in evs)
+    return "\n".join(lines) if lines else "[events] none"
+
+
+def format_status_line(snapshot: Mapping[str, Any] | None, ambient: Mapping[str, Any] | None = None) -> str:
+    """The status part of an observation (rides on the newest message only)."""
+    return f"[status] {format_status(snapshot, ambient)}"
+
+
 def format_observation(
     events: Iterable[Triaged],
     snapshot: Mapping[str, Any] | None,
@@ -324,12 +343,5 @@ def format_observation(
     ambient: Mapping[str, Any] | None = None,
     note: str | None = None,
 ) -> str:
-    """The observation message: status line, then one line per event (or a note)."""
-    lines = [f"[status] {format_status(snapshot, ambient)}"]
-    if note:
-        lines.append(f"[note] {note}")
-    evs = list(events)
-    if evs:
-        lines.append("[events]")
-        lines.extend(f"- {'(!) ' if t.priority == 'urgent' else ''}{describe_event(t.event)}" for t in evs)
-    return "\n".join(lines)
+    """The whole observation as the model reads it: events, a blank line, the status."""
+    return f"{format_events(events, note=note)}\n\n{format_status_line(snapshot, ambient)}"

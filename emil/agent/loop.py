@@ -35,7 +35,7 @@ from emil.agent.turnstats import SessionStats, TurnStats
 from emil.events import Chat, Damage, Death, GameEvent, HostileNearby
 from emil.exceptions import ContextOverflowError, EndpointUnavailable
 from emil.llm.types import ChatRequest, Completion, ToolCall
-from emil.perception import Perception, PerceptionPolicy, Triaged, format_observation
+from emil.perception import Perception, PerceptionPolicy, Triaged, format_events, format_status_line
 from emil.recording import (
     CompletionRecord,
     ErrorRecord,
@@ -217,10 +217,15 @@ class Agent:
         self._in_turn = True
         try:
             snapshot = await self._snapshot()
-            text = format_observation(triaged, snapshot, ambient=self.perception.ambient)
             event_times = [t.event.t for t in triaged]
             stored = self.context.add(
-                NewMessage(role="user", kind="observation", content=text, event_time=min(event_times, default=time.time())),
+                NewMessage(
+                    role="user",
+                    kind="observation",
+                    content=format_events(triaged),
+                    status=format_status_line(snapshot, self.perception.ambient),
+                    event_time=min(event_times, default=time.time()),
+                ),
                 new_turn=True,
             )
             ref = self.recorder.message(stored, turn=turn)

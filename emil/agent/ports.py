@@ -43,6 +43,9 @@ class NewMessage:
     reasoning: str | None = None
     event_time: float | None = None
     """Unix time of the oldest game event this message carries (memory horizon)."""
+    status: str | None = None
+    """The live status line riding on an observation (rendered after the content; the trim
+    ladder drops it once a newer observation supersedes it)."""
 
 
 class StoredMessage(Protocol):

@@ -86,7 +86,10 @@ class ContextDouble:
     limits: list[int | None] = field(default_factory=list)
 
     def add(self, message: NewMessage, *, new_turn: bool = False) -> _Stored:
-        d: dict[str, Any] = {"role": message.role, "content": message.content}
+        content = message.content
+        if message.status:
+            content = f"{content}\n\n{message.status}" if content else message.status
+        d: dict[str, Any] = {"role": message.role, "content": content}
         if message.tool_calls:
             d["tool_calls"] = [
                 {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}

@@ -60,7 +60,7 @@ def test_ambient_events_never_start_a_turn_but_update_status() -> None:
     assert p.wait_s(now=10) is None
     text = format_observation(p.take(), {"position": {"x": 1.4, "y": 64, "z": -3.6}}, ambient=p.ambient)
     assert "time night" in text and "raining" in text and "pos 1,64,-4" in text
-    assert "[events]" not in text
+    assert "[events] none" in text
 
 
 def test_chat_burst_is_debounced_into_one_turn() -> None:
@@ -104,11 +104,12 @@ def test_observation_lists_events_with_urgent_marks() -> None:
         {"health": 17.0, "food": 20, "inventory": [{"name": "oak_log", "count": 3}], "players": [{"username": "alex", "distance": 2.2}]},
     )
     assert text.splitlines() == [
-        "[status] health 17/20 food 20/20 | inventory: oak_log x3 | players near: alex 2m",
         "[events]",
         '- (!) alex says: "hello Emil"',
         "- (!) you were hit by alex: -3 health, now 17/20",
         "- you picked up 3 oak_log",
+        "",
+        "[status] health 17/20 food 20/20 | inventory: oak_log x3 | players near: alex 2m",
     ]
 
 
