@@ -24,6 +24,7 @@ import math
 import random
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,7 @@ import anyio
 
 from emil.agent.ports import Completer, ContextPort, NewMessage, Outcome, WorldPort
 from emil.agent.turnstats import SessionStats, TurnStats
-from emil.events import Chat, Damage, Death, GameEvent, HostileNearby
+from emil.events import ActionFinished, Chat, Damage, Death, GameEvent, HostileNearby
 from emil.exceptions import ContextOverflowError, EndpointUnavailable
 from emil.llm.types import ChatRequest, Completion, ToolCall
 from emil.perception import Perception, PerceptionPolicy, Triaged, format_events, format_status_line
@@ -121,6 +122,8 @@ class Agent:
         self._interrupt_reason: str | None = None
         self._turn_keys: set[str] = set()
         self._in_turn = False
+        self._dispatched: Counter[str] = Counter()
+        """Actions this loop dispatched whose action_finished echo has not arrived yet."""
         self._log = _log.getChild(name) if name != "Emil" else _log
 
     # --- public -------------------------------------------------------------------------
@@ -149,6 +152,12 @@ class Agent:
 
     async def _pump(self) -> None:
         async for event in self.world.events():
+            if isinstance(event, ActionFinished) and self._dispatched[event.action] > 0:
+                # The bot reports every action's end; for the ones this loop awaited, the model
+                # already has the result as a tool result, so the echo must not start a turn.
+                self._dispatched[event.action] -= 1
+                self.recorder.write(EventRecord(event=event.model_dump(mode="json"), priority="echo", turn=self._turn_no if self._in_turn else None))
+                continue
             triaged = self.perception.add(event, time.monotonic())
             self.stats.events += 1
             self.recorder.write(
@@ -293,6 +302,7 @@ class Agent:
             why = call.error or f"arguments are not a JSON object: {call.raw_arguments!r}"
             return Outcome(False, f"error: {why}")
         self._interrupt_reason = None
+        self._dispatched[call.name] += 1
         started = time.monotonic()
         timeout = self.options.action_timeout_s
         with anyio.CancelScope() as scope:

@@ -260,3 +260,30 @@ async def test_world_stream_ending_stops_the_loop(tmp_path: Path) -> None:
     assert any(isinstance(r, ObservationRecord) for r in recs) == (len(stats.turns) == 1)
     assert all(not isinstance(r, RequestRecord) or r.refs for r in recs)
     assert all(not isinstance(r, CompletionRecord) or r.assistant_ref for r in recs)
+
+
+async def test_action_finished_echo_of_own_action_does_not_start_a_turn(tmp_path: Path) -> None:
+    from emil.events import ActionFinished
+
+    def brain(req: ChatRequest) -> Completion:
+        if req.messages[-1]["role"] == "user":
+            return answer(tool("say", '{"text": "hi"}'))
+        return answer(content="ok")
+
+    agent, world, _, requests, rec = _agent(tmp_path, brain)
+
+    async def script() -> None:
+        await world.send.send(Chat(sender="alex", text="hi"))
+        await world.action_started.wait()
+        await world.send.send(ActionFinished(action="say", ok=True))
+        await world.send.send(ActionFinished(action="collect", ok=False, error="no oak_log"))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(script)
+            stats = await agent.run(max_turns=2)
+    rec.close()
+    observations = [str(m["content"]) for m in requests[-1].messages if m["role"] == "user"]
+    assert len(observations) == 2 and len(stats.turns) == 2
+    assert "action collect finished failed: no oak_log" in observations[1]
+    assert not any("action say" in o for o in observations)
