@@ -108,6 +108,7 @@ class IncrementalCounter:
         self._heads: dict[tuple[str, str], int] = {}
         self._constants: dict[str, int] = {}
         self._tools_cache: tuple[list[dict[str, Any]], str] | None = None
+        self._turns: dict[int, tuple[tuple[Message, ...], int]] = {}
         self.stats = {"misses": 0, "whole_renders": 0}
 
     # -- whole render (the reference, and the fallback) ----------------------------------------
@@ -320,6 +321,50 @@ class IncrementalCounter:
             return self.count_whole(messages, tools), [], []
         blocks, keys = self.block_counts_and_keys(messages, tools)
         return sum(blocks) + self.generation_tokens(), blocks, keys
+
+    def count_turns(
+        self,
+        head: Sequence[MessageLike],
+        turns: Sequence[tuple[Message, ...]],
+        tools: list[dict[str, Any]] | None = None,
+    ) -> int:
+        """Exact count of ``head + flattened turns``, with whole old turns cached.
+
+        The trim ladder measures hundreds of candidate histories that differ in one turn; a
+        turn wholly before the last user query renders the same wherever it sits, so its sum
+        is cached by the turn itself and only the tail is summed message by message.
+        """
+        if self.mode == "whole" or not self._verified:
+            return self.count([*head, *(m for turn in turns for m in turn)], tools)
+        split = len(turns)
+        for index in range(len(turns) - 1, -1, -1):
+            if any(m.role == "user" and _is_query_message(m, {}) for m in turns[index]):
+                split = index
+                break
+        if split == len(turns):
+            return self.count([*head, *(m for turn in turns for m in turn)], tools)
+        old = turns[:split]
+        # Turns opening with a tool result would take their framing from the previous turn.
+        if any(not turn or turn[0].role == "tool" for turn in turns):
+            return self.count([*head, *(m for turn in turns for m in turn)], tools)
+        tail = [*head, *(m for turn in turns[split:] for m in turn)]
+        blocks, _ = self.block_counts_and_keys(tail, tools)
+        total = sum(blocks) + self.generation_tokens()
+        for turn in old:
+            # Keyed by identity (tuples do not cache their hash; hashing every message of every
+            # turn per candidate was the ladder's main cost). The entry holds the turn, so its
+            # id cannot be reused while cached.
+            entry = self._turns.get(id(turn))
+            cached = entry[1] if entry is not None and entry[0] is turn else None
+            if cached is None:
+                # A probe query after the turn puts every assistant message before the last
+                # query, as it is in the real prompt; no tools, so no head is attributed.
+                cached = sum(self.block_counts_and_keys([*turn, _PROBE_USER])[0][:-1])
+                if len(self._turns) > 50_000:
+                    self._turns.clear()
+                self._turns[id(turn)] = (turn, cached)
+            total += cached
+        return total
 
     def count(
         self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None

@@ -92,10 +92,11 @@ class ContextManager:
 
     def count(self, history: History) -> int:
         """Exact prompt tokens of this history as this manager would send it."""
-        return self.incremental.count(self._sequence(history.turns, history.memory), self.tools)
+        return self._measure(LadderState(history.turns, history.memory))
 
     def _measure(self, state: LadderState) -> int:
-        return self.incremental.count(self._sequence(state.turns, state.memory), self.tools)
+        head = [self.system] if state.memory is None else [self.system, state.memory]
+        return self.incremental.count_turns(head, state.turns, self.tools)
 
     def effective_budget(self, limit: int | None = None) -> int:
         margin = max(self.budget.margin, self.calibration.margin)
