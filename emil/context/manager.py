@@ -94,6 +94,10 @@ class ContextManager:
         """Exact prompt tokens of this history as this manager would send it."""
         return self._measure(LadderState(history.turns, history.memory))
 
+    def _measure_all(self, history: History) -> tuple[int, list[int], list[BlockKey]]:
+        head = [self.system] if history.memory is None else [self.system, history.memory]
+        return self.incremental.measure_turns(head, history.turns, self.tools)
+
     def _measure(self, state: LadderState) -> int:
         head = [self.system] if state.memory is None else [self.system, state.memory]
         return self.incremental.count_turns(head, state.turns, self.tools)
@@ -140,8 +144,7 @@ class ContextManager:
         pinned = self._pinned(history.turns[-1][0])
         if sum(pinned.values()) > budget:
             raise self._budget_error(budget, limit, pinned, None)
-        sequence = self._sequence(history.turns, history.memory)
-        tokens, blocks, keys = self.incremental.measure(sequence, self.tools)
+        tokens, blocks, keys = self._measure_all(history)
         trims: list[TrimRecord] = []
         if tokens > budget:
             target = int(budget * self.budget.low_water)
@@ -160,8 +163,8 @@ class ContextManager:
                     record.tokens_after,
                     record.horizon_after_s,
                 )
-            sequence = self._sequence(history.turns, history.memory)
-            tokens, blocks, keys = self.incremental.measure(sequence, self.tools)
+            tokens, blocks, keys = self._measure_all(history)
+        sequence = self._sequence(history.turns, history.memory)
         if not keys:  # whole-render mode: no block sizes, so no prefix figure either
             keys = [("whole", m.fingerprint) for m in sequence]
             blocks = [0] * len(sequence)
@@ -169,7 +172,8 @@ class ContextManager:
         self._previous_keys = keys
         return Assembly(
             history=history,
-            messages=[m.to_openai() for m in sequence],
+            # Shallow copies: the wire dicts are cached on the messages and must not be edited.
+            messages=[dict(m.to_openai()) for m in sequence],
             predicted_tokens=tokens,
             trims=trims,
             shared_prefix_tokens=shared,
