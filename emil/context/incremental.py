@@ -29,7 +29,7 @@ from typing import Any
 
 from emil.context.history import Message
 from emil.context.qwen_blocks import render_block
-from emil.context.template import ChatTemplate, TemplateError, prepare_messages
+from emil.context.template import ChatTemplate, TemplateError, prepare_messages, prepare_tools
 from emil.context.tokens import TokenCounter
 
 __all__ = ["BlockKey", "IncrementalCounter", "MessageLike"]
@@ -147,7 +147,7 @@ class IncrementalCounter:
     ) -> int:
         text = self.template.render_prepared(
             prepare_messages(messages),
-            tools,
+            prepare_tools(tools),
             add_generation_prompt=False,
             enable_thinking=self.enable_thinking,
             **self._kwargs(),
