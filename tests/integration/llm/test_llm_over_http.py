@@ -272,3 +272,28 @@ async def test_side_endpoints_speak_vllm() -> None:
                  "vllm:prefix_cache_hits_total",
                  "vllm:spec_decode_num_accepted_tokens_per_pos_total"):
         assert name in values
+
+
+async def test_outage_during_recovery_never_resends_the_rejected_prompt() -> None:
+    assemble = Assembler(200, budget=W - M, output=M)
+    events: list[RecoveryEvent] = []
+    async with VLLMDouble(fixed_reply(LONG), window=W, wording="request_has",  # noqa: SIM117
+                          counter=server_counter) as double:
+        def on_event(event: RecoveryEvent) -> None:
+            events.append(event)
+            if event.kind == "overflow":
+                double.fail_next(503, "Service Unavailable", times=2)
+
+        async with OpenAIClient(double.base_url) as llm:
+            backoff = Backoff(base=0.01, cap=0.05)
+            completion = await complete_with_recovery(
+                llm, assemble, window=W, on_event=on_event, transient_backoff=backoff,
+                give_up_after_s=30,
+            )
+    assert completion.finish_reason == "stop"
+    first, *rest = double.requests
+    assert len(rest) == 3 and rest[0] == rest[1] == rest[2]  # the smaller retry, re-sent
+    assert first["messages"] != rest[0]["messages"]  # the rejected prompt never went again
+    assert [e.kind for e in events] == ["overflow", "retry", "transient", "transient",
+                                        "recovered"]
+    assert backoff.waits == 2 and backoff.attempt == 0
