@@ -277,7 +277,7 @@ async def test_side_endpoints_speak_vllm() -> None:
 async def test_outage_during_recovery_never_resends_the_rejected_prompt() -> None:
     assemble = Assembler(200, budget=W - M, output=M)
     events: list[RecoveryEvent] = []
-    async with VLLMDouble(fixed_reply(LONG), window=W, wording="request_has",  # noqa: SIM117
+    async with VLLMDouble(fixed_reply(LONG), window=W, wording="request_has",
                           counter=server_counter) as double:
         def on_event(event: RecoveryEvent) -> None:
             events.append(event)
