@@ -297,3 +297,36 @@ async def test_outage_during_recovery_never_resends_the_rejected_prompt() -> Non
     assert [e.kind for e in events] == ["overflow", "retry", "transient", "transient",
                                         "recovered"]
     assert backoff.waits == 2 and backoff.attempt == 0
+
+
+async def test_default_counter_is_the_projects_exact_count_to_the_token() -> None:
+    from emil.context import count_prompt_tokens
+
+    window, output = 4096, 1024
+    system = {"role": "system", "content": "You are Emil."}
+
+    def request_of(words: int) -> ChatRequest:
+        messages = [system, {"role": "user", "content": "zombie " * words}]
+        return ChatRequest(messages=messages, max_completion_tokens=output,
+                           predicted_prompt_tokens=count_prompt_tokens(messages))
+
+    # find the largest prompt that fits W - M exactly, by Emil's own count (binary search)
+    low, high = 1, window
+    while high - low > 1:
+        mid = (low + high) // 2
+        size = request_of(mid).predicted_prompt_tokens
+        assert size is not None
+        low, high = (mid, high) if size <= window - output else (low, mid)
+    fits, too_big = request_of(low), request_of(high)
+    assert fits.predicted_prompt_tokens == window - output  # one token per "zombie "
+    async with VLLMDouble(fixed_reply(Reply(content="ok")), window=window,  # noqa: SIM117
+                          wording="you_passed") as double:
+        async with OpenAIClient(double.base_url) as llm:
+            completion = await llm.complete(fits)
+            assert completion.usage is not None
+            assert completion.usage.prompt_tokens == fits.predicted_prompt_tokens
+            with pytest.raises(ContextOverflowError) as err:
+                await llm.complete(too_big)
+            assert err.value.server_prompt_tokens == window - output + 1
+            tokenized = await llm.count_prompt_tokens(too_big)
+    assert tokenized == too_big.predicted_prompt_tokens
