@@ -373,12 +373,16 @@ class VLLMDouble:
         if (denied := self._gate(request)) is not None:
             return denied
         body = await request.json()
-        if "messages" in body:
-            thinking = bool((body.get("chat_template_kwargs") or {}).get("enable_thinking", False))
-            count = self.count(body["messages"], body.get("tools"), thinking)
-        else:
-            count = self.count([{"role": "user", "content": str(body.get("prompt", ""))}], None,
-                               False)
+        try:
+            if "messages" in body:
+                kwargs = body.get("chat_template_kwargs") or {}
+                thinking = bool(kwargs.get("enable_thinking", True))
+                count = self.count(body["messages"], body.get("tools"), thinking)
+            else:
+                count = self.count([{"role": "user", "content": str(body.get("prompt", ""))}],
+                                   None, False)
+        except Exception as exc:  # vLLM answers a template failure with a 400 too
+            return self._error(400, f"{type(exc).__name__}: {exc}")
         # Token ids are placeholders: the double counts, it does not encode.
         return JSONResponse(
             {"count": count, "max_model_len": self.window, "tokens": list(range(count))}
@@ -480,7 +484,10 @@ class VLLMDouble:
             )
         thinking = bool((body.get("chat_template_kwargs") or {}).get("enable_thinking", True))
         messages = body.get("messages") or []
-        prompt = self.count(messages, tools, thinking)
+        try:
+            prompt = self.count(messages, tools, thinking)
+        except Exception as exc:  # vLLM answers a template failure with a 400 too
+            return self._error(400, f"{type(exc).__name__}: {exc}", flat=flat)
         self.prompt_sizes.append(prompt)
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         answer = judge_overflow(self.wording, window=self.window, prompt=prompt,

@@ -330,3 +330,13 @@ async def test_default_counter_is_the_projects_exact_count_to_the_token() -> Non
             assert err.value.server_prompt_tokens == window - output + 1
             tokenized = await llm.count_prompt_tokens(too_big)
     assert tokenized == too_big.predicted_prompt_tokens
+
+
+async def test_a_prompt_the_template_refuses_is_a_configuration_error() -> None:
+    request = ChatRequest(messages=[{"role": "system", "content": "You are Emil."}],
+                          max_completion_tokens=16)
+    async with VLLMDouble(fixed_reply(Reply(content="ok")), window=W) as double:  # noqa: SIM117
+        async with OpenAIClient(double.base_url) as llm:
+            with pytest.raises(EndpointConfigError, match="No user query") as err:
+                await llm.complete(request)
+    assert err.value.status == 400 and double.prompt_sizes == []
