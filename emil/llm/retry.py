@@ -259,6 +259,7 @@ def recovery_flow(
     lower_bound_failures = 0
     limit: int | None = None
     attempt = 0
+    last: Overflow | None = None
     while True:
         request: ChatRequest = yield Assemble(limit)
         size = _size(request)
@@ -266,20 +267,25 @@ def recovery_flow(
             yield Notify(RecoveryEvent("gave_up", attempt, window=window, message="identical"))
             raise ContextOverflowError(
                 f"overflow recovery gave up: the re-assembled request is identical to one the "
-                f"server already rejected (window {window}, prompts tried {attempts})",
+                f"server already rejected (window {window}, output "
+                f"{request.max_completion_tokens}, server said {last}, limit {limit}, prompts "
+                f"tried {attempts})",
                 window=window,
                 requested_output=request.max_completion_tokens,
                 attempts=tuple(attempts),
+                server_prompt_tokens=last.prompt_tokens if last else None,
             )
         if attempts and size >= attempts[-1]:
             yield Notify(RecoveryEvent("gave_up", attempt, window=window, message="not smaller"))
             raise ContextOverflowError(
                 f"overflow recovery gave up: limit {limit} produced a prompt of {size} tokens, "
                 f"not smaller than the {attempts[-1]} that failed (window {window}, output "
-                f"{request.max_completion_tokens}, prompts tried {attempts})",
+                f"{request.max_completion_tokens}, server said {last}, prompts tried "
+                f"{attempts})",
                 window=window,
                 requested_output=request.max_completion_tokens,
                 attempts=(*attempts, size),
+                server_prompt_tokens=last.prompt_tokens if last else None,
             )
         attempts.append(size)
         outcome = yield Send(request, attempt)
@@ -313,6 +319,7 @@ def recovery_flow(
             raise TypeError(f"recovery_flow: unexpected outcome {outcome!r}")
 
         failed.append(request)
+        last = overflow
         server_window = overflow.window or window
         predicted = request.predicted_prompt_tokens
         server_tokens, lower = overflow.prompt_tokens, overflow.prompt_is_lower_bound

@@ -111,6 +111,8 @@ async def test_gives_up_with_every_number_when_nothing_fits() -> None:
             await complete_with_recovery(llm, lambda _limit: request, window=W)
     assert len(double.requests) == 1  # never sent twice
     assert err.value.window == W and err.value.attempts == (9000,)
+    # the server only said "You passed 7169" (its tokenization cap, a floor) and Emil kept it
+    assert err.value.server_prompt_tokens == W - M + 1 and "9000" in str(err.value)
 
 
 async def test_clamp_is_detected_on_a_plain_completion() -> None:
