@@ -53,6 +53,7 @@ __all__ = ["DOUBLE_HEADER", "PromptCounter", "SpecDecode", "VLLMDouble"]
 
 DOUBLE_HEADER = ("x-double", "vllm-dialect-double")
 _TAG = "[vLLM-dialect DOUBLE]"
+_KV_BLOCK = 16
 _log = logging.getLogger(__name__)
 
 PromptCounter = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, bool], int]
@@ -414,9 +415,10 @@ class VLLMDouble:
         ]
         return PlainTextResponse("\n".join(lines) + "\n")
 
-    def _cached_prefix(self, messages: list[dict[str, Any]], thinking: bool) -> int:
-        # Prefix caching by whole messages: the tokens of the messages shared with the last
-        # request (a coarse stand-in for vLLM's block-level cache).
+    def _cached_prefix(self, messages: list[dict[str, Any]], prompt: int, thinking: bool) -> int:
+        # A stand-in for vLLM's prefix cache: the tokens of the messages shared with the last
+        # request, rounded down to whole 16-token KV blocks (an identical prompt re-uses all but
+        # its last token).
         shared = 0
         for old, new in zip(self._previous_messages, messages, strict=False):
             if old != new:
@@ -425,7 +427,14 @@ class VLLMDouble:
         self._previous_messages = list(messages)
         if shared == 0:
             return 0
-        return self.count(messages[:shared], None, thinking) if shared < len(messages) else 0
+        if shared == len(messages):
+            shared_tokens = prompt - 1
+        else:
+            try:
+                shared_tokens = self.count(messages[:shared], None, thinking)
+            except Exception:  # a prefix the template refuses (no user turn yet) caches nothing
+                return 0
+        return max(0, min(shared_tokens, prompt - 1)) // _KV_BLOCK * _KV_BLOCK
 
     def _steps(self, tokens: int) -> list[int]:
         """Split ``tokens`` into decode steps (1 + accepted drafts each), counting metrics."""
@@ -503,7 +512,7 @@ class VLLMDouble:
                                max_tokens=max_tokens, enable_thinking=thinking,
                                prompt_tokens=prompt, model=requested_model, body=body)
         reply = await anyio.to_thread.run_sync(self.policy, script)
-        cached = self._cached_prefix(messages, thinking)
+        cached = self._cached_prefix(messages, prompt, thinking)
         return await self._answer(body, reply, prompt, cached, limit)
 
     async def _answer(
@@ -602,16 +611,18 @@ class VLLMDouble:
                 pieces += [("content", content)]
             stream_text = [(field_name, text[i:i + 4]) for field_name, text in pieces
                            for i in range(0, len(text), 4)]
-            step_delay = 0.0
             position = 0
             for step in steps:
                 if self.decode_tps:
-                    step_delay = step / self.decode_tps
-                    await asyncio.sleep(step_delay)
+                    await asyncio.sleep(step / self.decode_tps)
                 batch = stream_text[position:position + step]
                 position += step
                 for field_name in dict.fromkeys(f for f, _ in batch):
                     yield chunk({field_name: "".join(t for f, t in batch if f == field_name)})
+            # Text longer than the scripted token count still arrives whole, as non-streamed.
+            rest = stream_text[position:]
+            for field_name in dict.fromkeys(f for f, _ in rest):
+                yield chunk({field_name: "".join(t for f, t in rest if f == field_name)})
             for index, (call_id, name, args) in enumerate(calls):
                 yield chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
                                              "function": {"name": name, "arguments": ""}}]})

@@ -342,3 +342,24 @@ async def test_a_prompt_the_template_refuses_is_a_configuration_error() -> None:
             with pytest.raises(EndpointConfigError, match="No user query") as err:
                 await llm.complete(request)
     assert err.value.status == 400 and double.prompt_sizes == []
+
+
+async def test_streamed_and_plain_answers_carry_the_same_text() -> None:
+    reply = Reply(content="a long scripted answer " * 20, reasoning="thinking " * 10,
+                  completion_tokens=12)
+    async with VLLMDouble(fixed_reply(reply), window=W, counter=server_counter,  # noqa: SIM117
+                          spec_decode=SpecDecode(k=2, acceptance=0.7)) as double:
+        async with OpenAIClient(double.base_url) as llm:
+            plain, streamed = [
+                await llm.complete(ChatRequest(messages=[{"role": "user", "content": "hi"}],
+                                               max_completion_tokens=64, stream=stream))
+                for stream in (False, True)
+            ]
+    assert streamed.content == plain.content == reply.content
+    assert streamed.reasoning == plain.reasoning == reply.reasoning
+    assert plain.usage is not None and streamed.usage is not None
+    assert plain.usage.completion_tokens == streamed.usage.completion_tokens == 12
+    assert plain.usage.prompt_tokens == streamed.usage.prompt_tokens
+    # the same prompt twice: the second is served from the (simulated) prefix cache
+    assert plain.usage.cached_tokens == 0
+    assert streamed.usage.cached_tokens == (plain.usage.prompt_tokens - 1) // 16 * 16
