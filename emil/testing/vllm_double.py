@@ -206,7 +206,7 @@ class VLLMDouble:
         self._faults = _Faults()
         self._metrics = _Metrics(per_pos=[0] * (spec_decode.k if spec_decode else 0))
         self._rng = random.Random(spec_decode.seed if spec_decode else 0)
-        self._previous_messages: list[dict[str, Any]] = []
+        self._previous: tuple[list[dict[str, Any]] | None, list[dict[str, Any]]] = (None, [])
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._refuse_timer: threading.Timer | None = None
@@ -415,23 +415,31 @@ class VLLMDouble:
         ]
         return PlainTextResponse("\n".join(lines) + "\n")
 
-    def _cached_prefix(self, messages: list[dict[str, Any]], prompt: int, thinking: bool) -> int:
+    def _cached_prefix(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        prompt: int,
+        thinking: bool,
+    ) -> int:
         # A stand-in for vLLM's prefix cache: the tokens of the messages shared with the last
         # request, rounded down to whole 16-token KV blocks (an identical prompt re-uses all but
         # its last token).
         shared = 0
-        for old, new in zip(self._previous_messages, messages, strict=False):
-            if old != new:
-                break
-            shared += 1
-        self._previous_messages = list(messages)
+        previous_tools, previous_messages = self._previous
+        if previous_tools == tools:  # the tools are rendered first, inside the system turn
+            for old, new in zip(previous_messages, messages, strict=False):
+                if old != new:
+                    break
+                shared += 1
+        self._previous = (tools, list(messages))
         if shared == 0:
             return 0
         if shared == len(messages):
             shared_tokens = prompt - 1
         else:
             try:
-                shared_tokens = self.count(messages[:shared], None, thinking)
+                shared_tokens = self.count(messages[:shared], tools, thinking)
             except Exception:  # a prefix the template refuses (no user turn yet) caches nothing
                 return 0
         return max(0, min(shared_tokens, prompt - 1)) // _KV_BLOCK * _KV_BLOCK
@@ -512,7 +520,7 @@ class VLLMDouble:
                                max_tokens=max_tokens, enable_thinking=thinking,
                                prompt_tokens=prompt, model=requested_model, body=body)
         reply = await anyio.to_thread.run_sync(self.policy, script)
-        cached = self._cached_prefix(messages, prompt, thinking)
+        cached = self._cached_prefix(messages, tools, prompt, thinking)
         return await self._answer(body, reply, prompt, cached, limit)
 
     async def _answer(
