@@ -173,8 +173,15 @@ async def test_tool_choice_not_enabled_stops_at_once_with_the_fix() -> None:
                     lambda: complete_with_recovery(llm, lambda _l: request, window=W),
                     backoff=Backoff(base=0.01, cap=0.02), give_up_after_s=5,
                 )
+            assert len(double.requests) == 1  # never retried
+            # the message's other remedy works: a named tool choice needs no auto parser
+            named = request.model_copy(update={
+                "tool_choice": {"type": "function", "function": {"name": "say"}},
+                "messages": [{"role": "user", "content": 'Steve says: "hello"'}]})
+            completion = await llm.complete(named)
     assert "--enable-auto-tool-choice" in str(err.value) and err.value.status == 400
-    assert len(double.requests) == 1  # never retried
+    assert completion.tool_calls[0].name == "say"
+    assert completion.tool_calls[0].arguments == {"text": "[scripted] Hello, Steve!"}
 
 
 async def test_wrong_model_and_wrong_key_are_configuration_errors() -> None:
