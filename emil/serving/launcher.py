@@ -20,6 +20,7 @@ import collections
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import threading
@@ -239,7 +240,7 @@ class Supervisor:
         try:
             while True:
                 starts += 1
-                self._status(f"start {starts}: {' '.join(self.argv)}")
+                self._status(f"start {starts}: {shlex.join(self.argv)}")
                 proc = _Process(
                     self.argv, self.profile.runner.env, log_file, self._echo, self._tail_lines
                 )
