@@ -19,6 +19,7 @@ token stays byte-identical and vLLM's prefix cache keeps serving it.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -52,8 +53,10 @@ __all__ = [
     "Priority",
     "Triaged",
     "describe_event",
+    "format_events",
     "format_observation",
     "format_status",
+    "format_status_line",
 ]
 
 Priority = Literal["urgent", "normal", "ambient"]
@@ -76,6 +79,8 @@ class Triaged:
     event: GameEvent
     priority: Priority
     why: str = ""
+    at: float = 0.0
+    """``time.monotonic()`` when the event arrived (for turn latency)."""
 
 
 @dataclass
@@ -127,7 +132,7 @@ class Perception:
         now = time.monotonic() if now is None else now
         priority, why = self.classify(event)
         self._remember(event)
-        triaged = Triaged(event, priority, why)
+        triaged = Triaged(event, priority, why, now)
         if priority != "ambient":
             self.pending.append(triaged)
             if isinstance(event, Chat):
@@ -250,7 +255,7 @@ def _fmt_pos(pos: Any) -> str | None:
     nums = [v for v in vals if isinstance(v, int | float)]
     if len(nums) != 3:
         return None
-    return ",".join(str(round(v)) for v in nums)
+    return ",".join(str(math.floor(v)) for v in nums)  # block coordinates, as F3 shows them
 
 
 def _fmt_named_list(items: Any, limit: int = 8) -> str | None:
@@ -265,7 +270,7 @@ def _fmt_named_list(items: Any, limit: int = 8) -> str | None:
                 extra = []
                 if isinstance(it.get("count"), int) and it["count"] != 1:
                     extra.append(f"x{it['count']}")
-                if isinstance(it.get("distance"), int | float):
+                if isinstance(it.get("distance"), int | float) and it["distance"] >= 0:
                     extra.append(f"{it['distance']:.0f}m")
                 parts.append(" ".join([str(name), *extra]))
             else:
@@ -278,41 +283,82 @@ def _fmt_named_list(items: Any, limit: int = 8) -> str | None:
     return ", ".join(parts[:limit]) + (f", +{more} more" if more > 0 else "")
 
 
-_STATUS_KEYS = ("position", "health", "food", "time", "time_of_day", "dimension", "holding", "inventory", "players", "mobs", "blocks", "action")
+_STATUS_KEYS = frozenset({
+    "position", "health", "food", "time", "time_of_day", "dimension", "holding", "held", "inventory",
+    "players", "mobs", "blocks", "action", "job", "following", "raining", "standing_on",
+})
+_QUIET_KEYS = frozenset({"t", "kind", "connected", "username", "reflexes"})
+
+
+def _phase(ticks: int) -> str:
+    """Minecraft time of day (0-24000 ticks, 0 = sunrise) as a word."""
+    ticks %= 24000
+    if ticks < 12000:
+        return "day"
+    if ticks < 13800:
+        return "dusk"
+    if ticks < 22200:
+        return "night"
+    return "dawn"
 
 
 def format_status(snapshot: Mapping[str, Any] | None, ambient: Mapping[str, Any] | None = None) -> str:
     """The one-line status: position, health, food, time, inventory, who and what is near."""
     snap: dict[str, Any] = dict(ambient or {})
     snap.update(snapshot or {})
+    if snap.get("connected") is False:
+        return "not connected to the server"
     parts: list[str] = []
     pos = _fmt_pos(snap.get("position"))
     if pos:
         parts.append(f"pos {pos}")
-    if "health" in snap or "food" in snap:
-        hp = snap.get("health")
-        food = snap.get("food")
-        parts.append(" ".join(s for s in (f"health {_fmt_num(hp)}/20" if hp is not None else "", f"food {_fmt_num(food)}/20" if food is not None else "") if s))
-    when = snap.get("time") or snap.get("time_of_day")
+    hp, food = snap.get("health"), snap.get("food")
+    vitals = [f"health {_fmt_num(hp)}/20" if hp is not None else "", f"food {_fmt_num(food)}/20" if food is not None else ""]
+    if any(vitals):
+        parts.append(" ".join(v for v in vitals if v))
+    when = snap.get("time")
+    if when is None and isinstance(snap.get("time_of_day"), int):
+        when = _phase(snap["time_of_day"])
     if when is not None:
         parts.append(f"time {when}")
     if snap.get("raining"):
         parts.append("raining")
     if snap.get("dimension") not in (None, "overworld", "minecraft:overworld"):
         parts.append(f"in {snap['dimension']}")
-    if snap.get("holding"):
-        parts.append(f"holding {snap['holding']}")
+    held = snap.get("held") or snap.get("holding")
+    if held:
+        parts.append(f"holding {held}")
     for key, label in (("inventory", "inventory"), ("players", "players near"), ("mobs", "mobs near"), ("blocks", "blocks near")):
         if key in snap:
             text = _fmt_named_list(snap[key])
             if text is not None:
                 parts.append(f"{label}: {text}")
-    if snap.get("action"):
-        parts.append(f"doing {snap['action']}")
+    doing = snap.get("job") or snap.get("action")
+    if doing:
+        parts.append(f"doing {doing}")
+    if snap.get("following"):
+        parts.append(f"following {snap['following']}")
     for key, value in snap.items():
-        if key not in _STATUS_KEYS and key not in ("raining", "t", "kind") and value not in (None, "", [], {}):
+        if key not in _STATUS_KEYS and key not in _QUIET_KEYS and value not in (None, "", [], {}):
             parts.append(f"{key}: {_short(value, 60)}")
     return " | ".join(parts) if parts else "unknown"
+
+
+def format_events(events: Iterable[Triaged], *, note: str | None = None) -> str:
+    """The event part of an observation: one line per event (urgent ones marked), or a note."""
+    lines = []
+    if note:
+        lines.append(f"[note] {note}")
+    evs = list(events)
+    if evs:
+        lines.append("[events]")
+        lines.extend(f"- {'(!) ' if t.priority == 'urgent' else ''}{describe_event(t.event)}" for t in evs)
+    return "\n".join(lines) if lines else "[events] none"
+
+
+def format_status_line(snapshot: Mapping[str, Any] | None, ambient: Mapping[str, Any] | None = None) -> str:
+    """The status part of an observation (rides on the newest message only)."""
+    return f"[status] {format_status(snapshot, ambient)}"
 
 
 def format_observation(
@@ -322,12 +368,5 @@ def format_observation(
     ambient: Mapping[str, Any] | None = None,
     note: str | None = None,
 ) -> str:
-    """The observation message: status line, then one line per event (or a note)."""
-    lines = [f"[status] {format_status(snapshot, ambient)}"]
-    if note:
-        lines.append(f"[note] {note}")
-    evs = list(events)
-    if evs:
-        lines.append("[events]")
-        lines.extend(f"- {'(!) ' if t.priority == 'urgent' else ''}{describe_event(t.event)}" for t in evs)
-    return "\n".join(lines)
+    """The whole observation as the model reads it: events, a blank line, the status."""
+    return f"{format_events(events, note=note)}\n\n{format_status_line(snapshot, ambient)}"

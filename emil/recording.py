@@ -112,7 +112,7 @@ class EventRecord(_Record):
     kind: Literal["event"] = "event"
     event: dict[str, Any] = Field(default_factory=dict)
     priority: str | None = None
-    """urgent | normal | ambient."""
+    """urgent | normal | ambient, or echo (the end of an action the loop awaited itself)."""
 
 
 class ObservationRecord(_Record):

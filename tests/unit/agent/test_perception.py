@@ -60,7 +60,7 @@ def test_ambient_events_never_start_a_turn_but_update_status() -> None:
     assert p.wait_s(now=10) is None
     text = format_observation(p.take(), {"position": {"x": 1.4, "y": 64, "z": -3.6}}, ambient=p.ambient)
     assert "time night" in text and "raining" in text and "pos 1,64,-4" in text
-    assert "[events]" not in text
+    assert "[events] none" in text
 
 
 def test_chat_burst_is_debounced_into_one_turn() -> None:
@@ -104,14 +104,30 @@ def test_observation_lists_events_with_urgent_marks() -> None:
         {"health": 17.0, "food": 20, "inventory": [{"name": "oak_log", "count": 3}], "players": [{"username": "alex", "distance": 2.2}]},
     )
     assert text.splitlines() == [
-        "[status] health 17/20 food 20/20 | inventory: oak_log x3 | players near: alex 2m",
         "[events]",
         '- (!) alex says: "hello Emil"',
         "- (!) you were hit by alex: -3 health, now 17/20",
         "- you picked up 3 oak_log",
+        "",
+        "[status] health 17/20 food 20/20 | inventory: oak_log x3 | players near: alex 2m",
     ]
 
 
 def test_status_shows_unknown_snapshot_fields_compactly() -> None:
     assert format_status({"mood": "curious"}) == "mood: curious"
     assert format_status(None) == "unknown"
+
+
+def test_status_reads_the_bot_snapshot_shape() -> None:
+    snap = {
+        "connected": True, "username": "Emil", "position": {"x": 0.5, "y": -60.0, "z": 2.5},
+        "health": 20.0, "food": 20.0, "time_of_day": 13000, "dimension": "overworld",
+        "raining": False, "held": None, "standing_on": "grass_block", "inventory": {"bread": 2},
+        "players": [{"name": "alex", "distance": 3.1, "position": {"x": 1, "y": -60, "z": 5}}],
+        "mobs": [], "blocks": [{"name": "oak_log", "count": 4, "distance": 7.2, "nearest": {"x": 3, "y": -60, "z": 9}}],
+        "job": None, "following": "alex", "reflexes": {"self_defense": True},
+    }
+    assert format_status(snap) == (
+        "pos 0,-60,2 | health 20/20 food 20/20 | time dusk | inventory: bread x2 | players near: alex 3m"
+        " | mobs near: none | blocks near: oak_log x4 7m | following alex"
+    )
