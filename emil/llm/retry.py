@@ -101,13 +101,14 @@ def config_hint(status: int | None, message: str, *, model: str | None = None) -
     lowered = message.lower()
     if status in (401, 403):
         what = (
-            "the server refused the API key: set Emil's LLM api_key to the value vLLM was "
-            "started with (--api-key), or start vLLM without --api-key"
+            "the server refused the API key: set Emil's api_key (emil.toml, EMIL_API_KEY or "
+            "--api-key) to the key vLLM was started with, or start vLLM without --api-key"
         )
     elif status == 404:
         what = (
-            f"the server does not serve model {model!r} (or the base_url is wrong): set the "
-            "model to one listed by GET /v1/models and make base_url end in /v1"
+            f"the server does not serve model {model!r} (or the endpoint is wrong): set model "
+            "(EMIL_MODEL / --model) to an id listed by GET /v1/models, or 'auto', and make the "
+            "endpoint (EMIL_ENDPOINT / --endpoint) end in /v1"
         )
     elif "enable-auto-tool-choice" in lowered or "tool-call-parser" in lowered:
         what = (
@@ -334,8 +335,8 @@ def recovery_flow(
             yield Notify(RecoveryEvent("gave_up", attempt, window=server_window, message="output"))
             raise _give_up(
                 overflow, request, room, predicted, attempts,
-                "the requested output alone fills the window; lower the output reserve "
-                "(max_completion_tokens) below the served max_model_len"
+                "the requested output alone fills the window; lower output_reserve "
+                "(EMIL_OUTPUT_RESERVE / --output-reserve) well below the served max_model_len"
             )
         if lower:
             exact = yield CountExactly(request)

@@ -174,7 +174,7 @@ def test_output_alone_larger_than_window_is_not_retried() -> None:
     flow.send(ChatRequest(messages=[{"role": "user", "content": "hi"}],
                           max_completion_tokens=65536, predicted_prompt_tokens=10))
     msg = "max_tokens=65536 cannot be greater than max_model_len=32768."
-    with pytest.raises(ContextOverflowError, match="output reserve"):
+    with pytest.raises(ContextOverflowError, match="output_reserve"):
         _drive_to_next_assemble(flow, _rejected(msg))
 
 

@@ -1,0 +1,309 @@
+'use strict'
+// Coarse actions: each does a whole job, honours an AbortSignal and returns a small plain
+// result (or throws an Error whose message the model will read, e.g. "no oak_log within 32
+// blocks"). Python's emil/world/actions.py validates arguments before they get here.
+const { bestFood } = require('./emil_reflexes')
+
+const CHAT_LIMIT = 256
+
+function aborted (signal) {
+  if (signal.aborted) throw new Error(`aborted: ${signal.reason || 'stopped'}`)
+}
+
+// Run a promise but give up (and run onAbort) when the signal fires.
+function abortable (promise, signal, onAbort) {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) { onAbort(); reject(new Error(`aborted: ${signal.reason}`)); return }
+    const listener = () => { onAbort(); reject(new Error(`aborted: ${signal.reason}`)) }
+    signal.addEventListener('abort', listener, { once: true })
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', listener))
+  })
+}
+
+function sleep (ms, signal) {
+  return abortable(new Promise((resolve) => setTimeout(resolve, ms)), signal, () => {})
+}
+
+function playerEntity (bot, name) {
+  const p = bot.players[name]
+  if (!p) throw new Error(`no player named ${name} is online`)
+  if (!p.entity) throw new Error(`${name} is online but too far away to see`)
+  return p.entity
+}
+
+function pos (p) { return { x: round1(p.x), y: round1(p.y), z: round1(p.z) } }
+function round1 (x) { return Math.round(x * 10) / 10 }
+
+function itemByName (bot, name) {
+  const info = bot.registry.itemsByName[name]
+  if (!info) throw new Error(`'${name}' is not an item name (use names like oak_log, cobblestone)`)
+  return info
+}
+
+function countOf (bot, name) {
+  return bot.inventory.items().filter((i) => i.name === name).reduce((n, i) => n + i.count, 0)
+}
+
+async function goto (ctl, goal, signal) {
+  const bot = ctl.bot
+  try {
+    await abortable(bot.pathfinder.goto(goal), signal, () => bot.pathfinder.stop())
+  } catch (err) {
+    aborted(signal)
+    const msg = String(err && err.message)
+    if (/No path|noPath|timeout|Took to long/i.test(msg)) throw new Error('no path there (blocked or too far)')
+    if (/goal was changed|GoalChanged/i.test(msg)) throw new Error('interrupted by another movement')
+    throw err
+  }
+}
+
+function targetPoint (ctl, args) {
+  const { Vec3 } = ctl.lib
+  if (args.player) return playerEntity(ctl.bot, args.player).position
+  return new Vec3(args.x, args.y, args.z)
+}
+
+const ACTIONS = {
+  async say (ctl, { text }) {
+    const bot = ctl.bot
+    const line = String(text).replace(/[\r\n]+/g, ' ').slice(0, CHAT_LIMIT)
+    if (line.startsWith('/') && !ctl.options.allowCommands) throw new Error('chat starting with "/" is a command; commands are disabled')
+    bot.chat(line)
+    return { said: line }
+  },
+
+  async whisper (ctl, { player, text }) {
+    const bot = ctl.bot
+    if (!bot.players[player]) throw new Error(`no player named ${player} is online`)
+    const line = String(text).replace(/[\r\n]+/g, ' ').slice(0, CHAT_LIMIT - player.length - 7)
+    bot.whisper(player, line)
+    return { to: player, said: line }
+  },
+
+  async go_to (ctl, args, signal) {
+    const { goals } = ctl.lib
+    const bot = ctl.bot
+    const range = args.range ?? 2
+    let goal
+    if (args.player) {
+      const e = playerEntity(bot, args.player)
+      goal = new goals.GoalNear(e.position.x, e.position.y, e.position.z, Math.max(range, 1))
+    } else {
+      goal = new goals.GoalNear(args.x, args.y, args.z, range)
+    }
+    await goto(ctl, goal, signal)
+    return { position: pos(bot.entity.position) }
+  },
+
+  // Following is a standing goal: it returns at once and lasts until stop or another movement.
+  async follow (ctl, { player, range }) {
+    const { goals } = ctl.lib
+    const bot = ctl.bot
+    const e = playerEntity(bot, player)
+    bot.pathfinder.setGoal(new goals.GoalFollow(e, range ?? 2), true)
+    ctl.following = player
+    return { following: player }
+  },
+
+  async stop (ctl) {
+    const stopped = ctl.stopJob('stopped')
+    const following = ctl.following
+    ctl.halt()
+    return { stopped: stopped || (following ? 'follow' : null) }
+  },
+
+  async look_at (ctl, args) {
+    const bot = ctl.bot
+    const p = targetPoint(ctl, args)
+    await bot.lookAt(args.player ? p.offset(0, 1.6, 0) : p.offset(0.5, 0.5, 0.5), true)
+    return { yaw: round1(bot.entity.yaw), pitch: round1(bot.entity.pitch) }
+  },
+
+  async collect (ctl, { block, count, max_distance: maxDistance }, signal) {
+    const bot = ctl.bot
+    const { goals } = ctl.lib
+    const info = bot.registry.blocksByName[block]
+    if (!info) throw new Error(`'${block}' is not a block name`)
+    const want = count ?? 1
+    const radius = maxDistance ?? 32
+    const drop = (info.drops && info.drops.length) ? bot.registry.items[info.drops[0]] : null
+    const dropName = drop ? drop.name : block
+    const before = countOf(bot, dropName)
+    let dug = 0
+    const skipped = new Set()
+    while (dug < want) {
+      aborted(signal)
+      const found = bot.findBlocks({ matching: info.id, maxDistance: radius, count: 64 })
+        .filter((p) => !skipped.has(p.toString()))
+      if (found.length === 0) {
+        if (dug === 0) throw new Error(`no ${block} within ${radius} blocks`)
+        break
+      }
+      found.sort((a, b) => a.distanceTo(bot.entity.position) - b.distanceTo(bot.entity.position))
+      const at = found[0]
+      try {
+        await goto(ctl, new goals.GoalLookAtBlock(at, bot.world, { reach: 4 }), signal)
+        const target = bot.blockAt(at)
+        if (!target || target.type !== info.id) { skipped.add(at.toString()); continue }
+        await abortable(bot.tool.equipForBlock(target, {}), signal, () => {})
+        await abortable(bot.dig(target, true), signal, () => bot.stopDigging())
+      } catch (err) {
+        aborted(signal)
+        skipped.add(at.toString())
+        continue
+      }
+      dug++
+      // The drop lands on the block's spot: step onto it so the server hands it over.
+      try {
+        await goto(ctl, new goals.GoalNear(at.x, at.y, at.z, 0), signal)
+      } catch (err) { aborted(signal) }
+      const deadline = Date.now() + 1500
+      while (countOf(bot, dropName) - before < dug && Date.now() < deadline) await sleep(100, signal)
+    }
+    const got = countOf(bot, dropName) - before
+    return { dug, collected: { [dropName]: got } }
+  },
+
+  async dig (ctl, { x, y, z }, signal) {
+    const bot = ctl.bot
+    const { goals, Vec3 } = ctl.lib
+    const at = new Vec3(x, y, z)
+    const block = bot.blockAt(at)
+    if (!block) throw new Error(`the block at ${x} ${y} ${z} is not loaded (too far)`)
+    if (block.name === 'air' || block.boundingBox === 'empty') throw new Error(`nothing to dig at ${x} ${y} ${z} (${block.name})`)
+    if (!block.diggable) throw new Error(`${block.name} cannot be dug`)
+    if (bot.entity.position.distanceTo(at.offset(0.5, 0.5, 0.5)) > 4.5) {
+      await goto(ctl, new goals.GoalLookAtBlock(at, bot.world, { reach: 4 }), signal)
+    }
+    await abortable(bot.tool.equipForBlock(block, {}), signal, () => {})
+    await abortable(bot.dig(block, true), signal, () => bot.stopDigging())
+    return { dug: block.name, at: { x, y, z } }
+  },
+
+  async place (ctl, { item, x, y, z }, signal) {
+    const bot = ctl.bot
+    const { goals, Vec3 } = ctl.lib
+    const at = new Vec3(x, y, z)
+    const existing = bot.blockAt(at)
+    if (!existing) throw new Error(`the spot ${x} ${y} ${z} is not loaded (too far)`)
+    if (existing.boundingBox !== 'empty') throw new Error(`${x} ${y} ${z} is occupied by ${existing.name}`)
+    const stack = bot.inventory.items().find((i) => i.name === item)
+    if (!stack) throw new Error(`no ${item} in the inventory`)
+    const faces = [[0, -1, 0], [0, 1, 0], [1, 0, 0], [-1, 0, 0], [0, 0, 1], [0, 0, -1]]
+    let ref = null
+    let face = null
+    for (const [dx, dy, dz] of faces) {
+      const b = bot.blockAt(at.offset(dx, dy, dz))
+      if (b && b.boundingBox === 'block') { ref = b; face = new Vec3(-dx, -dy, -dz); break }
+    }
+    if (!ref) throw new Error(`nothing solid next to ${x} ${y} ${z} to place against`)
+    const feet = bot.entity.position.floored()
+    if (feet.equals(at) || feet.offset(0, 1, 0).equals(at)) {
+      await goto(ctl, new goals.GoalInvert(new goals.GoalNear(x, y, z, 1.5)), signal)
+    }
+    if (bot.entity.position.distanceTo(at.offset(0.5, 0.5, 0.5)) > 4.5) {
+      await goto(ctl, new goals.GoalNear(x, y, z, 3), signal)
+    }
+    await bot.equip(stack, 'hand')
+    aborted(signal)
+    await bot.placeBlock(ref, face)
+    const now = bot.blockAt(at)
+    return { placed: now ? now.name : item, at: { x, y, z } }
+  },
+
+  async equip (ctl, { item, destination }) {
+    const bot = ctl.bot
+    itemByName(bot, item)
+    const stack = bot.inventory.items().find((i) => i.name === item)
+    if (!stack) throw new Error(`no ${item} in the inventory`)
+    await bot.equip(stack, destination || 'hand')
+    return { equipped: item, destination: destination || 'hand' }
+  },
+
+  async eat (ctl, { item }, signal) {
+    const bot = ctl.bot
+    let stack
+    if (item) {
+      stack = bot.inventory.items().find((i) => i.name === item)
+      if (!stack) throw new Error(`no ${item} in the inventory`)
+      if (!(bot.registry.foodsByName || {})[item]) throw new Error(`${item} is not food`)
+    } else {
+      stack = bestFood(bot)
+      if (!stack) throw new Error('no food in the inventory')
+    }
+    if (bot.food >= 20) throw new Error('not hungry (food is full)')
+    const before = bot.food
+    await bot.equip(stack, 'hand')
+    await abortable(bot.consume(), signal, () => bot.deactivateItem())
+    return { ate: stack.name, food_before: before, food_after: bot.food }
+  },
+
+  async give (ctl, { player, item, count }, signal) {
+    const bot = ctl.bot
+    const { goals } = ctl.lib
+    itemByName(bot, item)
+    const have = countOf(bot, item)
+    if (have === 0) throw new Error(`no ${item} in the inventory`)
+    const n = Math.min(count ?? 1, have)
+    const target = playerEntity(bot, player)
+    // Stand about three blocks off so the thrown items land by the player, not back on Emil.
+    await goto(ctl, new goals.GoalNear(target.position.x, target.position.y, target.position.z, 3), signal)
+    if (target.position.distanceTo(bot.entity.position) < 2.5) {
+      await goto(ctl, new goals.GoalInvert(new goals.GoalNear(target.position.x, target.position.y, target.position.z, 2.5)), signal).catch(() => {})
+    }
+    await bot.lookAt(target.position.offset(0, 1.0, 0), true)
+    await bot.toss(bot.registry.itemsByName[item].id, null, n)
+    return { gave: item, count: n, to: player, short: n < (count ?? 1) ? `only had ${have}` : null }
+  },
+
+  async attack (ctl, { target, duration_s: durationS }, signal) {
+    const bot = ctl.bot
+    let entity = null
+    if (bot.players[target]) entity = playerEntity(bot, target)
+    else {
+      entity = bot.nearestEntity((e) => e.name === target && e.type !== 'object' && e !== bot.entity)
+      if (!entity) throw new Error(`no ${target} in sight`)
+    }
+    const started = Date.now()
+    const limit = started + (durationS ?? 10) * 1000
+    let hits = 0
+    const onHit = () => { hits++ }
+    bot.on('attackedTarget', onHit)
+    bot.pvp.attack(entity)
+    try {
+      while (Date.now() < limit && entity.isValid) {
+        aborted(signal)
+        if (entity.position.distanceTo(bot.entity.position) > 32) throw new Error(`${target} got away`)
+        await sleep(100, signal)
+      }
+    } finally {
+      bot.removeListener('attackedTarget', onHit)
+      try { bot.pvp.forceStop() } catch (e) { /* done */ }
+    }
+    return { target, hits, defeated: !entity.isValid, fought_s: Math.round((Date.now() - started) / 100) / 10 }
+  },
+
+  async flee (ctl, { from, distance }, signal) {
+    const bot = ctl.bot
+    const { goals, Vec3 } = ctl.lib
+    let threat = null
+    if (from) {
+      threat = bot.players[from] ? playerEntity(bot, from) : bot.nearestEntity((e) => e.name === from)
+      if (!threat) throw new Error(`no ${from} in sight to flee from`)
+    } else {
+      threat = bot.nearestEntity((e) => e.type === 'hostile') || ctl.findAttacker()
+    }
+    const me = bot.entity.position
+    let away = threat ? me.minus(threat.position) : new Vec3(1, 0, 0)
+    away.y = 0
+    if (away.norm() < 0.01) away = new Vec3(1, 0, 0)
+    const target = me.plus(away.normalize().scaled(distance ?? 16))
+    await goto(ctl, new goals.GoalNearXZ(target.x, target.z, 2), signal)
+    return { fled_from: threat ? (threat.username || threat.name) : null, position: pos(bot.entity.position) }
+  }
+}
+
+// Jobs pre-empt each other (a new movement replaces the old); the rest are instant.
+const JOB_ACTIONS = new Set(['go_to', 'follow', 'collect', 'dig', 'place', 'eat', 'give', 'attack', 'flee'])
+
+module.exports = { ACTIONS, JOB_ACTIONS, CHAT_LIMIT }

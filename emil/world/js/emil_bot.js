@@ -1,0 +1,205 @@
+'use strict'
+// Emil's bot module: owns the mineflayer bot, its plugins, the reflexes and the coarse actions.
+//
+// Python (emil/world/bridge.py) talks to this module through JSPyBridge with a handful of coarse
+// calls: createController(options) once, then controller.connect(), act(name, argsJson),
+// abort(), snapshot(), setReflexes(json), quit(). Every game event leaves through ONE emitter
+// event, controller.events.emit('event', '<compact json>'), whose fields match emil/events.py.
+// Python never walks JS objects: everything crossing the bridge is a JSON string or a number.
+const { need } = require('./emil_require')
+const { EventEmitter } = require('events')
+const { installEvents } = require('./emil_events')
+const { installReflexes, DEFAULT_REFLEXES } = require('./emil_reflexes')
+const { ACTIONS, JOB_ACTIONS } = require('./emil_actions')
+const { snapshot } = require('./emil_snapshot')
+
+function createController (optionsJson) {
+  const options = JSON.parse(optionsJson)
+  if (options.modulesDir) process.env.EMIL_JS_MODULES = options.modulesDir
+  const mineflayer = need('mineflayer')
+  const { pathfinder, Movements, goals } = need('mineflayer-pathfinder')
+  const pvp = need('mineflayer-pvp').plugin
+  const tool = need('mineflayer-tool').plugin
+  const Vec3 = need('vec3').Vec3
+
+  const events = new EventEmitter()
+  const ctl = {
+    events,
+    bot: null,
+    lib: { goals, Movements, Vec3 },
+    options,
+    reflexes: { ...DEFAULT_REFLEXES, ...(options.reflexes || {}) },
+    job: null, // { name, controller: AbortController }
+    connected: false
+  }
+
+  ctl.emit = (kind, fields) => {
+    try {
+      events.emit('event', JSON.stringify({ kind, t: Date.now() / 1000, ...fields }))
+    } catch (err) {
+      // a handler on the Python side failed; never let that break the game loop
+    }
+  }
+
+  // Resolves on spawn; rejects with {code, message} on anything that prevents it.
+  // Like start(): returns at once, the outcome arrives as {kind: '_connected', id, ok, ...}.
+  ctl.startConnect = (id) => {
+    ctl.connect().then((res) => {
+      try { events.emit('event', JSON.stringify({ kind: '_connected', id, ...JSON.parse(res) })) } catch (e) { /* Python gone */ }
+    })
+    return true
+  }
+
+  ctl.connect = () => new Promise((resolve) => {
+    if (ctl.bot) { try { ctl.bot.quit() } catch (e) { /* already gone */ } }
+    let settled = false
+    const done = (value) => { if (!settled) { settled = true; resolve(JSON.stringify(value)) } }
+    let bot
+    try {
+      bot = mineflayer.createBot({
+        host: options.host,
+        port: options.port,
+        username: options.username,
+        version: options.version,
+        auth: 'offline',
+        hideErrors: true,
+        checkTimeoutInterval: options.checkTimeoutMs || 30000,
+        respawn: true
+      })
+    } catch (err) {
+      done({ ok: false, code: 'config', error: String(err && err.message) })
+      return
+    }
+    ctl.bot = bot
+    bot.loadPlugin(pathfinder)
+    bot.loadPlugin(pvp)
+    bot.loadPlugin(tool)
+    const timer = setTimeout(() => done({ ok: false, code: 'timeout', error: `no spawn within ${options.spawnTimeoutMs || 20000} ms` }), options.spawnTimeoutMs || 20000)
+    bot.once('spawn', () => {
+      clearTimeout(timer)
+      const movements = new Movements(bot)
+      movements.canDig = true
+      movements.allowParkour = false
+      movements.allow1by1towers = true
+      bot.pathfinder.setMovements(movements)
+      bot.pathfinder.thinkTimeout = 3000
+      ctl.connected = true
+      done({ ok: true, username: bot.username, version: bot.version })
+    })
+    bot.once('kicked', (reason) => {
+      clearTimeout(timer)
+      done({ ok: false, code: 'kicked', error: reasonText(reason) })
+    })
+    bot.once('error', (err) => {
+      clearTimeout(timer)
+      done({ ok: false, code: (err && err.code) || 'error', error: String(err && err.message) })
+    })
+    bot.once('end', (reason) => {
+      clearTimeout(timer)
+      ctl.connected = false
+      done({ ok: false, code: 'end', error: String(reason || 'connection ended') })
+    })
+    installEvents(ctl, bot)
+    installReflexes(ctl, bot)
+  })
+
+  ctl.act = async (name, argsJson) => {
+    const started = Date.now()
+    const finish = (ok, result, error) => {
+      const out = { ok, result: result === undefined ? null : result, error: error || null, elapsed_ms: Date.now() - started }
+      ctl.emit('action_finished', { action: name, ...out })
+      return out
+    }
+    const fn = ACTIONS[name]
+    if (!fn) return finish(false, null, `unknown action '${name}'`)
+    if (!ctl.bot || !ctl.connected || !ctl.bot.entity) return finish(false, null, 'not connected to the server')
+    let args
+    try { args = JSON.parse(argsJson || '{}') } catch (err) { return finish(false, null, 'arguments are not JSON') }
+    const controller = new AbortController()
+    const isJob = JOB_ACTIONS.has(name)
+    if (isJob) {
+      if (ctl.job) ctl.stopJob(`pre-empted by ${name}`)
+      ctl.job = { name, controller }
+    }
+    try {
+      const result = await fn(ctl, args, controller.signal)
+      if (controller.signal.aborted) return finish(false, null, `aborted: ${controller.signal.reason || 'stopped'}`)
+      return finish(true, result, null)
+    } catch (err) {
+      if (controller.signal.aborted) return finish(false, null, `aborted: ${controller.signal.reason || 'stopped'}`)
+      return finish(false, null, String((err && err.message) || err))
+    } finally {
+      if (ctl.job && ctl.job.controller === controller) ctl.job = null
+    }
+  }
+
+  // The bridge's entry point: returns at once; the outcome comes back through the one event
+  // callback as {kind: '_result', id, ok, result, error, elapsed_ms}, so no bridge call ever
+  // blocks for the length of a job.
+  ctl.start = (id, name, argsJson) => {
+    ctl.act(name, argsJson).then(
+      (out) => { try { events.emit('event', JSON.stringify({ kind: '_result', id, ...out })) } catch (e) { /* Python gone */ } },
+      (err) => { try { events.emit('event', JSON.stringify({ kind: '_result', id, ok: false, result: null, error: String(err), elapsed_ms: 0 })) } catch (e) { /* Python gone */ } }
+    )
+    return true
+  }
+
+  // Aborting a job stops every motor plugin so nothing keeps walking or swinging after it.
+  ctl.stopJob = (reason) => {
+    const job = ctl.job
+    ctl.job = null
+    if (job) job.controller.abort(reason)
+    ctl.halt()
+    return job ? job.name : null
+  }
+
+  ctl.halt = () => {
+    const bot = ctl.bot
+    if (!bot) return
+    try { bot.pathfinder.stop() } catch (e) { /* not moving */ }
+    try { bot.pathfinder.setGoal(null) } catch (e) { /* not moving */ }
+    try { bot.pvp.forceStop() } catch (e) { /* not fighting */ }
+    try { bot.stopDigging() } catch (e) { /* not digging */ }
+    try { bot.deactivateItem() } catch (e) { /* not using */ }
+    try { bot.clearControlStates() } catch (e) { /* not moving */ }
+    ctl.following = null
+  }
+
+  ctl.abort = (reason) => JSON.stringify({ aborted: ctl.stopJob(reason || 'aborted by the runtime') })
+  ctl.snapshot = () => JSON.stringify(snapshot(ctl))
+  ctl.setReflexes = (json) => { Object.assign(ctl.reflexes, JSON.parse(json)); return JSON.stringify(ctl.reflexes) }
+  ctl.quit = () => {
+    ctl.stopJob('quit')
+    if (ctl.bot) { try { ctl.bot.quit() } catch (e) { /* gone */ } }
+    ctl.connected = false
+    return true
+  }
+  // Test and benchmark hook: the raw process id lets Python kill Node to prove it survives.
+  ctl.pid = () => process.pid
+  return ctl
+}
+
+function reasonText (reason) {
+  if (typeof reason === 'string') {
+    try { return flatten(JSON.parse(reason)) } catch (e) { return reason }
+  }
+  return flatten(reason)
+}
+
+function flatten (c) {
+  if (c == null) return ''
+  if (typeof c === 'string') return c
+  if (Array.isArray(c)) return c.map(flatten).join('')
+  if (typeof c === 'object') {
+    let s = ''
+    if (c.text !== undefined) s += flatten(c.text)
+    if (c.translate !== undefined) s += c.translate + (c.with ? ' ' + c.with.map(flatten).join(' ') : '')
+    if (c.extra) s += flatten(c.extra)
+    if (c.value !== undefined && typeof c.value !== 'object') s += String(c.value)
+    else if (c.value !== undefined) s += flatten(c.value)
+    return s || JSON.stringify(c)
+  }
+  return String(c)
+}
+
+module.exports = { createController, reasonText }

@@ -1,0 +1,168 @@
+'use strict'
+// Game events -> compact JSON through ctl.emit(kind, fields). Field names match emil/events.py.
+// Also keeps the little state the reflexes share: who swung at Emil last (flying-squid, like
+// vanilla, does not tell the victim who hit it, so the attacker is the entity that swung within
+// reach just before the health drop).
+
+const HOSTILE_RADIUS = 16
+const HOSTILE_REPEAT_MS = 15000
+const SWING_WINDOW_MS = 1200
+const ATTACK_REACH = 6
+
+function phaseOf (timeOfDay) {
+  if (timeOfDay < 12000) return 'day'
+  if (timeOfDay < 13000) return 'dusk'
+  if (timeOfDay < 23000) return 'night'
+  return 'dawn'
+}
+
+function itemTotals (bot) {
+  const totals = {}
+  for (const item of bot.inventory.items()) totals[item.name] = (totals[item.name] || 0) + item.count
+  return totals
+}
+
+function installEvents (ctl, bot) {
+  const emit = ctl.emit
+  const swings = new Map() // entity id -> ms of last arm swing
+  ctl.hooks = ctl.hooks || { damage: [], health: [] }
+  let spawnedAt = 0
+  let lastHealth = null
+  let lastFood = null
+  let dead = false
+  let phase = null
+  let totals = null
+  let totalsTimer = null
+  const hostileSeen = new Map()
+
+  ctl.findAttacker = () => {
+    if (!bot.entity) return null
+    const now = Date.now()
+    let best = null
+    for (const e of Object.values(bot.entities)) {
+      if (e === bot.entity || !e.position) continue
+      const d = e.position.distanceTo(bot.entity.position)
+      if (d > ATTACK_REACH) continue
+      const swung = now - (swings.get(e.id) || 0) <= SWING_WINDOW_MS
+      const hostile = e.type === 'hostile'
+      if (!swung && !hostile) continue
+      const score = (swung ? 0 : 100) + d
+      if (!best || score < best.score) best = { entity: e, score }
+    }
+    return best ? best.entity : null
+  }
+
+  bot.once('spawn', () => {
+    spawnedAt = Date.now()
+    lastHealth = bot.health
+    lastFood = bot.food
+    phase = bot.time ? phaseOf(bot.time.timeOfDay) : null
+    totals = itemTotals(bot)
+  })
+
+  bot.on('spawn', () => {
+    if (dead) {
+      dead = false
+      lastHealth = bot.health
+      emit('respawn', {})
+    }
+  })
+
+  bot.on('chat', (username, message) => {
+    if (username === bot.username) return
+    emit('chat', { sender: username, text: message, whisper: false })
+  })
+  bot.on('whisper', (username, message) => {
+    if (username === bot.username) return
+    emit('chat', { sender: username, text: message, whisper: true })
+  })
+
+  bot.on('entitySwingArm', (entity) => { swings.set(entity.id, Date.now()) })
+  // damage_event (1.19.4+) names the source; it arrives just before the health drop.
+  bot.on('entityHurt', (entity, source) => {
+    if (entity === bot.entity && source) ctl.hurtBy = { entity: source, at: Date.now() }
+  })
+
+  bot.on('health', () => {
+    const health = bot.health
+    const food = bot.food
+    if (lastHealth !== null && health < lastHealth && !dead) {
+      const named = ctl.hurtBy && Date.now() - ctl.hurtBy.at < 1000 ? ctl.hurtBy.entity : null
+      const attacker = named || ctl.findAttacker()
+      ctl.hurtBy = null
+      const name = attacker ? (attacker.username || attacker.name || null) : null
+      ctl.lastDamage = { at: Date.now(), attacker, amount: lastHealth - health }
+      emit('damage', { amount: round(lastHealth - health), health: round(health), attacker: name })
+      for (const hook of ctl.hooks.damage) safe(() => hook(attacker, lastHealth - health))
+    } else if (health !== lastHealth || food !== lastFood) {
+      emit('health', { health: round(health), food: round(food) })
+    }
+    lastHealth = health
+    lastFood = food
+    for (const hook of ctl.hooks.health) safe(() => hook())
+  })
+
+  bot.on('death', () => {
+    dead = true
+    emit('death', { reason: ctl.lastDamage && ctl.lastDamage.attacker ? `killed by ${ctl.lastDamage.attacker.username || ctl.lastDamage.attacker.name}` : null })
+  })
+
+  bot.on('playerJoined', (player) => {
+    if (player.username === bot.username || !spawnedAt || Date.now() - spawnedAt < 1500) return
+    emit('player_joined', { username: player.username })
+  })
+  bot.on('playerLeft', (player) => {
+    if (player.username === bot.username) return
+    emit('player_left', { username: player.username })
+  })
+
+  // Items entering the inventory, from any cause (pick-up, /give, crafting): diff the totals,
+  // coalesced over 150 ms so one pick-up of a stack is one event.
+  const onSlot = () => {
+    if (totals === null || totalsTimer) return
+    totalsTimer = setTimeout(() => {
+      totalsTimer = null
+      const now = itemTotals(bot)
+      for (const [name, count] of Object.entries(now)) {
+        const delta = count - (totals[name] || 0)
+        if (delta > 0) emit('item_collected', { item: name, count: delta })
+      }
+      totals = now
+    }, 150)
+  }
+  bot.once('spawn', () => bot.inventory.on('updateSlot', onSlot))
+
+  let tick = 0
+  bot.on('physicsTick', () => {
+    if (++tick % 10 !== 0 || !bot.entity) return
+    const now = Date.now()
+    for (const e of Object.values(bot.entities)) {
+      if (e.type !== 'hostile' || !e.position) continue
+      const d = e.position.distanceTo(bot.entity.position)
+      if (d > HOSTILE_RADIUS) continue
+      if (now - (hostileSeen.get(e.id) || 0) < HOSTILE_REPEAT_MS) continue
+      hostileSeen.set(e.id, now)
+      emit('hostile_nearby', { name: e.name || 'unknown', distance: round(d) })
+    }
+  })
+
+  bot.on('time', () => {
+    if (!bot.time) return
+    const p = phaseOf(bot.time.timeOfDay)
+    if (phase !== null && p !== phase) emit('time', { phase: p, time_of_day: bot.time.timeOfDay })
+    phase = p
+  })
+  bot.on('rain', () => emit('weather', { raining: !!bot.isRaining }))
+
+  bot.on('kicked', (reason) => emit('kicked', { reason: require('./emil_bot').reasonText(reason) }))
+  bot.on('end', (reason) => {
+    ctl.connected = false
+    emit('disconnected', { reason: String(reason || 'connection ended') })
+  })
+  bot.on('error', (err) => emit('error', { message: String((err && err.message) || err) }))
+}
+
+function round (x) { return Math.round(x * 100) / 100 }
+function safe (fn) { try { fn() } catch (err) { /* a reflex failing must not stop events */ } }
+
+module.exports = { installEvents, phaseOf }

@@ -1,0 +1,174 @@
+'use strict'
+// Emil's flying-squid plugin: the few mechanics flying-squid 1.12 lacks and that Emil's tests
+// and demo need, done through the server's own code paths (takeDamage, updateFood, inventory
+// updates, spawnObject) rather than faked on the client side:
+//   /tell <player> <text>     (aliases msg, w) whispers, in vanilla's wording
+//   /hurt <player> <amount> [attacker]   damage through entity.takeDamage (the PvP path)
+//   /food <player> <level>    set the food level (flying-squid has no hunger drain)
+//   eating: holding food and using it restores food after 1.6 s and reports entity status 9
+//   a joining client is told who is online (flying-squid tells everybody else only)
+//   players spawn for other clients as players (flying-squid sends entity type 0 from 1.20.2)
+//   dropping the cursor stack outside the inventory (mineflayer's toss) spawns the items
+const { need } = require('./emil_require')
+const { Vec3 } = need('vec3')
+
+module.exports.server = function (serv) {
+  const UserError = need('flying-squid').UserError
+
+  function findPlayer (name) {
+    const p = serv.getPlayer(name)
+    if (!p) throw new UserError(`Player not found: ${name}`)
+    return p
+  }
+
+  serv.commands.add({
+    base: 'tell',
+    aliases: ['msg', 'w'],
+    info: 'whisper to a player',
+    usage: '/tell <player> <text>',
+    parse (str) {
+      const m = str.match(/^(\S+) (.+)$/)
+      return m ? { to: m[1], text: m[2] } : false
+    },
+    action ({ to, text }, ctx) {
+      const target = findPlayer(to)
+      const from = ctx.player ? ctx.player.username : 'Server'
+      target.system(`${from} whispers to you: ${text}`)
+      if (ctx.player) ctx.player.system(`You whisper to ${to}: ${text}`)
+    }
+  })
+
+  serv.commands.add({
+    base: 'hurt',
+    info: 'damage a player through the server damage path',
+    usage: '/hurt <player> <amount> [attacker]',
+    op: true,
+    parse (str) {
+      const m = str.match(/^(\S+) (\d+(?:\.\d+)?)(?: (\S+))?$/)
+      return m ? { name: m[1], amount: parseFloat(m[2]), attacker: m[3] } : false
+    },
+    action ({ name, amount, attacker }) {
+      const target = findPlayer(name)
+      let velocity = new Vec3(0, 0, 0)
+      let source = null
+      if (attacker) {
+        source = findPlayer(attacker)
+        velocity = target.position.minus(source.position).plus(new Vec3(0, 0.5, 0)).scaled(2)
+      }
+      module.exports.sendDamageEvent(serv, target, source)
+      target.takeDamage({ damage: amount, velocity })
+    }
+  })
+
+  serv.commands.add({
+    base: 'food',
+    info: 'set the food level of a player',
+    usage: '/food <player> <level>',
+    op: true,
+    parse (str) {
+      const m = str.match(/^(\S+) (\d+)$/)
+      return m ? { name: m[1], level: Math.max(0, Math.min(20, parseInt(m[2]))) } : false
+    },
+    action ({ name, level }) {
+      findPlayer(name).updateFood(level)
+    }
+  })
+}
+
+module.exports.player = function (player, serv) {
+  const registry = serv.registry
+  // flying-squid creates players with entityType null; from 1.20.2 players spawn through
+  // spawn_entity, where type 0 makes every other client see an allay instead of a player.
+  if (player.entityType == null && registry.entitiesByName.player) player.entityType = registry.entitiesByName.player.id
+
+  // flying-squid 1.12 sends the player list to everybody except the newcomer, so a client
+  // joining later never learns who is online (mineflayer's bot.players stays empty) and cannot
+  // name the player entities it sees. Send it the list, then re-spawn the others so it can
+  // match entities to names.
+  player.once('spawned', () => {
+    if (!serv.supportFeature('playerInfoActionIsBitfield')) return
+    player._client.write('player_info', {
+      action: { add_player: true },
+      data: serv.players.map((p) => ({ uuid: p.uuid, player: { name: p.username, properties: p.profileProperties } }))
+    })
+    const others = player.nearbyEntities.filter((e) => e.type === 'player')
+    player.despawnEntities(others)
+    others.forEach((e) => player.spawnEntity(e))
+  })
+
+  // Eating: vanilla finishes a food item 32 ticks after the use starts.
+  let eating = null
+  player._client.on('use_item', () => {
+    const slot = 36 + player.heldItemSlot
+    const held = player.inventory.slots[slot]
+    if (!held) return
+    const food = registry.foodsByName?.[registry.items[held.type]?.name]
+    if (!food || eating) return
+    eating = setTimeout(() => {
+      eating = null
+      const now = player.inventory.slots[slot]
+      if (!now || now.type !== held.type) return
+      player.updateFood(Math.min(20, player.food + food.foodPoints))
+      player.updateFoodSaturation(Math.min(player.food, (player.foodSaturation || 0) + food.saturation))
+      now.count -= 1
+      player.inventory.updateSlot(slot, now.count > 0 ? now : null)
+      player._client.write('entity_status', { entityId: player.id, entityStatus: 9 })
+    }, 1600)
+  })
+  player._client.on('end', () => { if (eating) clearTimeout(eating) })
+
+  // Tossing. flying-squid's inventory model loses track of the cursor, so it neither spawns the
+  // dropped items nor keeps the slots right. The 1.17+ window_click packet carries the client's
+  // resulting slots and cursor: take them as the truth (this is a test server), and turn a drop
+  // outside the window (slot -999) into item entities two blocks ahead of the player.
+  const Item = need('prismarine-item')(registry)
+  let cursor = null
+  player._client.prependListener('window_click', (click) => {
+    // flying-squid's own click model diverges from the client and later re-sends stale slots
+    if (click.windowId === 0 && Array.isArray(click.changedSlots)) player.inventory.acceptClick = () => {}
+  })
+  player._client.on('window_click', (click) => {
+    if (click.windowId !== 0 || !Array.isArray(click.changedSlots)) return
+    const before = cursor
+    const after = click.cursorItem ? Item.fromNotch(click.cursorItem) : null
+    // a copy: flying-squid's own click handling mutates the cursor item in place
+    cursor = after ? { type: after.type, count: after.count } : null
+    for (const { location, item } of click.changedSlots) {
+      if (location >= 0 && location < player.inventory.slots.length) player.inventory.updateSlot(location, Item.fromNotch(item))
+    }
+    player.inventory.selectedItem = after
+    if (click.slot !== -999 || !before) return
+    const count = before.count - (after && after.type === before.type ? after.count : 0)
+    if (count <= 0) return
+    // flying-squid keeps yaw as a protocol byte (1/256 turn); vanilla: x = -sin(yaw), z = cos(yaw)
+    const rad = (player.yaw || 0) * Math.PI * 2 / 256
+    const dir = new Vec3(-Math.sin(rad), 0, Math.cos(rad))
+    const at = player.position.plus(dir.scaled(2)).offset(0, 1, 0)
+    for (let i = 0; i < count; i++) {
+      serv.spawnObject(registry.entitiesByName.item.id, player.world, at, {
+        velocity: new Vec3(0, 0, 0),
+        itemId: before.type,
+        itemCount: 1,
+        pickupTime: 500,
+        deathTime: 5 * 60 * 1000
+      })
+    }
+  })
+
+  // Tell the victim (and onlookers) who hit it, as vanilla does with damage_event, before
+  // flying-squid's own handler sends the health drop. Source ids are entity id + 1 (0 = none);
+  // the damage type index is left at 0 (mineflayer reads only the source).
+  player._client.prependListener('use_entity', ({ target, mouse } = {}) => {
+    if (mouse !== 1) return
+    const victim = serv.entities[target]
+    if (victim && victim.type === 'player' && victim.gameMode === 0) sendDamageEvent(serv, victim, player)
+  })
+}
+
+function sendDamageEvent (serv, victim, source) {
+  if (!serv.supportFeature('damageEventPacket') && !serv.registry.version['>=']('1.19.4')) return
+  const packet = { entityId: victim.id, sourceTypeId: 0, sourceCauseId: source ? source.id + 1 : 0, sourceDirectId: source ? source.id + 1 : 0 }
+  victim._client.write('damage_event', packet)
+  victim._writeOthersNearby('damage_event', packet)
+}
+module.exports.sendDamageEvent = sendDamageEvent
