@@ -401,7 +401,7 @@ class Agent:
                         tokens_before=trim.tokens_before, tokens_after=trim.tokens_after,
                     )
                 )
-            refs = self.recorder.request_refs(assembly.messages, turn=stats.turn)
+            refs = self.recorder.request_refs(assembly.messages, turn=stats.turn, ids=assembly.message_ids)
             request = ChatRequest(
                 messages=assembly.messages,
                 tools=self.context.tools or None,
