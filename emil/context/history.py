@@ -51,6 +51,7 @@ class Message:
     id: int = field(default_factory=_next_id)
     status: str | None = None
     _fingerprint: str = field(default="", init=False, repr=False)
+    _wire: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.role in _ROLE_KIND and self.kind == "observation":
@@ -87,7 +88,13 @@ class Message:
         return body
 
     def to_openai(self) -> dict[str, Any]:
-        """The OpenAI chat-format dict for this message."""
+        """The OpenAI chat-format dict for this message (built once; treat it as read-only)."""
+        if self._wire is None:
+            object.__setattr__(self, "_wire", self._build_wire())
+        assert self._wire is not None
+        return self._wire
+
+    def _build_wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role, "content": self.text}
         if self.role == "assistant":
             if not self.content and self.tool_calls:

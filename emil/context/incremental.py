@@ -28,14 +28,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from emil.context.history import Message
+from emil.context.qwen_blocks import render_block
 from emil.context.template import ChatTemplate, TemplateError, prepare_messages
 from emil.context.tokens import TokenCounter
 
-__all__ = ["IncrementalCounter", "MessageLike"]
+__all__ = ["BlockKey", "IncrementalCounter", "MessageLike"]
 
 _log = logging.getLogger(__name__)
 
 MessageLike = Message | dict[str, Any]
+BlockKey = tuple[str, str]
+"""(variant, fingerprint) of one rendered block."""
 
 _PROBE_USER: dict[str, Any] = {"role": "user", "content": "probe"}
 _PROBE_TOOL: dict[str, Any] = {"role": "tool", "tool_call_id": "probe", "content": "probe"}
@@ -59,6 +62,15 @@ def _content_text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return str(content)
+
+
+def _is_query_message(message: MessageLike, wire: dict[str, Any]) -> bool:
+    if isinstance(message, Message):
+        if message.role != "user":
+            return False
+        text = message.text.strip()
+        return not (text.startswith("<tool_response>") and text.endswith("</tool_response>"))
+    return _is_query(wire)
 
 
 def _is_query(wire: dict[str, Any]) -> bool:
@@ -86,13 +98,18 @@ class IncrementalCounter:
         self.enable_thinking = enable_thinking
         self.add_generation_prompt = add_generation_prompt
         self.preserve_thinking = preserve_thinking
+        # Emil's own template has a Python twin of its blocks (see qwen_blocks); others are
+        # measured by probing the template itself.
+        self._fast = render_block if self.template.is_shipped_default else None
         self.mode = "incremental"
         """"incremental", or "whole" once additivity failed verification for this template."""
         self._verified = False
         self._blocks: dict[tuple[str, str], int] = {}
         self._heads: dict[tuple[str, str], int] = {}
         self._constants: dict[str, int] = {}
-        self.stats = {"hits": 0, "misses": 0, "whole_renders": 0}
+        self._tools_cache: tuple[list[dict[str, Any]], str] | None = None
+        self._turns: dict[int, tuple[tuple[Message, ...], int]] = {}
+        self.stats = {"misses": 0, "whole_renders": 0}
 
     # -- whole render (the reference, and the fallback) ----------------------------------------
 
@@ -167,12 +184,13 @@ class IncrementalCounter:
         key = (_fingerprint(message), variant)
         cached = self._blocks.get(key)
         if cached is not None:
-            self.stats["hits"] += 1
             return cached
         self.stats["misses"] += 1
         wire = _wire(message)
         u, t = _PROBE_USER, _PROBE_TOOL
-        if variant == "kept" or variant == "user":
+        if self._fast is not None:
+            value = self.counter.count(self._fast(prepare_messages([wire])[0], variant))
+        elif variant == "kept" or variant == "user":
             value = self._probe([u, wire]) - self._constant("base")
         elif variant == "dropped":
             value = self._probe([wire, u]) - self._constant("base")
@@ -183,9 +201,15 @@ class IncrementalCounter:
         self._blocks[key] = value
         return value
 
-    def _head(self, system: MessageLike | None, tools: list[dict[str, Any]] | None) -> int:
+    def _head(
+        self,
+        system: MessageLike | None,
+        tools: list[dict[str, Any]] | None,
+        tools_key: str | None = None,
+    ) -> int:
         """System message and tools block together (the template merges them)."""
-        tools_key = json.dumps(tools, sort_keys=True, ensure_ascii=False) if tools else ""
+        if tools_key is None:
+            tools_key = self._tools_key(tools)
         key = ("" if system is None else _fingerprint(system), tools_key)
         cached = self._heads.get(key)
         if cached is not None:
@@ -200,45 +224,147 @@ class IncrementalCounter:
 
     # -- the fast path --------------------------------------------------------------------------
 
+    def head_tokens(self, system: MessageLike | None, tools: list[dict[str, Any]] | None) -> int:
+        """Tokens of the system turn: the system message and the tools block the template
+        puts into it (0 when there is neither)."""
+        return self._head(system, tools)
+
+    def message_tokens(self, message: MessageLike) -> int:
+        """Tokens of one user message's block (e.g. the opening of the current turn)."""
+        return self._block(message, "user")
+
+    def generation_tokens(self) -> int:
+        """Tokens of the generation prompt (0 when it is not added)."""
+        return self._constant("gen") if self.add_generation_prompt else 0
+
     def block_counts(
         self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None
     ) -> list[int]:
         """Tokens attributed to each message (tool-turn framing goes to the run's first result;
         the tools block to the system message, or to the first message without one)."""
-        wires = [_wire(m) for m in messages]
-        if not wires:
+        return self.block_counts_and_keys(messages, tools)[0]
+
+    def _tools_key(self, tools: list[dict[str, Any]] | None) -> str:
+        # Serialising the tool specs costs ~50 us; the manager passes the same list every time.
+        if not tools:
+            return ""
+        if self._tools_cache is None or self._tools_cache[0] is not tools:
+            self._tools_cache = (tools, json.dumps(tools, sort_keys=True, ensure_ascii=False))
+        return self._tools_cache[1]
+
+    def block_counts_and_keys(
+        self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None
+    ) -> tuple[list[int], list[BlockKey]]:
+        """Per-message tokens and a key per rendered block: equal keys at equal positions mean
+        identical rendered text, which is how shared prompt prefixes are measured."""
+        if not messages:
             raise TemplateError("no messages to count")
+        # Roles and fingerprints straight from Message objects: this loop runs over the whole
+        # history every turn, so it avoids building wire dicts.
+        roles = [m.role if isinstance(m, Message) else m.get("role") for m in messages]
         last_query = -1
-        for index in range(len(wires) - 1, -1, -1):
-            if _is_query(wires[index]):
+        for index in range(len(messages) - 1, -1, -1):
+            if roles[index] == "user" and _is_query_message(
+                messages[index], _wire(messages[index])
+            ):
                 last_query = index
                 break
         if last_query < 0:
             # Let the template produce its own refusal (or its own count if it has none).
             self.render(messages, tools)
             raise TemplateError("no user query in messages; the count is not defined")
+        tools_key = self._tools_key(tools)
         counts: list[int] = []
+        keys: list[BlockKey] = []
         start = 0
-        if wires[0].get("role") == "system":
-            counts.append(self._head(messages[0], tools))
+        if roles[0] == "system":
+            counts.append(self._head(messages[0], tools, tools_key))
+            keys.append(("head", tools_key + _fingerprint(messages[0])))
             start = 1
-        head_without_system = self._head(None, tools) if start == 0 else 0
+        head_without_system = self._head(None, tools, tools_key) if start == 0 else 0
         run = self._constant("run")
-        for index in range(start, len(wires)):
-            role = wires[index].get("role")
+        blocks = self._blocks
+        keep_all = self.preserve_thinking
+        previous_role = roles[start - 1] if start else None
+        for index in range(start, len(messages)):
+            role = roles[index]
             message = messages[index]
+            fp = message.fingerprint if isinstance(message, Message) else _fingerprint(message)
             if role == "assistant":
-                kept = self.preserve_thinking or index > last_query
-                value = self._block(message, "kept" if kept else "dropped")
+                variant = "kept" if keep_all or index > last_query else "dropped"
             elif role == "tool":
-                value = self._block(message, "tool")
-                if index == 0 or wires[index - 1].get("role") != "tool":
-                    value += run
+                variant = "tool"
             else:
-                value = self._block(message, "user")
+                variant = "user"
+            value = blocks.get((fp, variant))
+            if value is None:
+                value = self._block(message, variant)
+            if role == "tool" and previous_role != "tool":
+                value += run
+                variant = "tool-run"
             counts.append(value)
-        counts[0] += head_without_system
-        return counts
+            keys.append((variant, fp))
+            previous_role = role
+        if head_without_system:
+            counts[0] += head_without_system
+            keys[0] = ("head+" + keys[0][0], tools_key + keys[0][1])
+        return counts, keys
+
+    def measure(
+        self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None
+    ) -> tuple[int, list[int], list[BlockKey]]:
+        """Exact prompt tokens plus per-block counts and keys (empty in whole-render mode)."""
+        if self.mode == "incremental" and not self._verified:
+            self._verified = True
+            self.verify(messages, tools)
+        if self.mode == "whole":
+            return self.count_whole(messages, tools), [], []
+        blocks, keys = self.block_counts_and_keys(messages, tools)
+        return sum(blocks) + self.generation_tokens(), blocks, keys
+
+    def count_turns(
+        self,
+        head: Sequence[MessageLike],
+        turns: Sequence[tuple[Message, ...]],
+        tools: list[dict[str, Any]] | None = None,
+    ) -> int:
+        """Exact count of ``head + flattened turns``, with whole old turns cached.
+
+        The trim ladder measures hundreds of candidate histories that differ in one turn; a
+        turn wholly before the last user query renders the same wherever it sits, so its sum
+        is cached by the turn itself and only the tail is summed message by message.
+        """
+        if self.mode == "whole" or not self._verified:
+            return self.count([*head, *(m for turn in turns for m in turn)], tools)
+        split = len(turns)
+        for index in range(len(turns) - 1, -1, -1):
+            if any(m.role == "user" and _is_query_message(m, {}) for m in turns[index]):
+                split = index
+                break
+        if split == len(turns):
+            return self.count([*head, *(m for turn in turns for m in turn)], tools)
+        old = turns[:split]
+        # Turns opening with a tool result would take their framing from the previous turn.
+        if any(not turn or turn[0].role == "tool" for turn in turns):
+            return self.count([*head, *(m for turn in turns for m in turn)], tools)
+        tail = [*head, *(m for turn in turns[split:] for m in turn)]
+        blocks, _ = self.block_counts_and_keys(tail, tools)
+        total = sum(blocks) + self.generation_tokens()
+        for turn in old:
+            # Keyed by identity (tuples do not cache their hash; hashing every message of every
+            # turn per candidate was the ladder's main cost). The entry holds the turn, so its
+            # id cannot be reused while cached.
+            entry = self._turns.get(id(turn))
+            cached = entry[1] if entry is not None and entry[0] is turn else None
+            if cached is None:
+                # A probe query after the turn puts every assistant message before the last
+                # query, as it is in the real prompt; no tools, so no head is attributed.
+                cached = sum(self.block_counts_and_keys([*turn, _PROBE_USER])[0][:-1])
+                if len(self._turns) > 50_000:
+                    self._turns.clear()
+                self._turns[id(turn)] = (turn, cached)
+            total += cached
+        return total
 
     def count(
         self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None

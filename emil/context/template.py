@@ -138,6 +138,8 @@ class ChatTemplate:
         self.source = source
         self.origin = origin
         self.special_tokens: dict[str, str] = dict(special_tokens or {})
+        self.is_shipped_default = False
+        """True only for Emil's own default template (it has a fast Python twin)."""
         try:
             self._template = _environment().from_string(source)
         except jinja2.TemplateSyntaxError as exc:
@@ -249,7 +251,7 @@ def _default_template() -> ChatTemplate:
             .joinpath("templates", _DEFAULT_TEMPLATE)
             .read_text(encoding="utf-8")
         )
-        _default_cache.append(
-            ChatTemplate(text, origin=f"emil/context/templates/{_DEFAULT_TEMPLATE}")
-        )
+        template = ChatTemplate(text, origin=f"emil/context/templates/{_DEFAULT_TEMPLATE}")
+        template.is_shipped_default = True
+        _default_cache.append(template)
     return _default_cache[0]
