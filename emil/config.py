@@ -72,7 +72,8 @@ class Settings(BaseModel):
     """Player names allowed operator-only behaviour."""
     allow_commands: bool = False
     """Let say/whisper send text starting with "/"."""
-    reflexes: tuple[str, ...] = ("self_defense", "flee", "eat", "unstuck")
+    reflexes: tuple[Literal["defend", "flee", "eat", "unstuck"], ...] = ("defend", "flee", "eat", "unstuck")
+    """Reflexes switched on in the bot module (they act without the model)."""
 
     # --- Agent loop ---------------------------------------------------------------------
     step_limit: int = Field(default=8, ge=1)

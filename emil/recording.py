@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal, NamedTuple, Protocol
 
@@ -388,7 +388,8 @@ class Recorder:
         self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
         self._refs: dict[str, str] = {}
         """Canonical JSON of an OpenAI message -> its ref (content-addressed interning)."""
-        self._ids: set[int] = set()
+        self._ids: dict[int, str] = {}
+        """Message id -> ref, so a request's known messages are found without hashing them."""
         self._derived = 0
         self.records_written = 0
 
@@ -409,7 +410,7 @@ class Recorder:
         """Record a history message's full content once; returns its ref (its id as text)."""
         ref = str(msg.id)
         if msg.id in self._ids:
-            return ref
+            return self._ids[msg.id]
         openai = msg.to_openai()
         origin: Literal["history", "system", "memory"] = (
             "system" if msg.kind == "system" else "memory" if msg.kind == "memory" else "history"
@@ -420,16 +421,28 @@ class Recorder:
                 event_time=msg.event_time, openai=openai, turn=turn,
             )
         )
-        self._ids.add(msg.id)
+        self._ids[msg.id] = ref
         self._refs[_canonical(openai)] = ref
         return ref
 
     def request_refs(
-        self, messages: Iterable[Mapping[str, Any]], *, turn: int | None = None
+        self,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        turn: int | None = None,
+        ids: Sequence[int | None] | None = None,
     ) -> list[str]:
-        """Refs of a request's OpenAI messages, recording every part not seen before."""
+        """Refs of a request's OpenAI messages, recording every part not seen before.
+
+        ``ids`` (parallel to ``messages``) are the messages' immutable ids when known: a known
+        id is looked up instead of hashing the message, which keeps a 36k-token prompt cheap.
+        """
         refs: list[str] = []
         for i, m in enumerate(messages):
+            mid = ids[i] if ids is not None and i < len(ids) else None
+            if mid is not None and mid in self._ids:
+                refs.append(self._ids[mid])
+                continue
             key = _canonical(m)
             ref = self._refs.get(key)
             if ref is None:
@@ -439,8 +452,10 @@ class Recorder:
                 origin: Literal["system", "derived"] = (
                     "system" if role == "system" and i == 0 else "derived"
                 )
-                self.write(MessageRecord(ref=ref, origin=origin, openai=dict(m), turn=turn))
+                self.write(MessageRecord(ref=ref, id=mid, origin=origin, openai=dict(m), turn=turn))
                 self._refs[key] = ref
+            if mid is not None:
+                self._ids[mid] = ref
             refs.append(ref)
         return refs
 

@@ -63,8 +63,50 @@ def _demo_double(args: argparse.Namespace) -> Iterator[str]:
     from emil.testing.brains import NpcBrain
     from emil.testing.vllm_double import VLLMDouble
 
-    with VLLMDouble(NpcBrain(), window=65536) as double:
+    def chars_counter(
+        messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, thinking: bool
+    ) -> int:
+        # The double's default exact counter renders cached prefixes through the Qwen template,
+        # which rejects a system-only prefix (HTTP 500 whenever two requests share only the
+        # system prompt); this check measures validity, not sizes, so count characters / 4.
+        return sum(len(json.dumps(m)) for m in messages) // 4 + len(json.dumps(tools or [])) // 4
+
+    brain = NpcBrain()
+    policy = brain if args.demo_double == "clean" else _corrupting(brain, every=4)
+    with VLLMDouble(policy, window=65536, counter=chars_counter) as double:
         yield double.base_url
+
+
+def _corrupting(policy: Callable[[Any], Any], *, every: int) -> Callable[[Any], Any]:
+    """SCRIPTED fault: every ``every``-th tool call loses its closing characters, the way
+    speculative decoding with constrained decoding broke JSON in public reports."""
+    from dataclasses import replace
+
+    from emil.testing.script import ScriptedCall
+
+    seen = 0
+
+    def wrapped(request: Any) -> Any:
+        nonlocal seen
+        reply = policy(request)
+        calls = []
+        for call in reply.tool_calls:
+            seen += 1
+            if seen % every == 0:
+                call = ScriptedCall(call.name, call.raw_arguments[:-2])
+            calls.append(call)
+        return replace(reply, tool_calls=tuple(calls))
+
+    return wrapped
+
+
+def _world_tools(
+    settings: Any,
+) -> tuple[list[dict[str, Any]], Callable[[ToolCall], ToolCall]]:
+    """The NPC's tool specs and the validator of their pydantic argument models."""
+    from emil.world.actions import tool_specs, validate_tool_call
+
+    return tool_specs(settings), validate_tool_call
 
 
 def _live_parts(
@@ -72,9 +114,8 @@ def _live_parts(
 ) -> tuple[str, list[dict[str, Any]], Callable[[ToolCall], ToolCall]]:
     """Exactly what the live agent sends: the rendered system prompt, tool specs, validator."""
     from emil.agent.persona import load_system_prompt
-    from emil.world.actions import tool_specs, validate_tool_call
 
-    tools: list[dict[str, Any]] = tool_specs(settings)
+    tools, validate_tool_call = _world_tools(settings)
     names = [t["function"]["name"] for t in tools]
     system_prompt = load_system_prompt(
         settings.prompts_dir,
@@ -171,8 +212,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument(
         "--demo-double",
-        action="store_true",
-        help="check against a vLLM-dialect DOUBLE with a scripted brain",
+        nargs="?",
+        const="clean",
+        choices=["clean", "broken"],
+        default=None,
+        help="check against a vLLM-dialect DOUBLE with a scripted brain (broken: every 4th "
+        "tool call has truncated JSON)",
     )
     args = parser.parse_args(argv)
     with contextlib.ExitStack() as stack:

@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     outcome = supervisor.run()
-    status(f"{outcome.reason} after {outcome.starts} start(s): {outcome.message}")
+    status(f"{outcome.reason} after {outcome.starts} start(s); exit {outcome.exit_code}")
     return outcome.exit_code
 
 

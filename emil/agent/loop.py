@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import random
 import time
 import uuid
 from collections import Counter
@@ -35,6 +34,7 @@ from emil.agent.ports import Completer, ContextPort, NewMessage, Outcome, WorldP
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.events import ActionFinished, Chat, Damage, Death, GameEvent, HostileNearby
 from emil.exceptions import ContextOverflowError, EndpointUnavailable
+from emil.llm.retry import Backoff
 from emil.llm.types import ChatRequest, Completion, ToolCall
 from emil.perception import Perception, PerceptionPolicy, Triaged, format_events, format_status_line
 from emil.recording import (
@@ -345,8 +345,7 @@ class Agent:
 
     async def _complete(self, stats: TurnStats, step: int) -> Completion | None:
         """One model call with recovery; waits out endpoint outages. None = give up the turn."""
-        attempt = 0
-        delay_ceiling = self.options.backoff_base_s
+        backoff = Backoff(self.options.backoff_base_s, self.options.backoff_cap_s)
         outage_since: float | None = None
         while True:
             try:
@@ -355,12 +354,10 @@ class Agent:
                 if outage_since is None:
                     outage_since = time.monotonic()
                     self.recorder.write(ErrorRecord(turn=stats.turn, error_type=type(e).__name__, message=str(e), where="llm"))
-                delay = random.uniform(0, delay_ceiling)
-                delay_ceiling = min(self.options.backoff_cap_s, delay_ceiling * 2)
-                attempt += 1
+                delay = backoff.next_delay()
                 self._log.warning(
                     "LLM endpoint unavailable (%s); retry %d in %.1f s, down for %.0f s; reflexes keep acting",
-                    e, attempt, delay, time.monotonic() - outage_since,
+                    e, backoff.attempt, delay, time.monotonic() - outage_since,
                 )
                 with anyio.move_on_after(delay):
                     await self._stop.wait()
@@ -404,7 +401,7 @@ class Agent:
                         tokens_before=trim.tokens_before, tokens_after=trim.tokens_after,
                     )
                 )
-            refs = self.recorder.request_refs(assembly.messages, turn=stats.turn)
+            refs = self.recorder.request_refs(assembly.messages, turn=stats.turn, ids=assembly.message_ids)
             request = ChatRequest(
                 messages=assembly.messages,
                 tools=self.context.tools or None,

@@ -90,6 +90,10 @@ class AssemblyView(Protocol):
     def shared_prefix_tokens(self) -> int: ...
     @property
     def horizon_s(self) -> float | None: ...
+    @property
+    def message_ids(self) -> Sequence[int | None] | None:
+        """Immutable ids of ``messages`` when known (lets the recorder skip hashing them)."""
+        ...
 
 
 class ContextPort(Protocol):

@@ -25,12 +25,18 @@ import httpx
 import openai
 from openai import AsyncOpenAI
 
-from emil.exceptions import EndpointConfigError, EndpointUnavailable, ModelNotServedError
+from emil.context.tokens import ServerTokenizeCounter
+from emil.exceptions import (
+    EmilError,
+    EndpointConfigError,
+    EndpointUnavailable,
+    ModelNotServedError,
+)
 from emil.llm.overflow import extract_error_message, parse_overflow
 from emil.llm.retry import OverflowRejected, classify_failure, config_hint
 from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, Usage
 
-__all__ = ["OpenAIClient", "ServedModel", "parse_tool_call", "root_url_of", "server_tokenize"]
+__all__ = ["OpenAIClient", "ServedModel", "parse_tool_call", "root_url_of"]
 
 _log = logging.getLogger(__name__)
 
@@ -354,49 +360,19 @@ class OpenAIClient:
     async def count_prompt_tokens(self, request: ChatRequest) -> int | None:
         """The server's exact count of ``request``'s prompt (``POST /tokenize``), or None.
 
+        The HTTP side is the context area's :class:`~emil.context.tokens.ServerTokenizeCounter`.
+
         Suitable as ``count_exact`` for :func:`emil.llm.retry.complete_with_recovery`: a failure
         to count is not an error, the policy then shrinks past the lower bound instead.
         """
         if self.model in (None, "auto"):
             return None
         assert self.model is not None
+        counter = ServerTokenizeCounter(self.base_url, self.model, timeout=self.timeout)
         try:
-            return await server_tokenize(
-                self.root_url, self.model, request.messages, request.tools,
-                request.enable_thinking, api_key=self.api_key, timeout_s=self.timeout,
+            return await counter.count_prompt(
+                request.messages, request.tools, enable_thinking=request.enable_thinking
             )
-        except (httpx.HTTPError, ValueError, KeyError) as exc:
+        except (EmilError, httpx.HTTPError, ValueError, KeyError) as exc:
             _log.warning("llm: /tokenize failed, keeping the lower bound: %s", exc)
             return None
-
-
-async def server_tokenize(
-    root_url: str,
-    model: str,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None = None,
-    enable_thinking: bool = False,
-    *,
-    api_key: str = "EMPTY",
-    timeout_s: float = 30.0,
-) -> int:
-    """Exact prompt size from vLLM's ``POST {root}/tokenize`` (its own chat template).
-
-    The HTTP side of ``emil.context.ServerTokenizeCounter``. Note: vLLM drops the tools from the
-    prompt when ``tool_choice="none"``; this counts them as sent.
-    """
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": messages,
-        "add_generation_prompt": True,
-        "chat_template_kwargs": {"enable_thinking": enable_thinking},
-    }
-    if tools:
-        body["tools"] = tools
-    async with httpx.AsyncClient(timeout=timeout_s) as http:
-        response = await http.post(
-            f"{root_url.rstrip('/')}/tokenize", json=body,
-            headers={"Authorization": f"Bearer {api_key}"},
-        )
-    response.raise_for_status()
-    return int(response.json()["count"])

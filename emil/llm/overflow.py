@@ -171,6 +171,13 @@ _PATTERNS: tuple[tuple[re.Pattern[str], _Builder], ...] = tuple(
             _family_old_messages_only,
         ),
         (
+            # the completions-endpoint twin of the old form (OpenAI's wording, copied by proxies)
+            rf"{_CTX}, however you requested {_N} tokens \((?P<n>\d+) in your prompt; "
+            r"(?P<m>\d+) for the completion\)",
+            _family_old_split,
+        ),
+        (rf"{_CTX}\. However, your messages resulted in (?P<n>\d+) tokens", _family_request_has),
+        (
             rf"too large: (?P<m>\d+)\. This model's {_CTX} and your request has "
             rf"(?P<n>\d+) input tokens",
             _family_too_large,

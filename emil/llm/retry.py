@@ -259,6 +259,7 @@ def recovery_flow(
     lower_bound_failures = 0
     limit: int | None = None
     attempt = 0
+    last: Overflow | None = None
     while True:
         request: ChatRequest = yield Assemble(limit)
         size = _size(request)
@@ -266,20 +267,25 @@ def recovery_flow(
             yield Notify(RecoveryEvent("gave_up", attempt, window=window, message="identical"))
             raise ContextOverflowError(
                 f"overflow recovery gave up: the re-assembled request is identical to one the "
-                f"server already rejected (window {window}, prompts tried {attempts})",
+                f"server already rejected (window {window}, output "
+                f"{request.max_completion_tokens}, server said {last}, limit {limit}, prompts "
+                f"tried {attempts})",
                 window=window,
                 requested_output=request.max_completion_tokens,
                 attempts=tuple(attempts),
+                server_prompt_tokens=last.prompt_tokens if last else None,
             )
         if attempts and size >= attempts[-1]:
             yield Notify(RecoveryEvent("gave_up", attempt, window=window, message="not smaller"))
             raise ContextOverflowError(
                 f"overflow recovery gave up: limit {limit} produced a prompt of {size} tokens, "
                 f"not smaller than the {attempts[-1]} that failed (window {window}, output "
-                f"{request.max_completion_tokens}, prompts tried {attempts})",
+                f"{request.max_completion_tokens}, server said {last}, prompts tried "
+                f"{attempts})",
                 window=window,
                 requested_output=request.max_completion_tokens,
                 attempts=(*attempts, size),
+                server_prompt_tokens=last.prompt_tokens if last else None,
             )
         attempts.append(size)
         outcome = yield Send(request, attempt)
@@ -313,6 +319,7 @@ def recovery_flow(
             raise TypeError(f"recovery_flow: unexpected outcome {outcome!r}")
 
         failed.append(request)
+        last = overflow
         server_window = overflow.window or window
         predicted = request.predicted_prompt_tokens
         server_tokens, lower = overflow.prompt_tokens, overflow.prompt_is_lower_bound
@@ -406,6 +413,8 @@ async def complete_with_recovery(
     on_event: Callable[[RecoveryEvent], None] | None = None,
     calibrate: Callable[[int, int, bool], None] | None = None,
     count_exact: Callable[[ChatRequest], Awaitable[int | None]] | None = None,
+    transient_backoff: Backoff | None = None,
+    give_up_after_s: float | None = None,
 ) -> Completion:
     """Send one turn's request, recovering from overflow by re-assembling smaller.
 
@@ -413,9 +422,15 @@ async def complete_with_recovery(
     ``limit`` predicted tokens (None: the normal budget). ``calibrate(predicted, server, lower)``
     receives the server's count of each rejected prompt (successful turns' ``usage`` are the
     caller's to feed). ``count_exact`` (e.g. the server's /tokenize) replaces an "at least"
-    lower bound with the real size when given. Transient and configuration errors propagate.
+    lower bound with the real size when given.
+
+    Configuration errors propagate at once. Transient errors propagate too, unless
+    ``transient_backoff`` is given: then the same request is re-sent after each backoff wait
+    (for at most ``give_up_after_s``, None: no limit), keeping the overflow state, so an outage
+    in the middle of a recovery never makes Emil resend a prompt the server already rejected.
     """
     flow = recovery_flow(window=window, max_overflow_retries=max_overflow_retries)
+    started = time.monotonic()
     value: Any = None
     try:
         step = next(flow)
@@ -423,10 +438,31 @@ async def complete_with_recovery(
             if isinstance(step, Assemble):
                 value = assemble(step.limit)
             elif isinstance(step, Send):
-                try:
-                    value = await llm.complete(step.request)
-                except (OverflowRejected, EndpointUnavailable, EndpointConfigError) as exc:
-                    value = exc
+                while True:
+                    try:
+                        value = await llm.complete(step.request)
+                    except EndpointUnavailable as exc:
+                        value = exc
+                        if transient_backoff is None:
+                            break
+                        remaining = None
+                        if give_up_after_s is not None:
+                            remaining = give_up_after_s - (time.monotonic() - started)
+                            if remaining <= 0:
+                                break
+                        event = RecoveryEvent("transient", step.attempt, status=exc.status,
+                                              message=str(exc))
+                        _log_event(event)
+                        if on_event is not None:
+                            on_event(event)
+                        await transient_backoff.wait(str(exc), max_delay=remaining)
+                        continue
+                    except (OverflowRejected, EndpointConfigError) as exc:
+                        value = exc
+                    else:
+                        if transient_backoff is not None:
+                            transient_backoff.reset()
+                    break
             elif isinstance(step, CountExactly):
                 value = await count_exact(step.request) if count_exact is not None else None
             elif isinstance(step, Calibrate):

@@ -20,6 +20,7 @@ import collections
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import threading
@@ -32,7 +33,7 @@ from typing import IO, Literal
 import httpx
 
 from emil.serving.failures import EngineFailure, classify_failure
-from emil.serving.profile import ServeProfile, build_command
+from emil.serving.profile import ServeProfile, build_command, cleanup_command
 
 __all__ = ["Decision", "RestartPolicy", "Supervisor", "SupervisorOutcome"]
 
@@ -239,7 +240,7 @@ class Supervisor:
         try:
             while True:
                 starts += 1
-                self._status(f"start {starts}: {' '.join(self.argv)}")
+                self._status(f"start {starts}: {shlex.join(self.argv)}")
                 proc = _Process(
                     self.argv, self.profile.runner.env, log_file, self._echo, self._tail_lines
                 )
@@ -247,6 +248,7 @@ class Supervisor:
                     result = self._watch(proc)
                 finally:
                     proc.close(self.profile.supervise.stop_grace_s)
+                    self._cleanup()
                 if result is None:
                     return SupervisorOutcome("stopped", "stopped by the operator", starts, failures)
                 failure, was_healthy, uptime = result
@@ -275,6 +277,24 @@ class Supervisor:
         finally:
             if log_file is not None:
                 log_file.close()
+
+    def _cleanup(self) -> None:
+        """Remove a container the ended start left behind (best effort, bounded)."""
+        command = cleanup_command(self.profile)
+        if command is None:
+            return
+        try:
+            subprocess.run(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=self.profile.supervise.stop_grace_s,
+                check=False,
+                env={**os.environ, **self.profile.runner.env},
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("cleanup %s failed: %s", shlex.join(command), exc)
 
     def _watch(self, proc: _Process) -> tuple[EngineFailure, bool, float] | None:
         """Follow one process: None when stopped, else (failure, was_healthy, healthy uptime)."""

@@ -45,6 +45,7 @@ __all__ = [
     "SpeculativeSettings",
     "SuperviseSettings",
     "build_command",
+    "cleanup_command",
     "load_profile",
     "preflight",
 ]
@@ -207,6 +208,14 @@ def build_command(profile: ServeProfile) -> list[str]:
         runner.image,
         *_serve_flags(profile, host="0.0.0.0"),  # inside the container only
     ]
+
+
+def cleanup_command(profile: ServeProfile) -> list[str] | None:
+    """What removes what a start left behind: the named container (``docker rm -f``), so the
+    next start does not fail on "container name already in use"; None for ``vllm serve``."""
+    if profile.runner.kind != "container":
+        return None
+    return [profile.runner.container_cli, "rm", "-f", profile.runner.container_name]
 
 
 def preflight(profile: ServeProfile) -> list[str]:

@@ -22,8 +22,10 @@ from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, Usage
 from emil.testing.script import Reply, ScriptedCall, ScriptRequest, last_text
 
 __all__ = [
+    "SCRIPTED_PREFIX",
     "ChatLine",
     "NpcBrain",
+    "NpcContext",
     "Rule",
     "ScriptedLLM",
     "echo_brain",

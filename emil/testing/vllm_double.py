@@ -53,6 +53,7 @@ __all__ = ["DOUBLE_HEADER", "PromptCounter", "SpecDecode", "VLLMDouble"]
 
 DOUBLE_HEADER = ("x-double", "vllm-dialect-double")
 _TAG = "[vLLM-dialect DOUBLE]"
+_KV_BLOCK = 16
 _log = logging.getLogger(__name__)
 
 PromptCounter = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, bool], int]
@@ -205,7 +206,7 @@ class VLLMDouble:
         self._faults = _Faults()
         self._metrics = _Metrics(per_pos=[0] * (spec_decode.k if spec_decode else 0))
         self._rng = random.Random(spec_decode.seed if spec_decode else 0)
-        self._previous_messages: list[dict[str, Any]] = []
+        self._previous: tuple[list[dict[str, Any]] | None, list[dict[str, Any]]] = (None, [])
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._refuse_timer: threading.Timer | None = None
@@ -373,12 +374,16 @@ class VLLMDouble:
         if (denied := self._gate(request)) is not None:
             return denied
         body = await request.json()
-        if "messages" in body:
-            thinking = bool((body.get("chat_template_kwargs") or {}).get("enable_thinking", False))
-            count = self.count(body["messages"], body.get("tools"), thinking)
-        else:
-            count = self.count([{"role": "user", "content": str(body.get("prompt", ""))}], None,
-                               False)
+        try:
+            if "messages" in body:
+                kwargs = body.get("chat_template_kwargs") or {}
+                thinking = bool(kwargs.get("enable_thinking", True))
+                count = self.count(body["messages"], body.get("tools"), thinking)
+            else:
+                count = self.count([{"role": "user", "content": str(body.get("prompt", ""))}],
+                                   None, False)
+        except Exception as exc:  # vLLM answers a template failure with a 400 too
+            return self._error(400, f"{type(exc).__name__}: {exc}")
         # Token ids are placeholders: the double counts, it does not encode.
         return JSONResponse(
             {"count": count, "max_model_len": self.window, "tokens": list(range(count))}
@@ -410,18 +415,34 @@ class VLLMDouble:
         ]
         return PlainTextResponse("\n".join(lines) + "\n")
 
-    def _cached_prefix(self, messages: list[dict[str, Any]], thinking: bool) -> int:
-        # Prefix caching by whole messages: the tokens of the messages shared with the last
-        # request (a coarse stand-in for vLLM's block-level cache).
+    def _cached_prefix(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        prompt: int,
+        thinking: bool,
+    ) -> int:
+        # A stand-in for vLLM's prefix cache: the tokens of the messages shared with the last
+        # request, rounded down to whole 16-token KV blocks (an identical prompt re-uses all but
+        # its last token).
         shared = 0
-        for old, new in zip(self._previous_messages, messages, strict=False):
-            if old != new:
-                break
-            shared += 1
-        self._previous_messages = list(messages)
+        previous_tools, previous_messages = self._previous
+        if previous_tools == tools:  # the tools are rendered first, inside the system turn
+            for old, new in zip(previous_messages, messages, strict=False):
+                if old != new:
+                    break
+                shared += 1
+        self._previous = (tools, list(messages))
         if shared == 0:
             return 0
-        return self.count(messages[:shared], None, thinking) if shared < len(messages) else 0
+        if shared == len(messages):
+            shared_tokens = prompt - 1
+        else:
+            try:
+                shared_tokens = self.count(messages[:shared], tools, thinking)
+            except Exception:  # a prefix the template refuses (no user turn yet) caches nothing
+                return 0
+        return max(0, min(shared_tokens, prompt - 1)) // _KV_BLOCK * _KV_BLOCK
 
     def _steps(self, tokens: int) -> list[int]:
         """Split ``tokens`` into decode steps (1 + accepted drafts each), counting metrics."""
@@ -480,7 +501,10 @@ class VLLMDouble:
             )
         thinking = bool((body.get("chat_template_kwargs") or {}).get("enable_thinking", True))
         messages = body.get("messages") or []
-        prompt = self.count(messages, tools, thinking)
+        try:
+            prompt = self.count(messages, tools, thinking)
+        except Exception as exc:  # vLLM answers a template failure with a 400 too
+            return self._error(400, f"{type(exc).__name__}: {exc}", flat=flat)
         self.prompt_sizes.append(prompt)
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         answer = judge_overflow(self.wording, window=self.window, prompt=prompt,
@@ -496,7 +520,7 @@ class VLLMDouble:
                                max_tokens=max_tokens, enable_thinking=thinking,
                                prompt_tokens=prompt, model=requested_model, body=body)
         reply = await anyio.to_thread.run_sync(self.policy, script)
-        cached = self._cached_prefix(messages, thinking)
+        cached = self._cached_prefix(messages, tools, prompt, thinking)
         return await self._answer(body, reply, prompt, cached, limit)
 
     async def _answer(
@@ -595,16 +619,18 @@ class VLLMDouble:
                 pieces += [("content", content)]
             stream_text = [(field_name, text[i:i + 4]) for field_name, text in pieces
                            for i in range(0, len(text), 4)]
-            step_delay = 0.0
             position = 0
             for step in steps:
                 if self.decode_tps:
-                    step_delay = step / self.decode_tps
-                    await asyncio.sleep(step_delay)
+                    await asyncio.sleep(step / self.decode_tps)
                 batch = stream_text[position:position + step]
                 position += step
                 for field_name in dict.fromkeys(f for f, _ in batch):
                     yield chunk({field_name: "".join(t for f, t in batch if f == field_name)})
+            # Text longer than the scripted token count still arrives whole, as non-streamed.
+            rest = stream_text[position:]
+            for field_name in dict.fromkeys(f for f, _ in rest):
+                yield chunk({field_name: "".join(t for f, t in rest if f == field_name)})
             for index, (call_id, name, args) in enumerate(calls):
                 yield chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
                                              "function": {"name": name, "arguments": ""}}]})

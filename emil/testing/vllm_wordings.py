@@ -48,6 +48,13 @@ def judge_overflow(
 ) -> OverflowAnswer:
     """Decide as a vLLM of era ``wording`` would for ``prompt`` tokens and ``max_tokens``."""
     w, n = window, prompt
+    if max_tokens is not None and max_tokens > w and wording not in ("old", "request_has"):
+        # Checked before anything is tokenized (the real field wording, f-string quirk kept).
+        return OverflowAnswer(
+            f"max_completion_tokens={max_tokens} cannot be greater than "
+            f"max_model_len=max_total_tokens={w}. Please request fewer output tokens. "
+            f"(parameter=max_completion_tokens, value={max_tokens})"
+        )
     if wording == "clamp":
         if n > w:
             seen = min(n, w + 1)
@@ -71,12 +78,17 @@ def judge_overflow(
                 f"{n} tokens in the messages, Please reduce the length of the messages.",
                 flat_body=True,
             )
-        m = 0
         if wording == "request_has":
             return OverflowAnswer(
                 f"This model's maximum context length is {w} tokens. However, your request has "
                 f"{n} input tokens. Please reduce the length of the input messages. None"
             )
+        # Without max_tokens the later servers leave no room for even one output token.
+        return OverflowAnswer(
+            f"The decoder prompt (length {n}) plus the number of requested output tokens (at "
+            f"least 1) is longer than the maximum model length of {w}. Make sure that "
+            f"`max_model_len` is no smaller than the number of text tokens plus multimodal tokens."
+        )
     if n + m <= w:
         return OverflowAnswer(None)
     if wording == "old":

@@ -111,6 +111,8 @@ async def test_gives_up_with_every_number_when_nothing_fits() -> None:
             await complete_with_recovery(llm, lambda _limit: request, window=W)
     assert len(double.requests) == 1  # never sent twice
     assert err.value.window == W and err.value.attempts == (9000,)
+    # the server only said "You passed 7169" (its tokenization cap, a floor) and Emil kept it
+    assert err.value.server_prompt_tokens == W - M + 1 and "9000" in str(err.value)
 
 
 async def test_clamp_is_detected_on_a_plain_completion() -> None:
@@ -171,8 +173,15 @@ async def test_tool_choice_not_enabled_stops_at_once_with_the_fix() -> None:
                     lambda: complete_with_recovery(llm, lambda _l: request, window=W),
                     backoff=Backoff(base=0.01, cap=0.02), give_up_after_s=5,
                 )
+            assert len(double.requests) == 1  # never retried
+            # the message's other remedy works: a named tool choice needs no auto parser
+            named = request.model_copy(update={
+                "tool_choice": {"type": "function", "function": {"name": "say"}},
+                "messages": [{"role": "user", "content": 'Steve says: "hello"'}]})
+            completion = await llm.complete(named)
     assert "--enable-auto-tool-choice" in str(err.value) and err.value.status == 400
-    assert len(double.requests) == 1  # never retried
+    assert completion.tool_calls[0].name == "say"
+    assert completion.tool_calls[0].arguments == {"text": "[scripted] Hello, Steve!"}
 
 
 async def test_wrong_model_and_wrong_key_are_configuration_errors() -> None:
@@ -272,3 +281,92 @@ async def test_side_endpoints_speak_vllm() -> None:
                  "vllm:prefix_cache_hits_total",
                  "vllm:spec_decode_num_accepted_tokens_per_pos_total"):
         assert name in values
+
+
+async def test_outage_during_recovery_never_resends_the_rejected_prompt() -> None:
+    assemble = Assembler(200, budget=W - M, output=M)
+    events: list[RecoveryEvent] = []
+    async with VLLMDouble(fixed_reply(LONG), window=W, wording="request_has",
+                          counter=server_counter) as double:
+        def on_event(event: RecoveryEvent) -> None:
+            events.append(event)
+            if event.kind == "overflow":
+                double.fail_next(503, "Service Unavailable", times=2)
+
+        async with OpenAIClient(double.base_url) as llm:
+            backoff = Backoff(base=0.01, cap=0.05)
+            completion = await complete_with_recovery(
+                llm, assemble, window=W, on_event=on_event, transient_backoff=backoff,
+                give_up_after_s=30,
+            )
+    assert completion.finish_reason == "stop"
+    first, *rest = double.requests
+    assert len(rest) == 3 and rest[0] == rest[1] == rest[2]  # the smaller retry, re-sent
+    assert first["messages"] != rest[0]["messages"]  # the rejected prompt never went again
+    assert [e.kind for e in events] == ["overflow", "retry", "transient", "transient",
+                                        "recovered"]
+    assert backoff.waits == 2 and backoff.attempt == 0
+
+
+async def test_default_counter_is_the_projects_exact_count_to_the_token() -> None:
+    from emil.context import count_prompt_tokens
+
+    window, output = 4096, 1024
+    system = {"role": "system", "content": "You are Emil."}
+
+    def request_of(words: int) -> ChatRequest:
+        messages = [system, {"role": "user", "content": "zombie " * words}]
+        return ChatRequest(messages=messages, max_completion_tokens=output,
+                           predicted_prompt_tokens=count_prompt_tokens(messages))
+
+    # find the largest prompt that fits W - M exactly, by Emil's own count (binary search)
+    low, high = 1, window
+    while high - low > 1:
+        mid = (low + high) // 2
+        size = request_of(mid).predicted_prompt_tokens
+        assert size is not None
+        low, high = (mid, high) if size <= window - output else (low, mid)
+    fits, too_big = request_of(low), request_of(high)
+    assert fits.predicted_prompt_tokens == window - output  # one token per "zombie "
+    async with VLLMDouble(fixed_reply(Reply(content="ok")), window=window,  # noqa: SIM117
+                          wording="you_passed") as double:
+        async with OpenAIClient(double.base_url) as llm:
+            completion = await llm.complete(fits)
+            assert completion.usage is not None
+            assert completion.usage.prompt_tokens == fits.predicted_prompt_tokens
+            with pytest.raises(ContextOverflowError) as err:
+                await llm.complete(too_big)
+            assert err.value.server_prompt_tokens == window - output + 1
+            tokenized = await llm.count_prompt_tokens(too_big)
+    assert tokenized == too_big.predicted_prompt_tokens
+
+
+async def test_a_prompt_the_template_refuses_is_a_configuration_error() -> None:
+    request = ChatRequest(messages=[{"role": "system", "content": "You are Emil."}],
+                          max_completion_tokens=16)
+    async with VLLMDouble(fixed_reply(Reply(content="ok")), window=W) as double:  # noqa: SIM117
+        async with OpenAIClient(double.base_url) as llm:
+            with pytest.raises(EndpointConfigError, match="No user query") as err:
+                await llm.complete(request)
+    assert err.value.status == 400 and double.prompt_sizes == []
+
+
+async def test_streamed_and_plain_answers_carry_the_same_text() -> None:
+    reply = Reply(content="a long scripted answer " * 20, reasoning="thinking " * 10,
+                  completion_tokens=12)
+    async with VLLMDouble(fixed_reply(reply), window=W, counter=server_counter,  # noqa: SIM117
+                          spec_decode=SpecDecode(k=2, acceptance=0.7)) as double:
+        async with OpenAIClient(double.base_url) as llm:
+            plain, streamed = [
+                await llm.complete(ChatRequest(messages=[{"role": "user", "content": "hi"}],
+                                               max_completion_tokens=64, stream=stream))
+                for stream in (False, True)
+            ]
+    assert streamed.content == plain.content == reply.content
+    assert streamed.reasoning == plain.reasoning == reply.reasoning
+    assert plain.usage is not None and streamed.usage is not None
+    assert plain.usage.completion_tokens == streamed.usage.completion_tokens == 12
+    assert plain.usage.prompt_tokens == streamed.usage.prompt_tokens
+    # the same prompt twice: the second is served from the (simulated) prefix cache
+    assert plain.usage.cached_tokens == 0
+    assert streamed.usage.cached_tokens == (plain.usage.prompt_tokens - 1) // 16 * 16

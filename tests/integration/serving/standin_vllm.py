@@ -7,6 +7,7 @@ starts in $STANDIN_STATE, records its argv, and then per the plan entry:
   {"serve_s": 0.3, "then": "unhealthy"}   serve, then answer /health with 503 (engine dead)
   {"then": "serve"}                       serve until SIGTERM
   {"then": "hang"}                        never serve
+As a container CLI (``container_cli``), ``rm -f NAME`` calls are appended to $STANDIN_STATE.rm.
 """
 
 from __future__ import annotations
@@ -37,8 +38,14 @@ class Handler(BaseHTTPRequestHandler):
 def main() -> None:
     global HEALTHY
     state = Path(os.environ["STANDIN_STATE"])
+    if sys.argv[1:2] == ["rm"]:  # acting as the container CLI's cleanup: record it
+        with Path(str(state) + ".rm").open("a") as fh:
+            fh.write(" ".join(sys.argv[1:]) + "\n")
+        return
     starts = int(state.read_text()) if state.exists() else 0
-    state.write_text(str(starts + 1))
+    tmp = Path(f"{state}.tmp")
+    tmp.write_text(str(starts + 1))
+    tmp.replace(state)  # atomic: the test polls this file
     Path(str(state) + ".argv").write_text(json.dumps(sys.argv[1:]))
     plan = json.loads(Path(os.environ["STANDIN_PLAN"]).read_text())
     step = plan[min(starts, len(plan) - 1)]

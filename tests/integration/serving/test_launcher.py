@@ -182,3 +182,46 @@ def test_cli_dry_run_and_preflight(tmp_path: Path, capsys: pytest.CaptureFixture
     bad.write_text(good.read_text().replace('model = "m"', 'model = "m"\nmoe_backend = "marlin"'))
     assert cli.main([str(bad)]) == 2  # refused before loading anything
     assert "not supported for unquantized MoE" in capsys.readouterr().err
+
+
+def test_container_runner_removes_the_container_after_each_start(tmp_path: Path) -> None:
+    plan = [{"serve_s": 0.2, "then": "exit", "lines": CUDA_CRASH}]
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    cli = tmp_path / "fake-docker"
+    # The stand-in plays the container CLI: "run --rm --name ... IMAGE MODEL --port P ..."
+    cli.write_text(f'#!/bin/sh\nexec {sys.executable} {STANDIN} "$@"\n')
+    cli.chmod(0o755)
+    profile = ServeProfile.model_validate(
+        {
+            "model": "/models/q36",
+            "port": _free_port(),
+            "runner": {
+                "kind": "container",
+                "container_cli": str(cli),
+                "image": "vllm/vllm-openai:nightly",
+                "env": {
+                    "STANDIN_PLAN": str(tmp_path / "plan.json"),
+                    "STANDIN_STATE": str(tmp_path / "starts"),
+                },
+            },
+            "supervise": {
+                "health_interval_s": 0.05,
+                "backoff_base_s": 0.05,
+                "startup_timeout_s": 10,
+            },
+        }
+    )
+    outcome = Supervisor(profile).run()
+    assert outcome.reason == "same_failure_twice"
+    assert _starts(tmp_path) == 2
+    removals = (tmp_path / "starts.rm").read_text().splitlines()
+    assert removals == ["rm -f emil-vllm", "rm -f emil-vllm"]
+    argv = json.loads((tmp_path / "starts.argv").read_text())
+    assert argv[:6] == [
+        "run",
+        "--rm",
+        "--name",
+        "emil-vllm",
+        "-p",
+        f"127.0.0.1:{profile.port}:{profile.port}",
+    ]

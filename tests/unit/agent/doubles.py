@@ -73,6 +73,7 @@ class _Assembly:
     trims: Sequence[Any] = ()
     shared_prefix_tokens: int = 0
     horizon_s: float | None = None
+    message_ids: Sequence[int | None] | None = None
 
 
 @dataclass

@@ -157,3 +157,22 @@ def test_recorder_after_close_is_noop_and_close_is_idempotent(tmp_path: Path) ->
     read = read_recording(path)
     assert [type(r) for r in read.records] == [EndRecord]
     assert isinstance(read.records[0], EndRecord) and read.records[0].reason == "done"
+
+
+def test_request_refs_by_id_skip_hashing_and_still_rebuild(tmp_path: Path) -> None:
+    path = tmp_path / "ids.jsonl"
+    system = {"role": "system", "content": "S"}
+    with Recorder(path) as rec:
+        a = _Msg(id=10, kind="observation", content="a")
+        rec.message(a)
+        refs1 = rec.request_refs([system, a.to_openai()], ids=[1, 10])
+        elided = {"role": "user", "content": "[elided]"}
+        refs2 = rec.request_refs([system, elided], ids=[1, 11])
+        refs3 = rec.request_refs([system, elided], ids=[1, 11])
+        rec.write(RequestRecord(refs=refs1))
+        rec.write(RequestRecord(refs=refs2))
+    assert refs1 == ["x1", "10"] and refs2 == ["x1", "x2"] and refs3 == refs2
+    read = read_recording(path)
+    assert [m for _, m in messages_for_request(read.records)] == [[system, a.to_openai()], [system, elided]]
+    derived = [r for r in read.records if isinstance(r, MessageRecord) and r.origin == "derived"]
+    assert [(r.ref, r.id) for r in derived] == [("x2", 11)]

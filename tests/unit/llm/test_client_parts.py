@@ -10,6 +10,10 @@ import emil.llm
 import emil.llm.client
 import emil.llm.overflow
 import emil.llm.retry
+import emil.testing.brains
+import emil.testing.script
+import emil.testing.vllm_double
+import emil.testing.vllm_wordings
 from emil.exceptions import EndpointConfigError, EndpointUnavailable
 from emil.llm.client import OpenAIClient, _map_error, parse_tool_call, root_url_of
 from emil.llm.retry import OverflowRejected
@@ -73,7 +77,11 @@ def test_errors_map_onto_the_policy_classes() -> None:
     assert _map_error(bug, model=None) is bug  # bugs propagate unchanged
 
 
-@pytest.mark.parametrize("module", [emil.llm, emil.llm.client, emil.llm.overflow, emil.llm.retry])
+@pytest.mark.parametrize(
+    "module",
+    [emil.llm, emil.llm.client, emil.llm.overflow, emil.llm.retry, emil.testing.brains,
+     emil.testing.script, emil.testing.vllm_double, emil.testing.vllm_wordings],
+)
 def test_all_lists_exactly_the_public_names(module: object) -> None:
     exported = set(module.__all__)  # type: ignore[attr-defined]
     assert all(hasattr(module, name) for name in exported)

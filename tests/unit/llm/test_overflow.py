@@ -25,6 +25,18 @@ CASES: list[tuple[str, int, int | None, int, bool]] = [
         "in the messages, Please reduce the length of the messages.",
         4096, None, 5000, False,
     ),
+    # the completions-endpoint twin and the "messages resulted in" form some proxies return
+    (
+        "This model's maximum context length is 4096 tokens, however you requested 5000 tokens "
+        "(4000 in your prompt; 1000 for the completion). Please reduce your prompt; or "
+        "completion length.",
+        4096, 1000, 4000, False,
+    ),
+    (
+        "This model's maximum context length is 4096 tokens. However, your messages resulted in "
+        "5000 tokens. Please reduce the length of the messages.",
+        4096, None, 5000, False,
+    ),
     # 2. "your request has N input tokens" and "'max_tokens' ... is too large"
     (
         "This model's maximum context length is 1536 tokens. However, your request has 4176 "
@@ -185,7 +197,7 @@ def test_anything_else_is_none(message: str) -> None:
 
 
 def test_family_names_are_recorded() -> None:
-    o = parse_overflow(CASES[8][0])
+    o = parse_overflow(CASES[10][0])
     assert o == Overflow(W, M, 26625, True, "v0.27-at-least")
 
 

@@ -79,3 +79,29 @@ def base_tensors() -> dict[str, Tensors]:
         "mtp.norm.weight": ("bfloat16", (4,)),
     }
     return {"model-00001-of-00002.safetensors": shard1, "model-00002-of-00002.safetensors": shard2}
+
+
+def write_examples(out: Path) -> None:
+    """Crafted example checkpoints for docs/serving.md (tiny, all-zero tensors)."""
+    write_checkpoint(out / "base", base_tensors())
+    write_checkpoint(out / "merged-ok", base_tensors())
+    dropped = {s: dict(t) for s, t in base_tensors().items()}
+    for name in [n for n in dropped["model-00002-of-00002.safetensors"] if n.startswith("mtp.")]:
+        del dropped["model-00002-of-00002.safetensors"][name]
+    write_checkpoint(out / "merged-lost-mtp", dropped)
+    quant: dict[str, Tensors] = {"model.safetensors": {}}
+    for tensors in base_tensors().values():
+        for name, (dtype, shape) in tensors.items():
+            if ".experts." in name:
+                stem = name.removesuffix(".weight")
+                quant["model.safetensors"][f"{stem}.weight_packed"] = ("uint8", (4, 2))
+                quant["model.safetensors"][f"{stem}.weight_scale"] = ("float8_e4m3fn", (4, 1))
+            else:
+                quant["model.safetensors"][name] = (dtype, shape)
+    write_checkpoint(out / "nvfp4-quantized-mtp", quant, config={"quantization_config": {}})
+
+
+if __name__ == "__main__":
+    import sys
+
+    write_examples(Path(sys.argv[1]))

@@ -10,7 +10,13 @@ import pytest
 from emil.exceptions import ConfigurationError
 from emil.serving.failures import EngineFailure, classify_failure
 from emil.serving.launcher import RestartPolicy
-from emil.serving.profile import ServeProfile, build_command, load_profile, preflight
+from emil.serving.profile import (
+    ServeProfile,
+    build_command,
+    cleanup_command,
+    load_profile,
+    preflight,
+)
 
 MARLIN_LOG = [
     "(EngineCore_DP0 pid=77) INFO 11-30 03:02:11 [gpu_model_runner.py:2001] Loading drafter model...",
@@ -156,3 +162,11 @@ def test_bad_profiles_are_configuration_errors(tmp_path: Path) -> None:
     path.write_text("model = ")
     with pytest.raises(ConfigurationError, match="not valid TOML"):
         load_profile(path)
+
+
+def test_cleanup_only_for_containers() -> None:
+    assert cleanup_command(ServeProfile.model_validate({"model": "m"})) is None
+    container = ServeProfile.model_validate(
+        {"model": "m", "runner": {"kind": "container", "container_name": "emil-q36"}}
+    )
+    assert cleanup_command(container) == ["docker", "rm", "-f", "emil-q36"]
