@@ -52,7 +52,12 @@ class Assembly:
 
 
 class ContextManager:
-    """Fits a history into the served window, exactly, with prefix-cache-friendly trims."""
+    """Fits a history into the served window, exactly, with prefix-cache-friendly trims.
+
+    ``counter`` is a TokenCounter or a spec for :func:`get_token_counter` (a model name such as
+    the served model id). ``preserve_thinking`` must match what the server renders with
+    (``chat_template_kwargs``); True keeps every prompt append-only between trims.
+    """
 
     def __init__(
         self,
@@ -69,6 +74,7 @@ class ContextManager:
     ) -> None:
         self.counter = get_token_counter(counter) if isinstance(counter, str) else counter
         self.budget = budget
+        self.system_prompt = system_prompt
         self.system = Message.system(system_prompt)
         self.tools = list(tools) if tools else None
         self.enable_thinking = enable_thinking
