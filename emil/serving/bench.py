@@ -61,8 +61,7 @@ class Methodology:
     enable_thinking: bool = False
     unique_prefix: bool = True
     """A fresh UUID starts every prompt (warm-ups too): nothing can come from the prefix cache.
-    False moves the UUID to the end of the last message: prompts still differ but share their
-    prefix, which is the pitfall this default avoids (and what the hit warning catches)."""
+    False sends the identical prompt every time, the warm-cache pitfall (the hit warning fires)."""
     warmups: int = 3
     requests: int = 10
     stream: bool = True
@@ -72,14 +71,13 @@ class Methodology:
 
     def body(self, model: str) -> dict[str, Any]:
         """One request body; the unique prefix goes first in the first message."""
-        tag = f"[{uuid.uuid4()}]"
-        head, tail = (f"{tag} ", "") if self.unique_prefix else ("", f" {tag}")
+        head = f"[{uuid.uuid4()}] " if self.unique_prefix else ""
         messages: list[dict[str, Any]] = []
         if self.system is not None:
             messages.append({"role": "system", "content": head + self.system})
-            messages.append({"role": "user", "content": self.prompt + tail})
+            messages.append({"role": "user", "content": self.prompt})
         else:
-            messages.append({"role": "user", "content": head + self.prompt + tail})
+            messages.append({"role": "user", "content": head + self.prompt})
         body: dict[str, Any] = {
             "model": model,
             "messages": messages,
