@@ -38,6 +38,7 @@ __all__ = [
     "compare_table",
     "load_report",
     "methodology_differences",
+    "profile_mismatches",
     "report_json",
     "run_target",
     "summarize",
@@ -355,9 +356,31 @@ def run_target(
                 progress("measured")
         after = _scrape(client, target, server.model)
     delta = after - before if before is not None and after is not None else None
-    return BenchResult(
-        target, server, samples, delta, warnings_for(server, methodology, samples, delta)
+    warnings = profile_mismatches(target, server) + warnings_for(
+        server, methodology, samples, delta
     )
+    return BenchResult(target, server, samples, delta, warnings)
+
+
+def profile_mismatches(target: Target, server: ServerInfo) -> list[str]:
+    """Where the server is not what the target's serve profile says it runs (the field notes'
+    44.1 tok/s was a real measurement of the wrong checkpoint)."""
+    profile = target.profile
+    if not profile:
+        return []
+    problems: list[str] = []
+    names = {str(profile.get("model")), str(profile.get("served_model_name"))}
+    if server.model not in names and (server.root or "") not in names:
+        problems.append(
+            f"the server serves {server.model!r} (root {server.root!r}) but the profile says "
+            f"{profile.get('model')!r}: this measures a different checkpoint"
+        )
+    window = profile.get("max_model_len")
+    if window is not None and server.max_model_len is not None and window != server.max_model_len:
+        problems.append(
+            f"the server's window is {server.max_model_len} but the profile says {window}"
+        )
+    return problems
 
 
 def warnings_for(

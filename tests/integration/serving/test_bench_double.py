@@ -106,6 +106,9 @@ def test_cli_side_by_side_json(
     first, second = report["configs"]
     assert first["labels"] == {"checkpoint": "NVFP4-Fast", "mtp": "3"}
     assert first["profile"]["max_model_len"] == 65536
+    # The profile names model "q", the double serves the Qwen checkpoint: said, not hidden.
+    assert any("this measures a different checkpoint" in w for w in first["warnings"])
+    assert not any("window" in w for w in first["warnings"])
     assert second["labels"] == {"mtp": "off"}
     assert first["ratio_to_first"] == 1.0 and second["ratio_to_first"] > 0
     assert first["spec_decode"]["acceptance_rate"] is not None

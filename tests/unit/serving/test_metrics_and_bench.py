@@ -17,6 +17,7 @@ from emil.serving.bench import (
     compare_table,
     load_report,
     methodology_differences,
+    profile_mismatches,
     report_json,
     summarize,
     warnings_for,
@@ -162,3 +163,20 @@ def test_saved_reports_compare_only_like_for_like(tmp_path: Path) -> None:
     path.write_text('{"tool": "other"}')
     with pytest.raises(ConfigurationError, match="not a bench_throughput report"):
         load_report(path)
+
+
+def test_profile_mismatch_names_the_wrong_checkpoint_and_window() -> None:
+    server = ServerInfo(
+        "Qwen/Qwen3.6-35B-A3B-NVFP4", "Qwen/Qwen3.6-35B-A3B-NVFP4", 32768, None, False
+    )
+    profile = {
+        "model": "unsloth/Qwen3.6-35B-A3B-NVFP4-Fast",
+        "served_model_name": "qwen3.6",
+        "max_model_len": 65536,
+    }
+    problems = profile_mismatches(Target("fast", "http://x/v1", profile=profile), server)
+    assert len(problems) == 2
+    assert "different checkpoint" in problems[0] and "32768" in problems[1]
+    right = ServerInfo("qwen3.6", "unsloth/Qwen3.6-35B-A3B-NVFP4-Fast", 65536, None, False)
+    assert profile_mismatches(Target("fast", "http://x/v1", profile=profile), right) == []
+    assert profile_mismatches(Target("none", "http://x/v1"), server) == []
