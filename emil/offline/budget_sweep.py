@@ -147,7 +147,7 @@ def simulate(
         if now is not None:
             first_now = now if first_now is None else first_now
             last_now = now
-        before = {m.id for m in history.messages()}
+        before = history
         try:
             assembly = manager.assemble(history, now=now)
         except BudgetError:
@@ -158,7 +158,8 @@ def simulate(
         if assembly.trims:
             trims += 1
             trimmed_once = True
-            evicted += len(before - {m.id for m in history.messages()})
+            kept = {m.id for m in history.messages()}
+            evicted += sum(1 for m in before.messages() if m.id not in kept)
         tokens = assembly.predicted_tokens
         peak = max(peak, tokens)
         if tokens + budget.output_reserve > budget.window:
