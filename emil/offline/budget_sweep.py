@@ -199,9 +199,20 @@ def simulate(
     )
 
 
-def default_budgets(window: int, output_reserve: int, *, points: int = 10, low: int = 8192) -> list[int]:
-    """Evenly spaced prompt budgets from ``low`` up to window - output reserve."""
+def default_budgets(
+    window: int, output_reserve: int, *, points: int = 10, low: int = 8192, peak: int | None = None
+) -> list[int]:
+    """Evenly spaced prompt budgets up to window - output reserve.
+
+    From ``low`` when the session fills the window; when its untrimmed ``peak`` is smaller, from
+    a sixth of the peak up to the peak (rounded to 100 tokens), plus the largest budget.
+    """
     high = window - output_reserve
+    if peak is not None and peak < high:
+        lo = max(512, peak // 6)
+        step = (peak - lo) / (points - 2)
+        spread = {max(100, int(lo + i * step) // 100 * 100) for i in range(points - 1)}
+        return sorted(spread | {high})
     if high <= low:
         return [high]
     step = (high - low) / (points - 1)
@@ -296,22 +307,29 @@ def sweep(
     shared = CachedCounter(counter)
     points: list[BudgetPoint] = []
     simulated = 0
+    extra = {} if low_water is None else {"low_water": low_water}
+
+    def run(window: int, reserve: int, prompt_budget: int) -> BudgetPoint:
+        nonlocal simulated
+        b = Budget(window=window, output_reserve=reserve, margin=window - reserve - prompt_budget, **extra)
+        per_trace = [simulate(t, b, shared, manager_factory=manager_factory) for t in traces]
+        simulated += sum(p.requests for p in per_trace)
+        point = _merge(per_trace)
+        if progress is not None:
+            progress(point)
+        return point
+
     for window in windows:
         for reserve in output_reserves:
-            for prompt_budget in budgets or default_budgets(window, reserve):
-                margin = window - reserve - prompt_budget
-                if margin < 0:
-                    continue  # a budget above window - reserve overflows by construction
-                extra = {} if low_water is None else {"low_water": low_water}
-                b = Budget(window=window, output_reserve=reserve, margin=margin, **extra)
-                per_trace = [
-                    simulate(t, b, shared, manager_factory=manager_factory) for t in traces
-                ]
-                simulated += sum(p.requests for p in per_trace)
-                point = _merge(per_trace)
-                points.append(point)
-                if progress is not None:
-                    progress(point)
+            top = window - reserve
+            if budgets:
+                points += [run(window, reserve, b) for b in budgets if b <= top]
+                continue
+            # Largest budget first: its peak is the session's untrimmed size, which decides
+            # where the interesting budgets are (a short session never fills a big window).
+            first = run(window, reserve, top)
+            chosen = default_budgets(window, reserve, peak=first.peak_prompt_tokens)
+            points += [run(window, reserve, b) for b in chosen if b != top] + [first]
     return SweepResult(
         sessions=tuple(t.name for t in traces),
         tokenizer=counter.name,
