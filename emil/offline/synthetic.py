@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import takewhile
 
 from emil.context.synthetic import SYSTEM_PROMPT, emil_tool_specs, synthetic_turns
+from emil.offline.content import Piece, message_pieces
 from emil.offline.trace import SessionTrace
 
-__all__ = ["synthetic_trace"]
+__all__ = ["synthetic_pieces", "synthetic_trace"]
 
 _START = 1_780_000_000.0
 
@@ -24,3 +26,10 @@ def synthetic_trace(hours: float, *, seed: int = 7, reasoning: bool = True) -> S
         system_prompt=SYSTEM_PROMPT,
         tools=emil_tool_specs(),
     )
+
+
+def synthetic_pieces(hours: float, *, seed: int = 7) -> Iterator[Piece]:
+    """The synthetic session's text by content category (for chars_per_token)."""
+    trace = synthetic_trace(hours, seed=seed)
+    messages = (s.message for s in trace.steps if s.message is not None)
+    return message_pieces(messages, system_prompt=trace.system_prompt, tools=trace.tools)
