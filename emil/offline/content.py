@@ -16,7 +16,7 @@ from typing import Any, Literal, NamedTuple
 
 from emil.recording import HeaderRecord, MessageRecord, Record
 
-__all__ = ["CATEGORIES", "Category", "Piece", "iter_pieces", "tool_spec_text"]
+__all__ = ["CATEGORIES", "Category", "Piece", "iter_pieces", "message_pieces", "tool_spec_text"]
 
 Category = Literal[
     "tool_results",
@@ -121,3 +121,17 @@ def iter_pieces(records: Iterable[Record]) -> Iterator[Piece]:
                 if piece.category == "system_prompt" and header_system:
                     continue
                 yield piece
+
+
+def message_pieces(
+    messages: Iterable[Any], *, system_prompt: str = "", tools: Iterable[dict[str, Any]] = ()
+) -> Iterator[Piece]:
+    """Pieces of in-memory history messages (anything with ``to_openai()`` and ``kind``), e.g. a
+    synthetic session, as if they had been recorded."""
+    if system_prompt:
+        yield Piece("system_prompt", system_prompt)
+    for spec in tools:
+        yield Piece("tool_specs", tool_spec_text(spec))
+    for m in messages:
+        record = MessageRecord(ref="m", message_kind=m.kind, openai=m.to_openai())
+        yield from _message_pieces(record)

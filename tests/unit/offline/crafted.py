@@ -81,3 +81,28 @@ def header(**fields: Any) -> HeaderRecord:
     fields.setdefault("system_prompt", "You are Emil.")
     fields.setdefault("tools", [{"a": "b"}])
     return HeaderRecord(**fields)
+
+
+LOOK_AND_SAY_TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "look_around",
+            "description": "Blocks and entities within a radius.",
+            "parameters": {
+                "type": "object",
+                "properties": {"radius": {"type": "integer"}},
+                "required": ["radius"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "say",
+            "description": "Say something in chat.",
+            "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        },
+    },
+]
