@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from emil.events import Chat, UnknownEvent
 from emil.exceptions import ConfigurationError
 from emil.world.bridge import Bot, BotSettings, ReflexSettings
+
+
+@pytest.fixture
+def make_bot() -> Iterator[Callable[[BotSettings], Bot]]:
+    made: list[Bot] = []
+
+    def make(settings: BotSettings) -> Bot:
+        made.append(Bot(settings))
+        return made[-1]
+
+    yield make
+    for bot in made:
+        bot._send.close()
+        bot.events.close()
 
 
 @pytest.mark.parametrize(
@@ -20,8 +35,8 @@ from emil.world.bridge import Bot, BotSettings, ReflexSettings
         ({"ok": False, "code": "config", "error": "unsupported protocol version: 1.99"}, "world.version"),
     ],
 )
-async def test_configuration_errors_are_recognised(res: dict[str, str], fragment: str) -> None:
-    problem = Bot(BotSettings(host="nope", port=25565))._classify(res)
+async def test_configuration_errors_are_recognised(res: dict[str, str], fragment: str, make_bot: Callable[[BotSettings], Bot]) -> None:
+    problem = make_bot(BotSettings(host="nope", port=25565))._classify(res)
     assert isinstance(problem, ConfigurationError) and fragment in str(problem)
 
 
@@ -34,12 +49,12 @@ async def test_configuration_errors_are_recognised(res: dict[str, str], fragment
         {"ok": False, "code": "timeout", "error": "no spawn"},
     ],
 )
-async def test_transient_failures_are_retried(res: dict[str, str]) -> None:
-    assert Bot(BotSettings())._classify(res) is None
+async def test_transient_failures_are_retried(res: dict[str, str], make_bot: Callable[[BotSettings], Bot]) -> None:
+    assert make_bot(BotSettings())._classify(res) is None
 
 
-async def test_events_are_parsed_and_results_routed() -> None:
-    bot = Bot(BotSettings(event_buffer=2))
+async def test_events_are_parsed_and_results_routed(make_bot: Callable[[BotSettings], Bot]) -> None:
+    bot = make_bot(BotSettings(event_buffer=2))
     bot._deliver(json.dumps({"kind": "chat", "t": 1.0, "sender": "Alex", "text": "hi"}))
     bot._deliver(json.dumps({"kind": "brand_new", "t": 2.0, "x": 1}))
     bot._deliver(json.dumps({"kind": "chat", "t": 3.0, "sender": "Alex", "text": "dropped"}))
@@ -55,8 +70,8 @@ async def test_events_are_parsed_and_results_routed() -> None:
     assert pending.done.is_set() and pending.value["result"] == {"a": 1}
 
 
-async def test_disconnect_marks_trouble() -> None:
-    bot = Bot(BotSettings())
+async def test_disconnect_marks_trouble(make_bot: Callable[[BotSettings], Bot]) -> None:
+    bot = make_bot(BotSettings())
     bot._connected = True
     bot._deliver(json.dumps({"kind": "kicked", "t": 1.0, "reason": "bye"}))
     assert not bot.connected and bot._trouble.is_set()
