@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-unique-prefix",
         action="store_true",
-        help="reuse the same prompt (measures the prefix cache; not like for like)",
+        help="send the identical prompt every time (measures the prefix cache; not like for like)",
     )
     parser.add_argument(
         "--no-stream", action="store_true", help="non-streamed: tok/s includes prefill, no TTFT"

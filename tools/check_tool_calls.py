@@ -63,17 +63,9 @@ def _demo_double(args: argparse.Namespace) -> Iterator[str]:
     from emil.testing.brains import NpcBrain
     from emil.testing.vllm_double import VLLMDouble
 
-    def chars_counter(
-        messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, thinking: bool
-    ) -> int:
-        # The double's default exact counter renders cached prefixes through the Qwen template,
-        # which rejects a system-only prefix (HTTP 500 whenever two requests share only the
-        # system prompt); this check measures validity, not sizes, so count characters / 4.
-        return sum(len(json.dumps(m)) for m in messages) // 4 + len(json.dumps(tools or [])) // 4
-
     brain = NpcBrain()
     policy = brain if args.demo_double == "clean" else _corrupting(brain, every=4)
-    with VLLMDouble(policy, window=65536, counter=chars_counter) as double:
+    with VLLMDouble(policy, window=65536) as double:
         yield double.base_url
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from emil.context.history import Message
 from emil.context.qwen_blocks import render_block
-from emil.context.template import ChatTemplate, TemplateError, prepare_messages
+from emil.context.template import ChatTemplate, TemplateError, prepare_messages, prepare_tools
 from emil.context.tokens import TokenCounter
 
 __all__ = ["BlockKey", "IncrementalCounter", "MessageLike"]
@@ -108,7 +108,7 @@ class IncrementalCounter:
         self._heads: dict[tuple[str, str], int] = {}
         self._constants: dict[str, int] = {}
         self._tools_cache: tuple[list[dict[str, Any]], str] | None = None
-        self._turns: dict[int, tuple[tuple[Message, ...], int]] = {}
+        self._turns: dict[int, tuple[tuple[Message, ...], list[int], list[BlockKey]]] = {}
         self.stats = {"misses": 0, "whole_renders": 0}
 
     # -- whole render (the reference, and the fallback) ----------------------------------------
@@ -147,7 +147,7 @@ class IncrementalCounter:
     ) -> int:
         text = self.template.render_prepared(
             prepare_messages(messages),
-            tools,
+            prepare_tools(tools),
             add_generation_prompt=False,
             enable_thinking=self.enable_thinking,
             **self._kwargs(),
@@ -198,6 +198,8 @@ class IncrementalCounter:
             value = self._probe([u, t, wire, t]) - self._constant("tt")
         else:  # pragma: no cover - internal names only
             raise KeyError(variant)
+        if len(self._blocks) > 200_000:  # a bound for very long sessions; recounting is cheap
+            self._blocks.clear()
         self._blocks[key] = value
         return value
 
@@ -328,43 +330,56 @@ class IncrementalCounter:
         turns: Sequence[tuple[Message, ...]],
         tools: list[dict[str, Any]] | None = None,
     ) -> int:
-        """Exact count of ``head + flattened turns``, with whole old turns cached.
+        """Exact count of ``head + flattened turns`` (see :meth:`measure_turns`)."""
+        return self.measure_turns(head, turns, tools)[0]
 
-        The trim ladder measures hundreds of candidate histories that differ in one turn; a
-        turn wholly before the last user query renders the same wherever it sits, so its sum
-        is cached by the turn itself and only the tail is summed message by message.
+    def measure_turns(
+        self,
+        head: Sequence[MessageLike],
+        turns: Sequence[tuple[Message, ...]],
+        tools: list[dict[str, Any]] | None = None,
+    ) -> tuple[int, list[int], list[BlockKey]]:
+        """:meth:`measure` of ``head + flattened turns``, with whole old turns cached.
+
+        A turn wholly before the last user query renders the same wherever it sits, so its
+        block counts and keys are cached by the turn itself (by identity: History keeps old
+        turn tuples, and the trim ladder measures hundreds of candidates that differ in one
+        turn). Only the head and the turns from the last query on are walked message by message.
         """
-        if self.mode == "whole" or not self._verified:
-            return self.count([*head, *(m for turn in turns for m in turn)], tools)
+        flat = [*head, *(m for turn in turns for m in turn)]
+        if self.mode == "whole" or not self._verified or not head:
+            return self.measure(flat, tools)
+        first = head[0]
+        if (first.role if isinstance(first, Message) else first.get("role")) != "system":
+            return self.measure(flat, tools)
         split = len(turns)
         for index in range(len(turns) - 1, -1, -1):
             if any(m.role == "user" and _is_query_message(m, {}) for m in turns[index]):
                 split = index
                 break
-        if split == len(turns):
-            return self.count([*head, *(m for turn in turns for m in turn)], tools)
-        old = turns[:split]
         # Turns opening with a tool result would take their framing from the previous turn.
-        if any(not turn or turn[0].role == "tool" for turn in turns):
-            return self.count([*head, *(m for turn in turns for m in turn)], tools)
-        tail = [*head, *(m for turn in turns[split:] for m in turn)]
-        blocks, _ = self.block_counts_and_keys(tail, tools)
-        total = sum(blocks) + self.generation_tokens()
-        for turn in old:
-            # Keyed by identity (tuples do not cache their hash; hashing every message of every
-            # turn per candidate was the ladder's main cost). The entry holds the turn, so its
-            # id cannot be reused while cached.
+        if split == len(turns) or any(not turn or turn[0].role == "tool" for turn in turns):
+            return self.measure(flat, tools)
+        tail_counts, tail_keys = self.block_counts_and_keys(
+            [*head, *(m for turn in turns[split:] for m in turn)], tools
+        )
+        n = len(head)
+        counts, keys = tail_counts[:n], tail_keys[:n]
+        for turn in turns[:split]:
             entry = self._turns.get(id(turn))
-            cached = entry[1] if entry is not None and entry[0] is turn else None
-            if cached is None:
+            if entry is None or entry[0] is not turn:
                 # A probe query after the turn puts every assistant message before the last
-                # query, as it is in the real prompt; no tools, so no head is attributed.
-                cached = sum(self.block_counts_and_keys([*turn, _PROBE_USER])[0][:-1])
+                # query, as in the real prompt; no tools, so no head is attributed to it.
+                turn_counts, turn_keys = self.block_counts_and_keys([*turn, _PROBE_USER])
+                entry = (turn, turn_counts[:-1], turn_keys[:-1])
                 if len(self._turns) > 50_000:
                     self._turns.clear()
-                self._turns[id(turn)] = (turn, cached)
-            total += cached
-        return total
+                self._turns[id(turn)] = entry  # holds the turn, so the id stays unique
+            counts.extend(entry[1])
+            keys.extend(entry[2])
+        counts.extend(tail_counts[n:])
+        keys.extend(tail_keys[n:])
+        return sum(counts) + self.generation_tokens(), counts, keys
 
     def count(
         self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None

@@ -52,7 +52,12 @@ class Assembly:
 
 
 class ContextManager:
-    """Fits a history into the served window, exactly, with prefix-cache-friendly trims."""
+    """Fits a history into the served window, exactly, with prefix-cache-friendly trims.
+
+    ``counter`` is a TokenCounter or a spec for :func:`get_token_counter` (a model name such as
+    the served model id). ``preserve_thinking`` must match what the server renders with
+    (``chat_template_kwargs``); True keeps every prompt append-only between trims.
+    """
 
     def __init__(
         self,
@@ -69,6 +74,7 @@ class ContextManager:
     ) -> None:
         self.counter = get_token_counter(counter) if isinstance(counter, str) else counter
         self.budget = budget
+        self.system_prompt = system_prompt
         self.system = Message.system(system_prompt)
         self.tools = list(tools) if tools else None
         self.enable_thinking = enable_thinking
@@ -93,6 +99,10 @@ class ContextManager:
     def count(self, history: History) -> int:
         """Exact prompt tokens of this history as this manager would send it."""
         return self._measure(LadderState(history.turns, history.memory))
+
+    def _measure_all(self, history: History) -> tuple[int, list[int], list[BlockKey]]:
+        head = [self.system] if history.memory is None else [self.system, history.memory]
+        return self.incremental.measure_turns(head, history.turns, self.tools)
 
     def _measure(self, state: LadderState) -> int:
         head = [self.system] if state.memory is None else [self.system, state.memory]
@@ -140,8 +150,7 @@ class ContextManager:
         pinned = self._pinned(history.turns[-1][0])
         if sum(pinned.values()) > budget:
             raise self._budget_error(budget, limit, pinned, None)
-        sequence = self._sequence(history.turns, history.memory)
-        tokens, blocks, keys = self.incremental.measure(sequence, self.tools)
+        tokens, blocks, keys = self._measure_all(history)
         trims: list[TrimRecord] = []
         if tokens > budget:
             target = int(budget * self.budget.low_water)
@@ -160,8 +169,8 @@ class ContextManager:
                     record.tokens_after,
                     record.horizon_after_s,
                 )
-            sequence = self._sequence(history.turns, history.memory)
-            tokens, blocks, keys = self.incremental.measure(sequence, self.tools)
+            tokens, blocks, keys = self._measure_all(history)
+        sequence = self._sequence(history.turns, history.memory)
         if not keys:  # whole-render mode: no block sizes, so no prefix figure either
             keys = [("whole", m.fingerprint) for m in sequence]
             blocks = [0] * len(sequence)
@@ -169,7 +178,8 @@ class ContextManager:
         self._previous_keys = keys
         return Assembly(
             history=history,
-            messages=[m.to_openai() for m in sequence],
+            # Shallow copies: the wire dicts are cached on the messages and must not be edited.
+            messages=[dict(m.to_openai()) for m in sequence],
             predicted_tokens=tokens,
             trims=trims,
             shared_prefix_tokens=shared,

@@ -6,7 +6,8 @@ and HTML characters as they are (``json.dumps(ensure_ascii=False)``, keys in giv
 ``raise_exception`` and ``strftime_now`` globals, loop controls and a pass-through
 ``{% generation %}`` block. Messages are pre-processed as vLLM does before rendering: tool-call
 ``arguments`` JSON strings become mappings (invalid or non-object JSON becomes ``{}``), an empty
-``tool_calls`` list is dropped, and ``reasoning`` / ``reasoning_content`` mirror each other.
+``tool_calls`` list is dropped, ``reasoning`` / ``reasoning_content`` mirror each other, and
+tool specs are normalised as vLLM's pydantic round trip leaves them (:func:`prepare_tools`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from emil.exceptions import ConfigurationError
 
-__all__ = ["ChatTemplate", "TemplateError", "prepare_messages"]
+__all__ = ["ChatTemplate", "TemplateError", "prepare_messages", "prepare_tools"]
 
 _log = logging.getLogger(__name__)
 
@@ -115,6 +116,34 @@ def prepare_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 message["reasoning"] = reasoning
                 message["reasoning_content"] = reasoning
         prepared.append(message)
+    return prepared
+
+
+def prepare_tools(tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """Tool specs as vLLM hands them to the template: ``ChatCompletionToolsParam.model_dump()``.
+
+    vLLM parses each tool into a pydantic model and dumps it back, so the template sees the
+    declared fields first, in declaration order (``type``, then ``function`` with ``name``,
+    ``description``, ``parameters``; a missing one as null), then any extra keys. For tools
+    written in that canonical shape this changes nothing.
+    """
+    if tools is None:
+        return None
+    prepared: list[dict[str, Any]] = []
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict):
+            prepared.append(tool)
+            continue
+        fn: dict[str, Any] = {
+            "name": function.get("name"),
+            "description": function.get("description"),
+            "parameters": function.get("parameters"),
+        }
+        fn.update({k: v for k, v in function.items() if k not in fn})
+        spec: dict[str, Any] = {"type": tool.get("type", "function"), "function": fn}
+        spec.update({k: v for k, v in tool.items() if k not in spec})
+        prepared.append(spec)
     return prepared
 
 
@@ -211,7 +240,7 @@ class ChatTemplate:
         """The prompt text the server builds from these OpenAI-format messages and tools."""
         return self.render_prepared(
             prepare_messages(messages),
-            tools,
+            prepare_tools(tools),
             add_generation_prompt=add_generation_prompt,
             enable_thinking=enable_thinking,
             **template_kwargs,
@@ -226,7 +255,8 @@ class ChatTemplate:
         enable_thinking: bool = False,
         **template_kwargs: Any,
     ) -> str:
-        """Render messages already passed through :func:`prepare_messages` (no copy)."""
+        """Render messages and tools already passed through :func:`prepare_messages` and
+        :func:`prepare_tools` (no copies)."""
         variables: dict[str, Any] = dict(self.special_tokens)
         variables.update(template_kwargs)
         try:

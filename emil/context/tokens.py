@@ -211,9 +211,11 @@ class ServerTokenizeCounter:
         *,
         timeout: float = 10.0,
         client: httpx.AsyncClient | None = None,
+        api_key: str | None = None,
     ) -> None:
         self.base_url = base_url
         self.model = model
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.root_url = _root_url(base_url)
         self._timeout = timeout
         self._client = client
@@ -251,10 +253,12 @@ class ServerTokenizeCounter:
         url = f"{self.root_url}/tokenize"
         try:
             if self._client is not None:
-                response = await self._client.post(url, json=payload, timeout=self._timeout)
+                response = await self._client.post(
+                    url, json=payload, headers=self._headers, timeout=self._timeout
+                )
             else:
                 async with httpx.AsyncClient(timeout=self._timeout) as client:
-                    response = await client.post(url, json=payload)
+                    response = await client.post(url, json=payload, headers=self._headers)
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             raise EndpointUnavailable(f"POST {url} failed: {exc!r}") from exc
         if response.status_code in (429, 502, 503, 504):

@@ -38,6 +38,7 @@ __all__ = [
     "compare_table",
     "load_report",
     "methodology_differences",
+    "profile_mismatches",
     "report_json",
     "run_target",
     "summarize",
@@ -61,8 +62,7 @@ class Methodology:
     enable_thinking: bool = False
     unique_prefix: bool = True
     """A fresh UUID starts every prompt (warm-ups too): nothing can come from the prefix cache.
-    False moves the UUID to the end of the last message: prompts still differ but share their
-    prefix, which is the pitfall this default avoids (and what the hit warning catches)."""
+    False sends the identical prompt every time, the warm-cache pitfall (the hit warning fires)."""
     warmups: int = 3
     requests: int = 10
     stream: bool = True
@@ -72,14 +72,13 @@ class Methodology:
 
     def body(self, model: str) -> dict[str, Any]:
         """One request body; the unique prefix goes first in the first message."""
-        tag = f"[{uuid.uuid4()}]"
-        head, tail = (f"{tag} ", "") if self.unique_prefix else ("", f" {tag}")
+        head = f"[{uuid.uuid4()}] " if self.unique_prefix else ""
         messages: list[dict[str, Any]] = []
         if self.system is not None:
             messages.append({"role": "system", "content": head + self.system})
-            messages.append({"role": "user", "content": self.prompt + tail})
+            messages.append({"role": "user", "content": self.prompt})
         else:
-            messages.append({"role": "user", "content": head + self.prompt + tail})
+            messages.append({"role": "user", "content": head + self.prompt})
         body: dict[str, Any] = {
             "model": model,
             "messages": messages,
@@ -357,9 +356,31 @@ def run_target(
                 progress("measured")
         after = _scrape(client, target, server.model)
     delta = after - before if before is not None and after is not None else None
-    return BenchResult(
-        target, server, samples, delta, warnings_for(server, methodology, samples, delta)
+    warnings = profile_mismatches(target, server) + warnings_for(
+        server, methodology, samples, delta
     )
+    return BenchResult(target, server, samples, delta, warnings)
+
+
+def profile_mismatches(target: Target, server: ServerInfo) -> list[str]:
+    """Where the server is not what the target's serve profile says it runs (the field notes'
+    44.1 tok/s was a real measurement of the wrong checkpoint)."""
+    profile = target.profile
+    if not profile:
+        return []
+    problems: list[str] = []
+    names = {str(profile.get("model")), str(profile.get("served_model_name"))}
+    if server.model not in names and (server.root or "") not in names:
+        problems.append(
+            f"the server serves {server.model!r} (root {server.root!r}) but the profile says "
+            f"{profile.get('model')!r}: this measures a different checkpoint"
+        )
+    window = profile.get("max_model_len")
+    if window is not None and server.max_model_len is not None and window != server.max_model_len:
+        problems.append(
+            f"the server's window is {server.max_model_len} but the profile says {window}"
+        )
+    return problems
 
 
 def warnings_for(

@@ -172,12 +172,12 @@ class EmbeddedServer:
             raise ValueError("one command per call")
         await self._proc.stdin.send((line + "\n").encode())
 
-    async def stop(self, timeout: float = 10.0) -> None:
+    async def stop(self, grace_s: float = 10.0) -> None:
         """Ask the server to shut down (closing its stdin), then make sure it has exited."""
         proc = self._proc
         if proc is None or proc.returncode is not None:
             return
-        with anyio.move_on_after(timeout):
+        with anyio.move_on_after(grace_s):
             if proc.stdin is not None:
                 await proc.stdin.aclose()
             await self._exited.wait()

@@ -103,7 +103,7 @@ function createController (optionsJson) {
     installReflexes(ctl, bot)
   })
 
-  ctl.act = async (name, argsJson) => {
+  ctl.act = async (name, argsJson, id) => {
     const started = Date.now()
     const finish = (ok, result, error) => {
       const out = { ok, result: result === undefined ? null : result, error: error || null, elapsed_ms: Date.now() - started }
@@ -119,7 +119,7 @@ function createController (optionsJson) {
     const isJob = JOB_ACTIONS.has(name)
     if (isJob) {
       if (ctl.job) ctl.stopJob(`pre-empted by ${name}`)
-      ctl.job = { name, controller }
+      ctl.job = { name, controller, id }
     }
     try {
       const result = await fn(ctl, args, controller.signal)
@@ -137,7 +137,7 @@ function createController (optionsJson) {
   // callback as {kind: '_result', id, ok, result, error, elapsed_ms}, so no bridge call ever
   // blocks for the length of a job.
   ctl.start = (id, name, argsJson) => {
-    ctl.act(name, argsJson).then(
+    ctl.act(name, argsJson, id).then(
       (out) => { try { events.emit('event', JSON.stringify({ kind: '_result', id, ...out })) } catch (e) { /* Python gone */ } },
       (err) => { try { events.emit('event', JSON.stringify({ kind: '_result', id, ok: false, result: null, error: String(err), elapsed_ms: 0 })) } catch (e) { /* Python gone */ } }
     )
@@ -165,6 +165,11 @@ function createController (optionsJson) {
     ctl.following = null
   }
 
+  // Abort one action started through start(id, ...), if it is still the running job.
+  ctl.cancel = (id, reason) => {
+    if (ctl.job && ctl.job.id === id) return JSON.stringify({ aborted: ctl.stopJob(reason || 'cancelled') })
+    return JSON.stringify({ aborted: null })
+  }
   ctl.abort = (reason) => JSON.stringify({ aborted: ctl.stopJob(reason || 'aborted by the runtime') })
   ctl.snapshot = () => JSON.stringify(snapshot(ctl))
   ctl.setReflexes = (json) => { Object.assign(ctl.reflexes, JSON.parse(json)); return JSON.stringify(ctl.reflexes) }

@@ -7,9 +7,30 @@ const NOTABLE = [
   'coal_ore', 'iron_ore', 'copper_ore', 'gold_ore', 'diamond_ore', 'redstone_ore', 'lapis_ore',
   'deepslate_iron_ore', 'deepslate_diamond_ore', 'stone', 'cobblestone', 'sand', 'gravel'
 ]
-const RADIUS = 24
+const RADIUS = 16
+const BLOCK_CACHE_MS = 2000
 
 function r1 (x) { return Math.round(x * 10) / 10 }
+
+// Scanning for blocks is the slow part (tens of ms): reuse the answer for a moment.
+function notableBlocks (ctl, bot, me) {
+  const now = Date.now()
+  const cache = ctl._blockCache
+  if (cache && now - cache.at < BLOCK_CACHE_MS && cache.from.distanceTo(me) < 2) return cache.blocks
+  const ids = NOTABLE.map((n) => bot.registry.blocksByName[n]).filter(Boolean).map((b) => b.id)
+  const nearest = {}
+  for (const p of bot.findBlocks({ matching: ids, maxDistance: RADIUS, count: 200 })) {
+    const b = bot.blockAt(p)
+    if (!b) continue
+    const d = r1(p.distanceTo(me))
+    const n = nearest[b.name]
+    if (!n) nearest[b.name] = { name: b.name, count: 1, nearest: { x: p.x, y: p.y, z: p.z }, distance: d }
+    else { n.count++; if (d < n.distance) { n.distance = d; n.nearest = { x: p.x, y: p.y, z: p.z } } }
+  }
+  const blocks = Object.values(nearest).sort((a, b) => a.distance - b.distance).slice(0, 12)
+  ctl._blockCache = { at: now, from: me.clone(), blocks }
+  return blocks
+}
 
 function snapshot (ctl) {
   const bot = ctl.bot
@@ -24,27 +45,12 @@ function snapshot (ctl) {
     const d = e.position.distanceTo(me)
     if (d > 48) continue
     if (e.type === 'player') players.push({ name: e.username, distance: r1(d), position: { x: r1(e.position.x), y: r1(e.position.y), z: r1(e.position.z) } })
-    else if (e.type === 'hostile' || e.type === 'mob' || e.type === 'animal' || e.type === 'passive' || e.type === 'water_creature' || e.type === 'ambient') {
+    else if (['hostile', 'mob', 'animal', 'passive', 'water_creature', 'ambient'].includes(e.type)) {
       mobs.push({ name: e.name, distance: r1(d), hostile: e.type === 'hostile' })
     }
   }
   players.sort((a, b) => a.distance - b.distance)
   mobs.sort((a, b) => a.distance - b.distance)
-  const blocks = []
-  const ids = NOTABLE.map((n) => bot.registry.blocksByName[n]).filter(Boolean)
-  if (ids.length) {
-    const found = bot.findBlocks({ matching: ids.map((b) => b.id), maxDistance: RADIUS, count: 200 })
-    const nearest = {}
-    for (const p of found) {
-      const b = bot.blockAt(p)
-      if (!b) continue
-      const d = p.distanceTo(me)
-      const n = nearest[b.name]
-      if (!n) nearest[b.name] = { name: b.name, count: 1, nearest: { x: p.x, y: p.y, z: p.z }, distance: r1(d) }
-      else { n.count++; if (d < n.distance) { n.distance = r1(d); n.nearest = { x: p.x, y: p.y, z: p.z } } }
-    }
-    blocks.push(...Object.values(nearest).sort((a, b) => a.distance - b.distance))
-  }
   const below = bot.blockAt(me.offset(0, -0.5, 0))
   return {
     connected: true,
@@ -60,7 +66,7 @@ function snapshot (ctl) {
     inventory,
     players: players.slice(0, 10),
     mobs: mobs.slice(0, 10),
-    blocks: blocks.slice(0, 12),
+    blocks: notableBlocks(ctl, bot, me),
     job: ctl.job ? ctl.job.name : null,
     following: ctl.following || null,
     reflexes: ctl.reflexState ? ctl.reflexState() : {}

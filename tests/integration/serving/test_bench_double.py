@@ -106,6 +106,9 @@ def test_cli_side_by_side_json(
     first, second = report["configs"]
     assert first["labels"] == {"checkpoint": "NVFP4-Fast", "mtp": "3"}
     assert first["profile"]["max_model_len"] == 65536
+    # The profile names model "q", the double serves the Qwen checkpoint: said, not hidden.
+    assert any("this measures a different checkpoint" in w for w in first["warnings"])
+    assert not any("window" in w for w in first["warnings"])
     assert second["labels"] == {"mtp": "off"}
     assert first["ratio_to_first"] == 1.0 and second["ratio_to_first"] > 0
     assert first["spec_decode"]["acceptance_rate"] is not None
@@ -133,3 +136,13 @@ def test_cli_compare_refuses_a_report_measured_differently(
     assert "now (old.json)" in capsys.readouterr().out
     assert cli.main([*base, "--max-tokens", "32", "--compare", str(old)]) == 2
     assert "max_tokens: 32 vs 16" in capsys.readouterr().err
+
+
+def test_identical_prompts_raise_prefix_cache_hits_and_warn(mtp_double: VLLMDouble) -> None:
+    method = Methodology(max_tokens=16, requests=3, warmups=1, unique_prefix=False)
+    result = run_target(Target("warm", mtp_double.base_url), method)
+    assert result.metrics is not None
+    hits = result.metrics.prefix_cache_hits
+    assert hits is not None and hits > 0
+    assert any(w.startswith("prefix-cache hits rose by") for w in result.warnings)
+    assert all(s.cached_tokens > 0 for s in result.samples)

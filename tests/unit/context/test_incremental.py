@@ -187,3 +187,5 @@ def test_turn_cached_count_equals_the_flat_count(
     assert inc.count(msgs, tools) == flat
     assert inc.count_turns(head, turns, tools) == flat
     assert inc.count_turns(head, turns, tools) == flat  # cached turns
+    # blocks and prefix keys come out identical to the flat walk, position by position
+    assert inc.measure_turns(head, turns, tools) == inc.measure(msgs, tools)

@@ -21,7 +21,9 @@ def _tokenize_double(status: int = 200) -> tuple[httpx.AsyncClient, list[dict[st
 
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
-        seen.append({"path": request.url.path, **body})
+        seen.append(
+            {"path": request.url.path, "auth": request.headers.get("authorization"), **body}
+        )
         if status != 200:
             return httpx.Response(status, json={"error": {"message": "nope"}})
         if "messages" in body:
@@ -40,11 +42,14 @@ def _tokenize_double(status: int = 200) -> tuple[httpx.AsyncClient, list[dict[st
 
 async def test_counts_prompts_at_the_root_tokenize_path() -> None:
     client, seen = _tokenize_double()
-    counter = ServerTokenizeCounter("http://127.0.0.1:8000/v1", "qwen3.6", client=client)
+    counter = ServerTokenizeCounter(
+        "http://127.0.0.1:8000/v1", "qwen3.6", client=client, api_key="k"
+    )
     messages = [{"role": "user", "content": "hello"}]
     assert await counter.count_prompt(messages) == count_prompt_tokens(messages)
     assert await counter.count("a b c") == 3
     assert seen[0]["path"] == "/tokenize"
+    assert seen[0]["auth"] == "Bearer k"
     assert seen[0]["chat_template_kwargs"] == {"enable_thinking": False}
     assert seen[0]["add_generation_prompt"] is True
     assert counter.root_url == "http://127.0.0.1:8000"

@@ -101,7 +101,7 @@ def test_default_template_tools_in_system_turn() -> None:
     head = out.split("<|im_end|>")[0]
     assert head.startswith("<|im_start|>system\n# Tools\n\nYou have access")
     assert (
-        '\n<tools>\n{"type": "function", "function": {"name": "dig", "parameters": {}}}\n</tools>'
+        '\n<tools>\n{"type": "function", "function": {"name": "dig", "description": null, "parameters": {}}}\n</tools>'
         in head
     )
     assert head.endswith("</IMPORTANT>\n\nYou are Emil.")
@@ -204,3 +204,27 @@ def test_from_model_dir_named_templates_and_missing(tmp_path: Path) -> None:
     empty.mkdir()
     with pytest.raises(TemplateError, match="no chat template"):
         ChatTemplate.from_model_dir(empty)
+
+
+def test_tools_are_normalised_as_vllm_dumps_them() -> None:
+    tools = [
+        {
+            "function": {"parameters": {"type": "object"}, "name": "dig", "strict": True},
+            "type": "function",
+        },
+        {"type": "function", "function": {"name": "say", "description": "Talk.", "parameters": {}}},
+    ]
+    out = ChatTemplate.default().render([USER], tools)
+    # declared fields first in declaration order, a missing description as null, extras after
+    assert (
+        '{"type": "function", "function": {"name": "dig", "description": null, "parameters": {"type": "object"}, "strict": true}}'
+        in out
+    )
+    assert (
+        '{"type": "function", "function": {"name": "say", "description": "Talk.", "parameters": {}}}'
+        in out
+    )
+    assert tools[0] == {
+        "function": {"parameters": {"type": "object"}, "name": "dig", "strict": True},
+        "type": "function",
+    }

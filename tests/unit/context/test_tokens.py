@@ -131,3 +131,13 @@ def test_model_dir_without_tokenizer_json_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({}))
     with pytest.raises(UnknownTokenizerError, match=r"no tokenizer\.json"):
         get_token_counter(str(tmp_path))
+
+
+def test_generation_prompt_ids_match_published_qwen36_measurements() -> None:
+    # Token ids reported for Qwen3.6's tokenizer by a third party (HF tokenizer, not this
+    # package): the thinking-off generation prompt and the thinking-on one.
+    counter = get_token_counter("Qwen/Qwen3.6-35B-A3B")
+    off = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    on = "<|im_start|>assistant\n<think>\n"
+    assert counter.encode(off) == [248045, 74455, 198, 248068, 271, 248069, 271]
+    assert counter.encode(on) == [248045, 74455, 198, 248068, 198]

