@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -24,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fres
 from emil.context.tokens import get_token_counter
 from emil.exceptions import ConfigurationError
 from emil.offline.budget_report import format_sweep, plot_sweep
-from emil.offline.budget_sweep import sweep
+from emil.offline.budget_sweep import SweepResult, sweep
 from emil.offline.tokenizer import counter_for
 from emil.offline.trace import SessionTrace
 
@@ -47,9 +48,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slack", type=int, default=4096, help="tokens to keep free under window - output reserve (4096)")
     parser.add_argument("--low-water", type=float, help="fraction of the budget a trim goes down to (the manager's default)")
     parser.add_argument("--tokenizer", help="tokenizer spec (default: recorded, else qwen3.6)")
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="processes (default: one per CPU)")
+    parser.add_argument("--replot", type=Path, help="only redraw --plot (and the table) from a --json output file")
     parser.add_argument("--plot", type=Path, help="write a PNG of horizon and trim rate against budget")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
+    if args.replot:
+        result = SweepResult.from_json(json.loads(args.replot.read_text()))
+        print(format_sweep(result))
+        if args.plot:
+            plot_sweep(result, args.plot)
+            print(f"plot: {args.plot}")
+        return 0
     if not args.recordings and not args.synthetic_hours:
         parser.error("give recordings and/or --synthetic-hours")
     missing = [str(p) for p in args.recordings if not p.is_file()]
@@ -74,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         reserves = args.output_reserve or [first.output_reserve or 6144]
         result = sweep(
             traces, counter, windows=windows, output_reserves=reserves, budgets=args.budgets,
-            slack=args.slack, low_water=args.low_water,
+            slack=args.slack, low_water=args.low_water, jobs=max(1, args.jobs),
         )
     except (ConfigurationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

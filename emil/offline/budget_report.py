@@ -94,8 +94,8 @@ def plot_sweep(result: SweepResult, path: str | Path, *, title: str | None = Non
         y = r.horizon_median_min if r.horizon_median_min is not None else r.hours * 60
         ax.annotate(
             f"recommended {r.prompt_budget:,}\nmedian horizon {y:.1f} min\n{r.trims_per_hour:.1f} trims/h",
-            xy=(r.prompt_budget / 1000, y), xytext=(-60, -50), textcoords="offset points",
-            ha="right", fontsize=9, arrowprops={"arrowstyle": "->", "lw": 0.8},
+            xy=(r.prompt_budget / 1000, y), xytext=(0.3, 0.8), textcoords="axes fraction",
+            ha="left", va="top", fontsize=9, arrowprops={"arrowstyle": "->", "lw": 0.8},
             bbox={"boxstyle": "round", "fc": "white", "ec": "0.7"},
         )
     ax.set_xlabel("prompt budget (thousand tokens; grey band = last slack before window - reserve)")

@@ -10,9 +10,11 @@ peak prompt, requests that would not fit the window, and what trims cost the pre
 
 from __future__ import annotations
 
+import multiprocessing
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -97,6 +99,10 @@ class BudgetPoint:
         out = asdict(self)
         out["turns_per_s"] = round(self.turns_per_s, 1)
         return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BudgetPoint:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
 ManagerFactory = Callable[[Budget, SessionTrace], ContextManager]
@@ -247,6 +253,21 @@ class SweepResult:
             "turns_per_s": round(self.turns_per_s, 1),
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SweepResult:
+        """A result back from :meth:`to_json` (to redraw a plot without simulating again)."""
+        points = tuple(BudgetPoint.from_json(p) for p in data["points"])
+        rec = data.get("recommended")
+        return cls(
+            sessions=tuple(data["sessions"]),
+            tokenizer=data["tokenizer"],
+            slack=data["slack"],
+            points=points,
+            recommended=None if rec is None else BudgetPoint.from_json(rec),
+            requests_simulated=data["requests_simulated"],
+            seconds=data["seconds"],
+        )
+
 
 def _merge(points: Sequence[BudgetPoint]) -> BudgetPoint:
     """One point over several sessions: counts summed, rates over the summed hours."""
@@ -290,6 +311,19 @@ def recommend(points: Iterable[BudgetPoint], slack: int) -> BudgetPoint | None:
     return max(ok, key=lambda p: (p.prompt_budget, -p.window), default=None)
 
 
+# Worker state for parallel sweeps: set before the pool forks, so traces and the tokenizer are
+# inherited instead of pickled (a day of play is tens of thousands of messages).
+_WORK: dict[str, Any] = {}
+
+
+def _run_point(args: tuple[int, int, int]) -> tuple[BudgetPoint, int]:
+    window, reserve, prompt_budget = args
+    traces: Sequence[SessionTrace] = _WORK["traces"]
+    b = Budget(window=window, output_reserve=reserve, margin=window - reserve - prompt_budget, **_WORK["extra"])
+    per_trace = [simulate(t, b, _WORK["counter"], manager_factory=_WORK["factory"]) for t in traces]
+    return _merge(per_trace), sum(p.requests for p in per_trace)
+
+
 def sweep(
     traces: Sequence[SessionTrace],
     counter: TokenCounter,
@@ -301,35 +335,51 @@ def sweep(
     low_water: float | None = None,
     manager_factory: ManagerFactory | None = None,
     progress: Callable[[BudgetPoint], None] | None = None,
+    jobs: int = 1,
 ) -> SweepResult:
-    """Simulate every (window, output reserve, budget) over every trace; recommend one."""
+    """Simulate every (window, output reserve, budget) over every trace; recommend one.
+
+    ``jobs`` > 1 simulates budget points in that many forked processes (each point is
+    independent; the result is the same as with one process).
+    """
     started = time.perf_counter()
-    shared = CachedCounter(counter)
-    points: list[BudgetPoint] = []
+    _WORK.update(
+        traces=traces, counter=CachedCounter(counter), factory=manager_factory,
+        extra={} if low_water is None else {"low_water": low_water},
+    )
     simulated = 0
-    extra = {} if low_water is None else {"low_water": low_water}
 
-    def run(window: int, reserve: int, prompt_budget: int) -> BudgetPoint:
+    def run_all(configs: list[tuple[int, int, int]]) -> list[BudgetPoint]:
         nonlocal simulated
-        b = Budget(window=window, output_reserve=reserve, margin=window - reserve - prompt_budget, **extra)
-        per_trace = [simulate(t, b, shared, manager_factory=manager_factory) for t in traces]
-        simulated += sum(p.requests for p in per_trace)
-        point = _merge(per_trace)
-        if progress is not None:
-            progress(point)
-        return point
+        if jobs > 1 and len(configs) > 1 and "fork" in multiprocessing.get_all_start_methods():
+            ctx = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+                results = list(pool.map(_run_point, configs))
+        else:
+            results = [_run_point(c) for c in configs]
+        out = []
+        for point, requests in results:
+            simulated += requests
+            if progress is not None:
+                progress(point)
+            out.append(point)
+        return out
 
-    for window in windows:
-        for reserve in output_reserves:
-            top = window - reserve
-            if budgets:
-                points += [run(window, reserve, b) for b in budgets if b <= top]
-                continue
-            # Largest budget first: its peak is the session's untrimmed size, which decides
-            # where the interesting budgets are (a short session never fills a big window).
-            first = run(window, reserve, top)
-            chosen = default_budgets(window, reserve, peak=first.peak_prompt_tokens)
-            points += [run(window, reserve, b) for b in chosen if b != top] + [first]
+    points: list[BudgetPoint] = []
+    try:
+        for window in windows:
+            for reserve in output_reserves:
+                top = window - reserve
+                if budgets:
+                    points += run_all([(window, reserve, b) for b in budgets if b <= top])
+                    continue
+                # Largest budget first: its peak is the session's untrimmed size, which decides
+                # where the interesting budgets are (a short session never fills a big window).
+                (first,) = run_all([(window, reserve, top)])
+                chosen = default_budgets(window, reserve, peak=first.peak_prompt_tokens)
+                points += [*run_all([(window, reserve, b) for b in chosen if b != top]), first]
+    finally:
+        _WORK.clear()
     return SweepResult(
         sessions=tuple(t.name for t in traces),
         tokenizer=counter.name,

@@ -177,11 +177,12 @@ class Replayer:
                     break
         finally:
             self.report.seconds = time.perf_counter() - started
-        if self.report.stopped is None and self.session.problem:
-            self.report.stopped = (
+        if self.session.problem:
+            damage = (
                 f"the recording is damaged at line {self.session.stopped_at_line} "
                 f"({self.session.problem}); replayed everything before it"
             )
+            self.report.stopped = damage if self.report.stopped is None else f"{self.report.stopped}: {damage}"
         return self.report
 
     # -- one turn ---------------------------------------------------------------------------------

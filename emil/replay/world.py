@@ -9,7 +9,6 @@ port (``hold_s``) to watch.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,11 +81,9 @@ async def play_into_embedded(
     hold_s: float = 0.0,
 ) -> WorldPlayback:
     """Start an embedded server, connect the bot and send it every recorded action."""
+    # Imported here: the bridge loads the JS runtime, which only this mode needs.
+    from emil.world.bridge import Bot, BotSettings
     from emil.world.server import EmbeddedServer
-
-    # The bridge is imported by name: it loads the JS runtime, which only this mode needs.
-    bridge: Any = importlib.import_module("emil.world.bridge")
-    Bot, BotSettings = bridge.Bot, bridge.BotSettings
 
     header = read_recording(path).header
     actions, skipped = recorded_actions(path)

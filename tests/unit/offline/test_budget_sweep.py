@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from emil.context.ladder import LadderConfig
 from emil.context.manager import ContextManager
 from emil.context.tokens import get_token_counter
 from emil.offline.budget_report import format_sweep, plot_sweep
-from emil.offline.budget_sweep import default_budgets, recommend, simulate, sweep
+from emil.offline.budget_sweep import SweepResult, default_budgets, recommend, simulate, sweep
 from emil.offline.trace import SessionTrace
 
 SYSTEM = "You are Emil, a helpful NPC."
@@ -118,7 +119,14 @@ def test_sweep_recommends_the_largest_budget_with_the_slack(tmp_path: Path) -> N
     assert result.requests_simulated == 5 * 40
     text = format_sweep(result)
     assert "recommended: prompt budget 12000" in text and "turns/s" in text
-    json.dumps(result.to_json())
+    again = SweepResult.from_json(json.loads(json.dumps(result.to_json())))
+    assert again.points == result.points and again.recommended == result.recommended
+    # The same sweep in two forked processes gives the same points (timings aside).
+    parallel = sweep(
+        [trace], get_token_counter("qwen3.6"), windows=[WINDOW], output_reserves=[RESERVE],
+        budgets=[3000, 6000, 9000, 12000, 14336], slack=2048, jobs=2,
+    )
+    assert [replace(p, seconds=0) for p in parallel.points] == [replace(p, seconds=0) for p in result.points]
     png = plot_sweep(result, tmp_path / "sweep.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
