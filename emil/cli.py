@@ -63,7 +63,8 @@ def _parser() -> _Parser:
 
 
 def _fail(message: str) -> int:
-    print(f"emil: {message}", file=sys.stderr)
+    one_line = " ".join(message.split())
+    print(f"emil: {one_line}", file=sys.stderr)
     return EXIT_CONFIG
 
 
