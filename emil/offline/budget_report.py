@@ -11,7 +11,9 @@ __all__ = ["format_sweep", "plot_sweep"]
 
 def _minutes(v: float | None, hours: float) -> str:
     # Never trimmed: Emil remembers the whole session, which is a lower bound on the horizon.
-    return f">{hours * 60:.0f}" if v is None else f"{v:.1f}"
+    value = hours * 60 if v is None else v
+    text = f"{value:.2f}" if value < 1 else f"{value:.1f}"
+    return f">{text}" if v is None else text
 
 
 def format_sweep(result: SweepResult) -> str:
