@@ -78,7 +78,8 @@ class Settings(BaseModel):
     # --- Agent loop ---------------------------------------------------------------------
     step_limit: int = Field(default=8, ge=1)
     """Model calls per turn before the turn ends anyway."""
-    action_timeout_s: float = Field(default=60.0, gt=0)
+    action_timeout_s: float = Field(default=240.0, gt=0)
+    """Backstop per tool call; each tool has its own, shorter limit in the bot bridge."""
     chat_debounce_s: float = Field(default=0.4, ge=0)
     """Wait this long after a chat line for more lines before starting a turn."""
     low_health: float = Field(default=6.0, ge=0)

@@ -287,7 +287,7 @@ _STATUS_KEYS = frozenset({
     "position", "health", "food", "time", "time_of_day", "dimension", "holding", "held", "inventory",
     "players", "mobs", "blocks", "action", "job", "following", "raining", "standing_on",
 })
-_QUIET_KEYS = frozenset({"t", "kind", "connected", "username", "reflexes"})
+_QUIET_KEYS = frozenset({"t", "kind", "connected", "username", "reflexes", "yaw", "pitch", "standing_on"})
 
 
 def _phase(ticks: int) -> str:

@@ -61,7 +61,7 @@ class AgentOptions:
 
     perception: PerceptionPolicy = field(default_factory=PerceptionPolicy)
     step_limit: int = 8
-    action_timeout_s: float = 60.0
+    action_timeout_s: float = 240.0
     output_reserve: int = 6144
     enable_thinking: bool = False
     temperature: float | None = None
@@ -121,6 +121,8 @@ class Agent:
         self._action_scope: anyio.CancelScope | None = None
         self._interrupt_reason: str | None = None
         self._turn_keys: set[str] = set()
+        self._requester: str | None = None
+        """The one player whose chat started this turn (None: several or none)."""
         self._in_turn = False
         self._dispatched: Counter[str] = Counter()
         """Actions this loop dispatched whose action_finished echo has not arrived yet."""
@@ -223,6 +225,8 @@ class Agent:
         stats = TurnStats(turn=turn, reason=reason, started=time.monotonic(), event_at=min((t.at for t in triaged), default=None))
         self.stats.turns.append(stats)
         self._turn_keys = {_urgent_key(t.event) for t in urgent}
+        senders = {t.event.sender for t in triaged if isinstance(t.event, Chat)}
+        self._requester = senders.pop() if len(senders) == 1 else None
         self._in_turn = True
         try:
             snapshot = await self._snapshot()
@@ -309,7 +313,7 @@ class Agent:
             self._action_scope = scope
             try:
                 with anyio.fail_after(timeout + min(5.0, timeout)):  # backstop: the bridge has its own
-                    outcome = await self.world.run_tool(call, limit_s=timeout)
+                    outcome = await self.world.run_tool(call, limit_s=timeout, requester=self._requester)
             except TimeoutError:
                 outcome = Outcome(False, f"error: {call.name} timed out after {timeout:g} s and was aborted")
                 await self._abort()

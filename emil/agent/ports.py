@@ -136,8 +136,11 @@ class WorldPort(Protocol):
         """Status for the observation (position, health, inventory, nearby...)."""
         ...
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float) -> Outcome:
-        """Validate and run one tool call; model mistakes come back as ``ok=False`` text."""
+    async def run_tool(self, call: ToolCall, *, limit_s: float, requester: str | None = None) -> Outcome:
+        """Validate and run one tool call; model mistakes come back as ``ok=False`` text.
+
+        ``requester`` is the player whose chat started the turn (operator-only tools check it).
+        """
         ...
 
     async def abort(self) -> None:

@@ -336,6 +336,7 @@ class Bot:
             pending.value = {"ok": False, "error": "the bot was stopped"}
             pending.done.set()
         self._send.close()
+        self.events.close()
 
     # ------------------------------------------------------------------ events
 

@@ -67,7 +67,7 @@ async def test_chat_turn_says_hello_and_records_everything(tmp_path: Path) -> No
     with anyio.fail_after(10):
         stats = await agent.run(max_turns=1)
     rec.close()
-    assert [c.name for c in world.calls] == ["say"]
+    assert [c.name for c in world.calls] == ["say"] and world.requesters == ["alex"]
     assert len(stats.turns) == 1 and stats.turns[0].steps == 2 and stats.actions == 1
     assert 'alex says: "hello there"' in _last_user(requests[0]) and "time night" in _last_user(requests[0])
     assert requests[1].messages[-1] == {"role": "tool", "content": "say ok", "tool_call_id": "c1"}

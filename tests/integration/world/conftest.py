@@ -1,0 +1,71 @@
+"""Shared fixtures: one embedded server, Emil and a player per test module (keeps CI fast)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import anyio
+import pytest
+
+from emil.events import GameEvent
+from emil.world.bridge import Bot, BotSettings
+from emil.world.server import EmbeddedServer
+from emil.world.setup import ensure_js_deps
+from tests.integration.world.player import PlayerBot
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def js_deps() -> None:
+    ensure_js_deps(progress=True)
+
+
+@pytest.fixture(scope="module")
+async def server(anyio_backend: str) -> AsyncIterator[EmbeddedServer]:
+    async with EmbeddedServer() as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+async def emil(server: EmbeddedServer) -> AsyncIterator[Bot]:
+    async with Bot.connect(BotSettings(port=server.port)) as bot:
+        yield bot
+
+
+@pytest.fixture(scope="module")
+async def alex(server: EmbeddedServer, emil: Bot) -> AsyncIterator[PlayerBot]:
+    async with PlayerBot(server.port, "Alex") as player:
+        yield player
+
+
+async def next_event(bot: Bot, match: Callable[[Any], bool], timeout: float = 10.0) -> GameEvent:  # noqa: ASYNC109
+    """The first event (from now on, skipping others) that matches; fails after ``timeout``."""
+    with anyio.fail_after(timeout):
+        async for event in bot.events:
+            if match(event):
+                return event
+    raise AssertionError("event stream ended")
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0, what: str = "condition") -> None:  # noqa: ASYNC109
+    """Poll a world condition (another client's view has no event to wait on) until it holds."""
+    with anyio.move_on_after(timeout):
+        while not await check():  # noqa: ASYNC110 - the condition lives in another process
+            await anyio.sleep(0.1)
+        return
+    raise AssertionError(f"{what} did not hold within {timeout} s")
+
+
+def drain(bot: Bot) -> list[GameEvent]:
+    """Everything already queued (so a test only sees events it caused)."""
+    out = []
+    while True:
+        try:
+            out.append(bot.events.receive_nowait())
+        except anyio.WouldBlock:
+            return out

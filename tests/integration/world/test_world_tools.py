@@ -1,0 +1,273 @@
+"""Emil's tools and events against the real embedded server, with a real second player.
+
+One server, one Emil and one player (Alex) for the whole module. Each test first puts both at
+known spots on the superflat world (ground at y=4, standing at y=5).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import anyio
+import pytest
+
+from emil.events import Chat, Damage, ItemCollected, PlayerJoined, PlayerLeft, Reflex
+from emil.llm.types import ToolCall
+from emil.world.actions import ActionPolicy, dispatch
+from emil.world.bridge import Bot, ReflexSettings
+from emil.world.server import EmbeddedServer
+from tests.integration.world.conftest import drain, eventually, next_event
+from tests.integration.world.player import PlayerBot
+
+pytestmark = pytest.mark.slow
+
+Y = 5
+
+
+def tool(name: str, **arguments: Any) -> ToolCall:
+    import json
+
+    return ToolCall(id="t", name=name, raw_arguments=json.dumps(arguments), arguments=arguments)
+
+
+async def place(server: EmbeddedServer, emil: Bot, alex: PlayerBot, e: tuple[int, int], a: tuple[int, int]) -> None:
+    """Teleport Emil and Alex, heal both, clear queued events."""
+    await emil.act("stop", {})
+    await alex.do("chat", text=f"/tp Emil {e[0]} {Y} {e[1]}")
+    await alex.do("chat", text=f"/tp Alex {a[0]} {Y} {a[1]}")
+    await server.command("heal Emil")
+    await server.command("heal Alex")
+    await anyio.sleep(0.6)
+    drain(emil)
+
+
+def dist(p: dict[str, float], x: float, z: float) -> float:
+    return math.hypot(p["x"] - x, p["z"] - z)
+
+
+async def test_chat_and_whisper_reach_emil_as_events(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (4, 0))
+    await alex.do("chat", text="hello Emil")
+    ev = await next_event(emil, lambda e: isinstance(e, Chat))
+    assert isinstance(ev, Chat) and (ev.sender, ev.text, ev.whisper) == ("Alex", "hello Emil", False)
+    await alex.do("whisper", to="Emil", text="a secret")
+    ev = await next_event(emil, lambda e: isinstance(e, Chat))
+    assert isinstance(ev, Chat) and (ev.sender, ev.text, ev.whisper) == ("Alex", "a secret", True)
+
+
+async def test_say_and_whisper_reach_the_player(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (4, 0))
+    out = await dispatch(emil, tool("say", text="hello\nAlex"))
+    assert out.ok, out.text
+    out = await dispatch(emil, tool("whisper", player="Alex", text="just for you"))
+    assert out.ok, out.text
+    async def arrived() -> bool:
+        return {"<Emil> hello Alex", "Emil whispers to you: just for you"} <= set(alex.messages())
+
+    await eventually(arrived, what="Alex reads both lines")
+    refused = await dispatch(emil, tool("say", text="/op Alex"))
+    assert not refused.ok and "refused" in refused.text
+
+
+async def test_go_to_coordinates_and_player(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (0, 12))
+    out = await dispatch(emil, tool("go_to", x=10, y=Y, z=0, range=1))
+    assert out.ok, out.text
+    snap = await emil.snapshot()
+    assert snap.position is not None and dist(snap.position, 10.5, 0.5) <= 1.8
+    out = await dispatch(emil, tool("go_to", player="Alex", range=2))
+    assert out.ok, out.text
+    snap = await emil.snapshot()
+    assert snap.position is not None and dist(snap.position, 0.5, 12.5) <= 3
+
+
+async def test_follow_moves_emil_until_stop(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (3, 0))
+    out = await dispatch(emil, tool("follow", player="Alex", range=2))
+    assert out.ok, out.text
+    await alex.do("goto", x=14, y=Y, z=0)
+    await anyio.sleep(2.5)
+    snap = await emil.snapshot()
+    assert snap.position is not None and snap.position["x"] > 9, snap.position
+    assert snap.following == "Alex"
+    out = await dispatch(emil, tool("stop"))
+    assert out.ok
+    before = (await emil.snapshot()).position
+    await alex.do("goto", x=24, y=Y, z=0)
+    await anyio.sleep(1.5)
+    after = (await emil.snapshot()).position
+    assert before is not None and after is not None and dist(after, before["x"], before["z"]) < 1.5
+
+
+async def test_stop_aborts_a_long_action(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (0, -4))
+    results: list[Any] = []
+
+    async def walk() -> None:
+        results.append(await dispatch(emil, tool("go_to", x=150, y=Y, z=0)))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(walk)
+        await anyio.sleep(1.5)
+        stopped = await dispatch(emil, tool("stop"))
+        assert stopped.ok and "go_to" in stopped.text
+    assert not results[0].ok and "aborted" in results[0].text
+    snap = await emil.snapshot()
+    assert snap.position is not None and snap.position["x"] < 60 and snap.job is None
+
+
+async def test_timeout_and_cancellation_abort_the_js_job(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (0, -4))
+    res = await emil.act("go_to", {"x": -150, "y": Y, "z": 0}, timeout=1.0)
+    assert not res.ok and "did not finish within 1" in (res.error or "")
+    with anyio.move_on_after(1.0):
+        await emil.act("go_to", {"x": -150, "y": Y, "z": 0}, timeout=60)
+    first = (await emil.snapshot()).position
+    await anyio.sleep(1.0)
+    snap = await emil.snapshot()
+    assert snap.job is None and first is not None and snap.position is not None
+    assert dist(snap.position, first["x"], first["z"]) < 1.0  # nothing keeps walking
+
+
+async def test_look_at_turns_emil(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (0, 6))
+    assert (await dispatch(emil, tool("look_at", x=10, y=Y, z=0))).ok
+    yaw_east = (await emil.snapshot()).model_dump()["yaw"]
+    out = await dispatch(emil, tool("look_at", player="Alex"))
+    assert out.ok, out.text
+    yaw_alex = (await emil.snapshot()).model_dump()["yaw"]
+    assert abs(yaw_east - yaw_alex) > 1.0
+
+
+async def test_dig_and_place_change_the_world(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (5, 0))
+    assert await alex.do("block", x=2, y=4, z=2) == "grass_block"
+    out = await dispatch(emil, tool("dig", x=2, y=4, z=2))
+    assert out.ok, out.text
+    await anyio.sleep(0.3)
+    assert await alex.do("block", x=2, y=4, z=2) == "air"
+    await server.command("give Emil cobblestone 4")
+    await next_event(emil, lambda e: isinstance(e, ItemCollected) and e.item == "cobblestone")
+    out = await dispatch(emil, tool("place", item="cobblestone", x=-2, y=5, z=-2))
+    assert out.ok, out.text
+    await anyio.sleep(0.3)
+    assert await alex.do("block", x=-2, y=5, z=-2) == "cobblestone"
+    occupied = await dispatch(emil, tool("place", item="cobblestone", x=-2, y=5, z=-2))
+    assert not occupied.ok and "occupied by cobblestone" in occupied.text
+
+
+async def test_collect_digs_and_picks_up(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (20, 20), (26, 20))
+    before = (await emil.snapshot()).inventory.get("dirt", 0)
+    out = await dispatch(emil, tool("collect", block="grass_block", count=2))
+    assert out.ok, out.text
+    assert (await emil.snapshot()).inventory.get("dirt", 0) == before + 2
+    missing = await dispatch(emil, tool("collect", block="diamond_ore", count=1, max_distance=16))
+    assert not missing.ok and missing.text == "collect failed: no diamond_ore within 16 blocks"
+
+
+async def test_give_moves_items_to_the_player(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (6, 0))
+    await server.command("give Emil oak_log 5")
+    await next_event(emil, lambda e: isinstance(e, ItemCollected) and e.item == "oak_log")
+    had = (await alex.do("inventory")).get("oak_log", 0)
+    out = await dispatch(emil, tool("give", player="Alex", item="oak_log", count=2))
+    assert out.ok, out.text
+    async def received() -> bool:
+        return bool((await alex.do("inventory")).get("oak_log", 0) >= had + 2)
+
+    await eventually(received, what="Alex holds the logs")
+    assert (await emil.snapshot()).inventory.get("oak_log", 0) == 3
+
+
+async def test_equip_and_eat(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (6, 0))
+    await emil.set_reflexes(ReflexSettings(eat=False))
+    try:
+        await server.command("give Emil iron_sword 1")
+        await server.command("give Emil bread 2")
+        await next_event(emil, lambda e: isinstance(e, ItemCollected) and e.item == "bread")
+        out = await dispatch(emil, tool("equip", item="iron_sword"))
+        assert out.ok, out.text
+        assert (await emil.snapshot()).held == "iron_sword"
+        await server.command("food Emil 8")
+        await anyio.sleep(0.3)
+        out = await dispatch(emil, tool("eat", item="bread"))
+        assert out.ok, out.text
+        snap = await emil.snapshot()
+        assert snap.food is not None and snap.food > 8 and snap.inventory.get("bread") == 1
+    finally:
+        await emil.set_reflexes(ReflexSettings())
+
+
+async def test_eat_reflex_when_hungry(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (6, 0))
+    await server.command("give Emil bread 1")
+    await next_event(emil, lambda e: isinstance(e, ItemCollected) and e.item == "bread")
+    await server.command("food Emil 5")
+    ev = await next_event(emil, lambda e: isinstance(e, Reflex) and e.reflex == "eat")
+    assert "bread" in ev.detail  # type: ignore[union-attr]
+    async def fed() -> bool:
+        return ((await emil.snapshot()).food or 0) > 5
+
+    await eventually(fed, what="food above 5")
+
+
+async def test_damage_event_and_self_defence(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (2, 0))
+    await alex.do("attack", name="Emil")
+    dmg = await next_event(emil, lambda e: isinstance(e, Damage))
+    assert isinstance(dmg, Damage) and dmg.attacker == "Alex" and dmg.amount > 0
+    ref = await next_event(emil, lambda e: isinstance(e, Reflex))
+    assert isinstance(ref, Reflex) and ref.reflex == "defend" and "Alex" in ref.detail
+    async def hit_back() -> bool:
+        return bool((await alex.do("health"))["health"] < 20)
+
+    await eventually(hit_back, what="Alex hurt by Emil's counter-attack")
+
+
+async def test_attack_tool_needs_an_operator_and_hurts(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (3, 0))
+    refused = await dispatch(emil, tool("attack", target="Alex"), ActionPolicy(requester="Alex"))
+    assert not refused.ok and "operator" in refused.text
+    op = ActionPolicy(requester="Alex", operators=frozenset({"Alex"}))
+    out = await dispatch(emil, tool("attack", target="Alex", duration_s=3), op)
+    assert out.ok, out.text
+    assert (await alex.do("health"))["health"] < 20
+
+
+async def test_flee_tool_and_low_health_reflex(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (3, 0))
+    out = await dispatch(emil, tool("flee", **{"from": "Alex", "distance": 10}))
+    assert out.ok, out.text
+    snap = await emil.snapshot()
+    assert snap.position is not None and dist(snap.position, 3.5, 0.5) > 8
+    await place(server, emil, alex, (0, 0), (3, 0))
+    await server.command("hurt Emil 16 Alex")
+    ref = await next_event(emil, lambda e: isinstance(e, Reflex) and e.reflex == "flee")
+    assert "Alex" in ref.detail  # type: ignore[union-attr]
+    await anyio.sleep(3)
+    snap = await emil.snapshot()
+    assert snap.position is not None and dist(snap.position, 3.5, 0.5) > 6
+
+
+async def test_queries_report_the_world(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (4, 0))
+    await server.command("give Emil stick 3")
+    await next_event(emil, lambda e: isinstance(e, ItemCollected) and e.item == "stick")
+    inv = await dispatch(emil, tool("inventory"))
+    assert inv.ok and "3 stick" in inv.text
+    near = await dispatch(emil, tool("nearby"))
+    assert near.ok and "Alex" in near.text
+    status = await dispatch(emil, tool("status"))
+    assert status.ok and "health 20.0/20" in status.text and "overworld" in status.text
+
+
+async def test_players_joining_and_leaving_are_events(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    drain(emil)
+    async with PlayerBot(server.port, "Steve"):
+        ev = await next_event(emil, lambda e: isinstance(e, PlayerJoined))
+        assert isinstance(ev, PlayerJoined) and ev.username == "Steve"
+    ev = await next_event(emil, lambda e: isinstance(e, PlayerLeft))
+    assert isinstance(ev, PlayerLeft) and ev.username == "Steve"

@@ -1,0 +1,87 @@
+"""The bridge's pure parts: failure classification and event routing (no Node process)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from emil.events import Chat, UnknownEvent
+from emil.exceptions import ConfigurationError
+from emil.world.bridge import Bot, BotSettings, ReflexSettings
+
+
+@pytest.fixture
+def make_bot() -> Iterator[Callable[[BotSettings], Bot]]:
+    made: list[Bot] = []
+
+    def make(settings: BotSettings) -> Bot:
+        made.append(Bot(settings))
+        return made[-1]
+
+    yield make
+    for bot in made:
+        bot._send.close()
+        bot.events.close()
+
+
+@pytest.mark.parametrize(
+    ("res", "fragment"),
+    [
+        ({"ok": False, "code": "ENOTFOUND", "error": "getaddrinfo ENOTFOUND nope"}, "unknown host"),
+        ({"ok": False, "code": "kicked", "error": "Outdated client! Please use 1.21.4"}, "refused the login"),
+        ({"ok": False, "code": "kicked", "error": "You are not white-listed on this server!"}, "whitelist"),
+        ({"ok": False, "code": "config", "error": "unsupported protocol version: 1.99"}, "world.version"),
+    ],
+)
+async def test_configuration_errors_are_recognised(res: dict[str, str], fragment: str, make_bot: Callable[[BotSettings], Bot]) -> None:
+    problem = make_bot(BotSettings(host="nope", port=25565))._classify(res)
+    assert isinstance(problem, ConfigurationError) and fragment in str(problem)
+
+
+@pytest.mark.parametrize(
+    "res",
+    [
+        {"ok": False, "code": "ECONNREFUSED", "error": "connect ECONNREFUSED"},
+        {"ok": False, "code": "end", "error": "socketClosed"},
+        {"ok": False, "code": "kicked", "error": "Server closed"},
+        {"ok": False, "code": "timeout", "error": "no spawn"},
+    ],
+)
+async def test_transient_failures_are_retried(res: dict[str, str], make_bot: Callable[[BotSettings], Bot]) -> None:
+    assert make_bot(BotSettings())._classify(res) is None
+
+
+async def test_events_are_parsed_and_results_routed(make_bot: Callable[[BotSettings], Bot]) -> None:
+    bot = make_bot(BotSettings(event_buffer=2))
+    bot._deliver(json.dumps({"kind": "chat", "t": 1.0, "sender": "Alex", "text": "hi"}))
+    bot._deliver(json.dumps({"kind": "brand_new", "t": 2.0, "x": 1}))
+    bot._deliver(json.dumps({"kind": "chat", "t": 3.0, "sender": "Alex", "text": "dropped"}))
+    assert bot.dropped_events == 1
+    first, second = bot.events.receive_nowait(), bot.events.receive_nowait()
+    assert isinstance(first, Chat) and first.text == "hi"
+    assert isinstance(second, UnknownEvent) and second.original_kind == "brand_new"
+    from emil.world.bridge import _Pending
+
+    pending = _Pending()
+    bot._pending[7] = pending
+    bot._deliver(json.dumps({"kind": "_result", "id": 7, "ok": True, "result": {"a": 1}}))
+    assert pending.done.is_set() and pending.value["result"] == {"a": 1}
+
+
+async def test_disconnect_marks_trouble(make_bot: Callable[[BotSettings], Bot]) -> None:
+    bot = make_bot(BotSettings())
+    bot._connected = True
+    bot._deliver(json.dumps({"kind": "kicked", "t": 1.0, "reason": "bye"}))
+    assert not bot.connected and bot._trouble.is_set()
+
+
+def test_reflex_settings_reach_js_names() -> None:
+    js = ReflexSettings(defend=False, flee_health=4).to_js()
+    assert js["defend"] is False and js["fleeHealth"] == 4 and js["eatBelowFood"] == 14
+
+
+def test_settings_reject_bad_usernames() -> None:
+    with pytest.raises(ValueError):
+        BotSettings(username="has space")
