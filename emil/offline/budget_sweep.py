@@ -82,9 +82,6 @@ class BudgetPoint:
     horizon_min_min: float | None
     """Shortest horizon from the first trim on (what Emil is sure to remember), minutes."""
     peak_prompt_tokens: int
-    first_prompt_tokens: int
-    """The first request's prompt (system prompt + tool specs + one observation): no budget
-    below it can work."""
     overflows: int
     """Requests whose prompt + output reserve exceed the window, or that could not fit at all."""
     append_only_share: float
@@ -93,6 +90,9 @@ class BudgetPoint:
     """Tokens of already-seen history prefilled again because a trim changed the prefix."""
     seconds: float
     """Wall time of this simulation."""
+    first_prompt_tokens: int = 0
+    """The first request's prompt (system prompt + tool specs + one observation): no budget
+    below it can work."""
 
     @property
     def turns_per_s(self) -> float:
