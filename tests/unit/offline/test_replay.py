@@ -70,3 +70,9 @@ def test_cli_prints_json_and_exits_by_strictness(tmp_path: Path, capsys: pytest.
     assert cli_main([str(recording), "--prompt-budget", "2500", "--strict"]) == 1
     assert "built differently today" in capsys.readouterr().out
     assert cli_main([str(recording.with_name("missing.jsonl"))]) == 2
+    assert "no such recording" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        cli_main([str(recording), "--world", "mars"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--world" in err and "replay --help" in err
