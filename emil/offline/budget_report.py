@@ -11,7 +11,9 @@ __all__ = ["format_sweep", "plot_sweep"]
 
 def _minutes(v: float | None, hours: float) -> str:
     # Never trimmed: Emil remembers the whole session, which is a lower bound on the horizon.
-    return f">{hours * 60:.0f}" if v is None else f"{v:.1f}"
+    value = hours * 60 if v is None else v
+    text = f"{value:.2f}" if value < 1 else f"{value:.1f}"
+    return f">{text}" if v is None else text
 
 
 def format_sweep(result: SweepResult) -> str:
@@ -70,7 +72,7 @@ def plot_sweep(result: SweepResult, path: str | Path, *, title: str | None = Non
     groups: dict[tuple[int, int], list[BudgetPoint]] = {}
     for p in result.points:
         groups.setdefault((p.window, p.output_reserve), []).append(p)
-    fig, ax = plt.subplots(figsize=(8, 4.6), dpi=100)
+    fig, ax = plt.subplots(figsize=(8, 4.6 + 0.3 * len(groups)), dpi=100)
     ax2 = ax.twinx()
     colors = ["tab:blue", "tab:green", "tab:purple", "tab:brown"]
     for i, ((window, reserve), pts) in enumerate(sorted(groups.items())):
@@ -105,7 +107,11 @@ def plot_sweep(result: SweepResult, path: str | Path, *, title: str | None = Non
     ax2.set_ylim(0, ax2.get_ylim()[1] * 1.15)
     handles = ax.get_legend_handles_labels()
     handles2 = ax2.get_legend_handles_labels()
-    ax.legend(handles[0] + handles2[0], handles[1] + handles2[1], loc="upper left", fontsize=8)
+    # Below the axes: the curves and the recommendation keep the whole plot area.
+    ax.legend(
+        handles[0] + handles2[0], handles[1] + handles2[1], loc="upper center",
+        bbox_to_anchor=(0.5, -0.14), ncol=3 if len(groups) == 1 else 2, fontsize=8, frameon=False,
+    )
     hours = sum(p.hours for p in result.points) / max(1, len(result.points))
     ax.set_title(
         title

@@ -90,6 +90,9 @@ class BudgetPoint:
     """Tokens of already-seen history prefilled again because a trim changed the prefix."""
     seconds: float
     """Wall time of this simulation."""
+    first_prompt_tokens: int = 0
+    """The first request's prompt (system prompt + tool specs + one observation): no budget
+    below it can work."""
 
     @property
     def turns_per_s(self) -> float:
@@ -135,6 +138,7 @@ def simulate(
     have_previous = False
     new_tokens = 0
     requests = trims = evicted = overflows = appends = compared = peak = 0
+    first_tokens = 0
     reprefill = 0
     horizons: list[float] = []
     trimmed_once = False
@@ -168,6 +172,7 @@ def simulate(
             evicted += sum(1 for m in before.messages() if m.id not in kept)
         tokens = assembly.predicted_tokens
         peak = max(peak, tokens)
+        first_tokens = first_tokens or tokens
         if tokens + budget.output_reserve > budget.window:
             overflows += 1
         if have_previous:
@@ -198,6 +203,7 @@ def simulate(
         horizon_median_min=round(statistics.median(horizons) / 60, 2) if horizons else None,
         horizon_min_min=round(min(horizons) / 60, 2) if horizons else None,
         peak_prompt_tokens=peak,
+        first_prompt_tokens=first_tokens,
         overflows=overflows,
         append_only_share=round(appends / compared, 4) if compared else 1.0,
         reprefill_tokens_per_hour=round(reprefill * per_hour, 1),
@@ -206,23 +212,35 @@ def simulate(
 
 
 def default_budgets(
-    window: int, output_reserve: int, *, points: int = 10, low: int = 8192, peak: int | None = None
+    window: int,
+    output_reserve: int,
+    *,
+    points: int = 10,
+    low: int = 8192,
+    peak: int | None = None,
+    floor: int = 0,
+    slack: int | None = None,
 ) -> list[int]:
-    """Evenly spaced prompt budgets up to window - output reserve.
+    """Evenly spaced prompt budgets up to window - output reserve, plus the budget that leaves
+    exactly ``slack`` (the one a recommendation can pick).
 
     From ``low`` when the session fills the window; when its untrimmed ``peak`` is smaller, from
-    a sixth of the peak up to the peak (rounded to 100 tokens), plus the largest budget.
+    a sixth of the peak (at least ``floor``, the smallest prompt that can work) up to the peak,
+    rounded down to 100 tokens.
     """
     high = window - output_reserve
+    extra = {high - slack} if slack is not None and high - slack > 0 else set()
     if peak is not None and peak < high:
-        lo = max(512, peak // 6)
+        lo = -(-max(512, peak // 6, floor) // 100) * 100  # up to a round 100, never below floor
+        if lo >= peak:
+            return sorted({peak, high} | extra)
         step = (peak - lo) / (points - 2)
         spread = {max(100, int(lo + i * step) // 100 * 100) for i in range(points - 1)}
-        return sorted(spread | {high})
+        return sorted(spread | {high} | extra)
     if high <= low:
-        return [high]
+        return sorted({high} | extra)
     step = (high - low) / (points - 1)
-    return sorted({round(low + i * step) for i in range(points)})
+    return sorted({round(low + i * step) for i in range(points)} | extra)
 
 
 @dataclass(frozen=True)
@@ -292,6 +310,7 @@ def _merge(points: Sequence[BudgetPoint]) -> BudgetPoint:
         horizon_median_min=round(statistics.median(medians), 2) if medians else None,
         horizon_min_min=min(minima) if minima else None,
         peak_prompt_tokens=max(p.peak_prompt_tokens for p in points),
+        first_prompt_tokens=max(p.first_prompt_tokens for p in points),
         overflows=sum(p.overflows for p in points),
         append_only_share=round(
             sum(p.append_only_share * max(p.requests - 1, 0) for p in points) / weight, 4
@@ -376,7 +395,10 @@ def sweep(
                 # Largest budget first: its peak is the session's untrimmed size, which decides
                 # where the interesting budgets are (a short session never fills a big window).
                 (first,) = run_all([(window, reserve, top)])
-                chosen = default_budgets(window, reserve, peak=first.peak_prompt_tokens)
+                chosen = default_budgets(
+                    window, reserve, peak=first.peak_prompt_tokens,
+                    floor=first.first_prompt_tokens, slack=slack,
+                )
                 points += [*run_all([(window, reserve, b) for b in chosen if b != top]), first]
     finally:
         _WORK.clear()
