@@ -56,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slack", type=int, default=4096, help="tokens to keep free under window - output reserve (4096)")
     parser.add_argument("--low-water", type=float, help="fraction of the budget a trim goes down to (the manager's default)")
     parser.add_argument("--tokenizer", help="tokenizer spec (default: recorded, else qwen3.6)")
+    parser.add_argument(
+        "--estimate", type=float, metavar="CHARS_PER_TOKEN",
+        help="budget in estimated tokens (chars / this, e.g. 4.0 as the field notes' harness "
+        "did); peak and overflow stay in real tokens of --tokenizer",
+    )
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="processes (default: one per CPU)")
     parser.add_argument("--replot", type=Path, help="only redraw --plot (and the table) from a --json output file")
     parser.add_argument("--plot", type=Path, help="write a PNG of horizon and trim rate against budget")
@@ -94,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             traces, counter, windows=windows, output_reserves=reserves, budgets=args.budgets,
             slack=args.slack, low_water=args.low_water, jobs=max(1, args.jobs),
             progress=_progress if sys.stderr.isatty() else None,
+            assume_chars_per_token=args.estimate,
         )
     except (ConfigurationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -28,6 +28,14 @@ def format_sweep(result: SweepResult) -> str:
         f"tokenizer: {result.tokenizer}",
         "horizon = minutes of game time Emil still holds verbatim, over requests from the first "
         "trim on ('>N' = never trimmed in N minutes)",
+        *(
+            [
+                f"budgets are in ESTIMATED tokens (chars / {result.assume_chars_per_token:g}), as a "
+                "chars/token harness would count; peak and overflow are real tokens"
+            ]
+            if result.assume_chars_per_token
+            else []
+        ),
         "",
         head,
         "-" * len(head),
@@ -100,7 +108,12 @@ def plot_sweep(result: SweepResult, path: str | Path, *, title: str | None = Non
             ha="left", va="top", fontsize=9, arrowprops={"arrowstyle": "->", "lw": 0.8},
             bbox={"boxstyle": "round", "fc": "white", "ec": "0.7"},
         )
-    ax.set_xlabel("prompt budget (thousand tokens; grey band = last slack before window - reserve)")
+    unit = (
+        f"thousand ESTIMATED tokens, chars/{result.assume_chars_per_token:g}"
+        if result.assume_chars_per_token
+        else "thousand tokens"
+    )
+    ax.set_xlabel(f"prompt budget ({unit}; grey band = last slack before window - reserve)")
     ax.set_ylabel("memory horizon (minutes of game time)")
     ax2.set_ylabel("trims per hour", color="tab:red")
     ax.set_ylim(0, ax.get_ylim()[1] * 1.15)

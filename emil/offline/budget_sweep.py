@@ -20,6 +20,7 @@ from typing import Any
 
 from emil.context.budget import Budget
 from emil.context.history import History, Message
+from emil.context.incremental import IncrementalCounter
 from emil.context.manager import ContextManager
 from emil.context.template import ChatTemplate
 from emil.context.tokens import TokenCounter
@@ -35,6 +36,18 @@ __all__ = [
     "simulate",
     "sweep",
 ]
+
+
+class _CharCounter:
+    """Counts characters: with a budget scaled by N it is exactly "chars / N estimated tokens"."""
+
+    name = "characters"
+
+    def count(self, text: str) -> int:
+        return len(text)
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
 
 
 class CachedCounter:
@@ -123,17 +136,35 @@ def simulate(
     counter: TokenCounter,
     *,
     manager_factory: ManagerFactory | None = None,
+    assume_chars_per_token: float | None = None,
 ) -> BudgetPoint:
-    """Assemble every request of ``trace`` under ``budget`` and measure the outcome."""
+    """Assemble every request of ``trace`` under ``budget`` and measure the outcome.
+
+    ``assume_chars_per_token``: budget in *estimated* tokens (characters / this), as the harness
+    in the field notes did, while ``counter`` stays the truth: peak and overflow are then the
+    real sizes of what the estimate let through. (The manager counts characters against a
+    budget scaled by the same factor: exactly chars / N, and still additive, so still fast.)
+    """
     started = time.perf_counter()
+    template = ChatTemplate.from_source(trace.chat_template) if trace.chat_template else None
+    truth: IncrementalCounter | None = None
+    managed_budget = budget
+    manager_counter: TokenCounter = counter
+    if assume_chars_per_token is not None:
+        a = assume_chars_per_token
+        truth = IncrementalCounter(counter, template, enable_thinking=trace.enable_thinking)
+        manager_counter = _CharCounter()
+        managed_budget = Budget(
+            window=round(budget.window * a), output_reserve=round(budget.output_reserve * a),
+            margin=round(budget.margin * a), low_water=budget.low_water,
+        )
     if manager_factory is None:
-        template = ChatTemplate.from_source(trace.chat_template) if trace.chat_template else None
         manager = ContextManager(
-            counter, budget, trace.system_prompt, trace.tools, trace.enable_thinking,
-            template=template,
+            manager_counter, managed_budget, trace.system_prompt, trace.tools,
+            trace.enable_thinking, template=template,
         )
     else:
-        manager = manager_factory(budget, trace)
+        manager = manager_factory(managed_budget, trace)
     history = History()
     have_previous = False
     new_tokens = 0
@@ -171,6 +202,11 @@ def simulate(
             kept = {m.id for m in history.messages()}
             evicted += sum(1 for m in before.messages() if m.id not in kept)
         tokens = assembly.predicted_tokens
+        if truth is not None:
+            # What the estimate let through, in real tokens of the served model.
+            held = assembly.history
+            head = [manager.system] if held.memory is None else [manager.system, held.memory]
+            tokens = truth.count_turns(head, held.turns, trace.tools or None)
         peak = max(peak, tokens)
         first_tokens = first_tokens or tokens
         if tokens + budget.output_reserve > budget.window:
@@ -254,6 +290,8 @@ class SweepResult:
     recommended: BudgetPoint | None
     requests_simulated: int
     seconds: float
+    assume_chars_per_token: float | None = None
+    """Set when budgets were in estimated tokens (chars / this); sizes stay real tokens."""
 
     @property
     def turns_per_s(self) -> float:
@@ -269,6 +307,7 @@ class SweepResult:
             "requests_simulated": self.requests_simulated,
             "seconds": round(self.seconds, 3),
             "turns_per_s": round(self.turns_per_s, 1),
+            "assume_chars_per_token": self.assume_chars_per_token,
         }
 
     @classmethod
@@ -284,6 +323,7 @@ class SweepResult:
             recommended=None if rec is None else BudgetPoint.from_json(rec),
             requests_simulated=data["requests_simulated"],
             seconds=data["seconds"],
+            assume_chars_per_token=data.get("assume_chars_per_token"),
         )
 
 
@@ -339,7 +379,10 @@ def _run_point(args: tuple[int, int, int]) -> tuple[BudgetPoint, int]:
     window, reserve, prompt_budget = args
     traces: Sequence[SessionTrace] = _WORK["traces"]
     b = Budget(window=window, output_reserve=reserve, margin=window - reserve - prompt_budget, **_WORK["extra"])
-    per_trace = [simulate(t, b, _WORK["counter"], manager_factory=_WORK["factory"]) for t in traces]
+    per_trace = [
+        simulate(t, b, _WORK["counter"], manager_factory=_WORK["factory"], assume_chars_per_token=_WORK["assume"])
+        for t in traces
+    ]
     return _merge(per_trace), sum(p.requests for p in per_trace)
 
 
@@ -355,6 +398,7 @@ def sweep(
     manager_factory: ManagerFactory | None = None,
     progress: Callable[[BudgetPoint], None] | None = None,
     jobs: int = 1,
+    assume_chars_per_token: float | None = None,
 ) -> SweepResult:
     """Simulate every (window, output reserve, budget) over every trace; recommend one.
 
@@ -364,6 +408,7 @@ def sweep(
     started = time.perf_counter()
     _WORK.update(
         traces=traces, counter=CachedCounter(counter), factory=manager_factory,
+        assume=assume_chars_per_token,
         extra={} if low_water is None else {"low_water": low_water},
     )
     simulated = 0
@@ -410,4 +455,5 @@ def sweep(
         recommended=recommend(points, slack),
         requests_simulated=simulated,
         seconds=time.perf_counter() - started,
+        assume_chars_per_token=assume_chars_per_token,
     )

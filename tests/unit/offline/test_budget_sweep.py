@@ -148,3 +148,26 @@ def test_sweep_without_budgets_looks_below_a_short_sessions_peak() -> None:
     assert result.recommended == result.points[-2]
     assert any(p.trims > 0 for p in result.points) and all(p.prompt_budget <= peak for p in result.points[:-2])
     assert all(p.overflows == 0 for p in result.points)  # no budget below the first prompt
+
+
+def test_a_budget_in_estimated_tokens_lets_real_prompts_overflow() -> None:
+    # The field notes' failure: a budget in chars/4 "tokens" on content that runs at about 2.5
+    # chars/token lets through prompts far bigger than the budget, and past the window.
+    turns = [
+        (
+            Message.observation(json.dumps({"blocks": [[i, 64 + j, -7 * j] for j in range(20)]}), event_time=60.0 * i),
+            Message.assistant("ok"),
+        )
+        for i in range(60)
+    ]
+    trace = SessionTrace.from_turns(turns, system_prompt=SYSTEM)
+    counter = get_token_counter("qwen3.6")
+    window, reserve, estimated = 8192, 2048, 5500
+    b = Budget(window, reserve, margin=window - reserve - estimated)
+    exact = simulate(trace, b, counter)
+    assert exact.peak_prompt_tokens <= estimated and exact.overflows == 0
+    guessed = simulate(trace, b, counter, assume_chars_per_token=4.0)
+    assert guessed.peak_prompt_tokens > window - reserve
+    assert guessed.overflows > 0
+    result = sweep([trace], counter, windows=[window], output_reserves=[reserve], budgets=[estimated], assume_chars_per_token=4.0)
+    assert "ESTIMATED tokens (chars / 4)" in format_sweep(result)
