@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fres
 from emil.context.tokens import get_token_counter
 from emil.exceptions import ConfigurationError
 from emil.offline.budget_report import format_sweep, plot_sweep
-from emil.offline.budget_sweep import SweepResult, sweep
+from emil.offline.budget_sweep import BudgetPoint, SweepResult, sweep
 from emil.offline.tokenizer import counter_for
 from emil.offline.trace import SessionTrace
 
@@ -35,6 +35,14 @@ def _budgets(text: str) -> list[int]:
         lo, hi, step = (int(v) for v in text.split(":"))
         return list(range(lo, hi + 1, step))
     return [int(v) for v in text.split(",") if v.strip()]
+
+
+def _progress(p: BudgetPoint) -> None:
+    print(
+        f"  budget {p.prompt_budget:>6}: {p.requests:,} requests in {p.seconds:.1f} s "
+        f"({p.turns_per_s:,.0f}/s), {p.trims} trims",
+        file=sys.stderr, flush=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slack", type=int, default=4096, help="tokens to keep free under window - output reserve (4096)")
     parser.add_argument("--low-water", type=float, help="fraction of the budget a trim goes down to (the manager's default)")
     parser.add_argument("--tokenizer", help="tokenizer spec (default: recorded, else qwen3.6)")
+    parser.add_argument(
+        "--estimate", type=float, metavar="CHARS_PER_TOKEN",
+        help="budget in estimated tokens (chars / this, e.g. 4.0 as the field notes' harness "
+        "did); peak and overflow stay in real tokens of --tokenizer",
+    )
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="processes (default: one per CPU)")
     parser.add_argument("--replot", type=Path, help="only redraw --plot (and the table) from a --json output file")
     parser.add_argument("--plot", type=Path, help="write a PNG of horizon and trim rate against budget")
@@ -85,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         result = sweep(
             traces, counter, windows=windows, output_reserves=reserves, budgets=args.budgets,
             slack=args.slack, low_water=args.low_water, jobs=max(1, args.jobs),
+            progress=_progress if sys.stderr.isatty() else None,
+            assume_chars_per_token=args.estimate,
         )
     except (ConfigurationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -11,7 +11,9 @@ __all__ = ["format_sweep", "plot_sweep"]
 
 def _minutes(v: float | None, hours: float) -> str:
     # Never trimmed: Emil remembers the whole session, which is a lower bound on the horizon.
-    return f">{hours * 60:.0f}" if v is None else f"{v:.1f}"
+    value = hours * 60 if v is None else v
+    text = f"{value:.2f}" if value < 1 else f"{value:.1f}"
+    return f">{text}" if v is None else text
 
 
 def format_sweep(result: SweepResult) -> str:
@@ -26,6 +28,14 @@ def format_sweep(result: SweepResult) -> str:
         f"tokenizer: {result.tokenizer}",
         "horizon = minutes of game time Emil still holds verbatim, over requests from the first "
         "trim on ('>N' = never trimmed in N minutes)",
+        *(
+            [
+                f"budgets are in ESTIMATED tokens (chars / {result.assume_chars_per_token:g}), as a "
+                "chars/token harness would count; peak and overflow are real tokens"
+            ]
+            if result.assume_chars_per_token
+            else []
+        ),
         "",
         head,
         "-" * len(head),
@@ -70,7 +80,7 @@ def plot_sweep(result: SweepResult, path: str | Path, *, title: str | None = Non
     groups: dict[tuple[int, int], list[BudgetPoint]] = {}
     for p in result.points:
         groups.setdefault((p.window, p.output_reserve), []).append(p)
-    fig, ax = plt.subplots(figsize=(8, 4.6), dpi=100)
+    fig, ax = plt.subplots(figsize=(8, 4.6 + 0.3 * len(groups)), dpi=100)
     ax2 = ax.twinx()
     colors = ["tab:blue", "tab:green", "tab:purple", "tab:brown"]
     for i, ((window, reserve), pts) in enumerate(sorted(groups.items())):
@@ -98,14 +108,23 @@ def plot_sweep(result: SweepResult, path: str | Path, *, title: str | None = Non
             ha="left", va="top", fontsize=9, arrowprops={"arrowstyle": "->", "lw": 0.8},
             bbox={"boxstyle": "round", "fc": "white", "ec": "0.7"},
         )
-    ax.set_xlabel("prompt budget (thousand tokens; grey band = last slack before window - reserve)")
+    unit = (
+        f"thousand ESTIMATED tokens, chars/{result.assume_chars_per_token:g}"
+        if result.assume_chars_per_token
+        else "thousand tokens"
+    )
+    ax.set_xlabel(f"prompt budget ({unit}; grey band = last slack before window - reserve)")
     ax.set_ylabel("memory horizon (minutes of game time)")
     ax2.set_ylabel("trims per hour", color="tab:red")
     ax.set_ylim(0, ax.get_ylim()[1] * 1.15)
     ax2.set_ylim(0, ax2.get_ylim()[1] * 1.15)
     handles = ax.get_legend_handles_labels()
     handles2 = ax2.get_legend_handles_labels()
-    ax.legend(handles[0] + handles2[0], handles[1] + handles2[1], loc="upper left", fontsize=8)
+    # Below the axes: the curves and the recommendation keep the whole plot area.
+    ax.legend(
+        handles[0] + handles2[0], handles[1] + handles2[1], loc="upper center",
+        bbox_to_anchor=(0.5, -0.14), ncol=3 if len(groups) == 1 else 2, fontsize=8, frameon=False,
+    )
     hours = sum(p.hours for p in result.points) / max(1, len(result.points))
     ax.set_title(
         title

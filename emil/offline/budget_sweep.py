@@ -20,6 +20,7 @@ from typing import Any
 
 from emil.context.budget import Budget
 from emil.context.history import History, Message
+from emil.context.incremental import IncrementalCounter
 from emil.context.manager import ContextManager
 from emil.context.template import ChatTemplate
 from emil.context.tokens import TokenCounter
@@ -35,6 +36,18 @@ __all__ = [
     "simulate",
     "sweep",
 ]
+
+
+class _CharCounter:
+    """Counts characters: with a budget scaled by N it is exactly "chars / N estimated tokens"."""
+
+    name = "characters"
+
+    def count(self, text: str) -> int:
+        return len(text)
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
 
 
 class CachedCounter:
@@ -90,6 +103,9 @@ class BudgetPoint:
     """Tokens of already-seen history prefilled again because a trim changed the prefix."""
     seconds: float
     """Wall time of this simulation."""
+    first_prompt_tokens: int = 0
+    """The first request's prompt (system prompt + tool specs + one observation): no budget
+    below it can work."""
 
     @property
     def turns_per_s(self) -> float:
@@ -120,21 +136,40 @@ def simulate(
     counter: TokenCounter,
     *,
     manager_factory: ManagerFactory | None = None,
+    assume_chars_per_token: float | None = None,
 ) -> BudgetPoint:
-    """Assemble every request of ``trace`` under ``budget`` and measure the outcome."""
+    """Assemble every request of ``trace`` under ``budget`` and measure the outcome.
+
+    ``assume_chars_per_token``: budget in *estimated* tokens (characters / this), as the harness
+    in the field notes did, while ``counter`` stays the truth: peak and overflow are then the
+    real sizes of what the estimate let through. (The manager counts characters against a
+    budget scaled by the same factor: exactly chars / N, and still additive, so still fast.)
+    """
     started = time.perf_counter()
+    template = ChatTemplate.from_source(trace.chat_template) if trace.chat_template else None
+    truth: IncrementalCounter | None = None
+    managed_budget = budget
+    manager_counter: TokenCounter = counter
+    if assume_chars_per_token is not None:
+        a = assume_chars_per_token
+        truth = IncrementalCounter(counter, template, enable_thinking=trace.enable_thinking)
+        manager_counter = _CharCounter()
+        managed_budget = Budget(
+            window=round(budget.window * a), output_reserve=round(budget.output_reserve * a),
+            margin=round(budget.margin * a), low_water=budget.low_water,
+        )
     if manager_factory is None:
-        template = ChatTemplate.from_source(trace.chat_template) if trace.chat_template else None
         manager = ContextManager(
-            counter, budget, trace.system_prompt, trace.tools, trace.enable_thinking,
-            template=template,
+            manager_counter, managed_budget, trace.system_prompt, trace.tools,
+            trace.enable_thinking, template=template,
         )
     else:
-        manager = manager_factory(budget, trace)
+        manager = manager_factory(managed_budget, trace)
     history = History()
     have_previous = False
     new_tokens = 0
     requests = trims = evicted = overflows = appends = compared = peak = 0
+    first_tokens = 0
     reprefill = 0
     horizons: list[float] = []
     trimmed_once = False
@@ -167,7 +202,13 @@ def simulate(
             kept = {m.id for m in history.messages()}
             evicted += sum(1 for m in before.messages() if m.id not in kept)
         tokens = assembly.predicted_tokens
+        if truth is not None:
+            # What the estimate let through, in real tokens of the served model.
+            held = assembly.history
+            head = [manager.system] if held.memory is None else [manager.system, held.memory]
+            tokens = truth.count_turns(head, held.turns, trace.tools or None)
         peak = max(peak, tokens)
+        first_tokens = first_tokens or tokens
         if tokens + budget.output_reserve > budget.window:
             overflows += 1
         if have_previous:
@@ -198,6 +239,7 @@ def simulate(
         horizon_median_min=round(statistics.median(horizons) / 60, 2) if horizons else None,
         horizon_min_min=round(min(horizons) / 60, 2) if horizons else None,
         peak_prompt_tokens=peak,
+        first_prompt_tokens=first_tokens,
         overflows=overflows,
         append_only_share=round(appends / compared, 4) if compared else 1.0,
         reprefill_tokens_per_hour=round(reprefill * per_hour, 1),
@@ -206,23 +248,35 @@ def simulate(
 
 
 def default_budgets(
-    window: int, output_reserve: int, *, points: int = 10, low: int = 8192, peak: int | None = None
+    window: int,
+    output_reserve: int,
+    *,
+    points: int = 10,
+    low: int = 8192,
+    peak: int | None = None,
+    floor: int = 0,
+    slack: int | None = None,
 ) -> list[int]:
-    """Evenly spaced prompt budgets up to window - output reserve.
+    """Evenly spaced prompt budgets up to window - output reserve, plus the budget that leaves
+    exactly ``slack`` (the one a recommendation can pick).
 
     From ``low`` when the session fills the window; when its untrimmed ``peak`` is smaller, from
-    a sixth of the peak up to the peak (rounded to 100 tokens), plus the largest budget.
+    a sixth of the peak (at least ``floor``, the smallest prompt that can work) up to the peak,
+    rounded down to 100 tokens.
     """
     high = window - output_reserve
+    extra = {high - slack} if slack is not None and high - slack > 0 else set()
     if peak is not None and peak < high:
-        lo = max(512, peak // 6)
+        lo = -(-max(512, peak // 6, floor) // 100) * 100  # up to a round 100, never below floor
+        if lo >= peak:
+            return sorted({peak, high} | extra)
         step = (peak - lo) / (points - 2)
         spread = {max(100, int(lo + i * step) // 100 * 100) for i in range(points - 1)}
-        return sorted(spread | {high})
+        return sorted(spread | {high} | extra)
     if high <= low:
-        return [high]
+        return sorted({high} | extra)
     step = (high - low) / (points - 1)
-    return sorted({round(low + i * step) for i in range(points)})
+    return sorted({round(low + i * step) for i in range(points)} | extra)
 
 
 @dataclass(frozen=True)
@@ -236,6 +290,8 @@ class SweepResult:
     recommended: BudgetPoint | None
     requests_simulated: int
     seconds: float
+    assume_chars_per_token: float | None = None
+    """Set when budgets were in estimated tokens (chars / this); sizes stay real tokens."""
 
     @property
     def turns_per_s(self) -> float:
@@ -251,6 +307,7 @@ class SweepResult:
             "requests_simulated": self.requests_simulated,
             "seconds": round(self.seconds, 3),
             "turns_per_s": round(self.turns_per_s, 1),
+            "assume_chars_per_token": self.assume_chars_per_token,
         }
 
     @classmethod
@@ -266,6 +323,7 @@ class SweepResult:
             recommended=None if rec is None else BudgetPoint.from_json(rec),
             requests_simulated=data["requests_simulated"],
             seconds=data["seconds"],
+            assume_chars_per_token=data.get("assume_chars_per_token"),
         )
 
 
@@ -292,6 +350,7 @@ def _merge(points: Sequence[BudgetPoint]) -> BudgetPoint:
         horizon_median_min=round(statistics.median(medians), 2) if medians else None,
         horizon_min_min=min(minima) if minima else None,
         peak_prompt_tokens=max(p.peak_prompt_tokens for p in points),
+        first_prompt_tokens=max(p.first_prompt_tokens for p in points),
         overflows=sum(p.overflows for p in points),
         append_only_share=round(
             sum(p.append_only_share * max(p.requests - 1, 0) for p in points) / weight, 4
@@ -320,7 +379,10 @@ def _run_point(args: tuple[int, int, int]) -> tuple[BudgetPoint, int]:
     window, reserve, prompt_budget = args
     traces: Sequence[SessionTrace] = _WORK["traces"]
     b = Budget(window=window, output_reserve=reserve, margin=window - reserve - prompt_budget, **_WORK["extra"])
-    per_trace = [simulate(t, b, _WORK["counter"], manager_factory=_WORK["factory"]) for t in traces]
+    per_trace = [
+        simulate(t, b, _WORK["counter"], manager_factory=_WORK["factory"], assume_chars_per_token=_WORK["assume"])
+        for t in traces
+    ]
     return _merge(per_trace), sum(p.requests for p in per_trace)
 
 
@@ -336,6 +398,7 @@ def sweep(
     manager_factory: ManagerFactory | None = None,
     progress: Callable[[BudgetPoint], None] | None = None,
     jobs: int = 1,
+    assume_chars_per_token: float | None = None,
 ) -> SweepResult:
     """Simulate every (window, output reserve, budget) over every trace; recommend one.
 
@@ -345,6 +408,7 @@ def sweep(
     started = time.perf_counter()
     _WORK.update(
         traces=traces, counter=CachedCounter(counter), factory=manager_factory,
+        assume=assume_chars_per_token,
         extra={} if low_water is None else {"low_water": low_water},
     )
     simulated = 0
@@ -376,7 +440,10 @@ def sweep(
                 # Largest budget first: its peak is the session's untrimmed size, which decides
                 # where the interesting budgets are (a short session never fills a big window).
                 (first,) = run_all([(window, reserve, top)])
-                chosen = default_budgets(window, reserve, peak=first.peak_prompt_tokens)
+                chosen = default_budgets(
+                    window, reserve, peak=first.peak_prompt_tokens,
+                    floor=first.first_prompt_tokens, slack=slack,
+                )
                 points += [*run_all([(window, reserve, b) for b in chosen if b != top]), first]
     finally:
         _WORK.clear()
@@ -388,4 +455,5 @@ def sweep(
         recommended=recommend(points, slack),
         requests_simulated=simulated,
         seconds=time.perf_counter() - started,
+        assume_chars_per_token=assume_chars_per_token,
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from emil.context.tokens import TokenCounter, get_token_counter
-from emil.offline.content import CATEGORIES, Piece, iter_pieces
+from emil.offline.content import CATEGORIES, INSIDE_OTHERS, Piece, iter_pieces
 from emil.recording import read_recording
 
 __all__ = [
@@ -79,11 +79,13 @@ class TokenizerReport:
 
     @property
     def total(self) -> CategoryCount:
+        """Every category once (``chat_lines`` are already inside ``observations``)."""
+        counted = [c for c in self.categories if c.category not in INSIDE_OTHERS]
         return CategoryCount(
             "total",
-            sum(c.pieces for c in self.categories),
-            sum(c.chars for c in self.categories),
-            sum(c.tokens for c in self.categories),
+            sum(c.pieces for c in counted),
+            sum(c.chars for c in counted),
+            sum(c.tokens for c in counted),
         )
 
     def get(self, category: str) -> CategoryCount | None:
@@ -215,5 +217,7 @@ def format_table(report: CharsPerTokenReport) -> str:
         "",
         f"err = estimate at {a:g} chars/token minus the exact count; negative = the estimate "
         "under-counts, which is how a budget in estimated tokens overflows the window.",
+        "chat_lines = what players typed (from chat events); Emil reads them inside "
+        "observations, so they are not added to the total again.",
     ]
     return "\n".join(lines)

@@ -14,9 +14,9 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, Literal, NamedTuple
 
-from emil.recording import HeaderRecord, MessageRecord, Record
+from emil.recording import EventRecord, HeaderRecord, MessageRecord, Record
 
-__all__ = ["CATEGORIES", "Category", "Piece", "iter_pieces", "message_pieces", "tool_spec_text"]
+__all__ = ["CATEGORIES", "INSIDE_OTHERS", "Category", "Piece", "iter_pieces", "message_pieces", "tool_spec_text"]
 
 Category = Literal[
     "tool_results",
@@ -28,6 +28,7 @@ Category = Literal[
     "system_prompt",
     "assistant_text",
     "memory",
+    "chat_lines",
 ]
 
 CATEGORIES: tuple[Category, ...] = (
@@ -40,8 +41,13 @@ CATEGORIES: tuple[Category, ...] = (
     "system_prompt",
     "assistant_text",
     "memory",
+    "chat_lines",
 )
 """Report order: the heavy, dense categories first."""
+
+INSIDE_OTHERS: frozenset[Category] = frozenset({"chat_lines"})
+"""Categories whose text is also part of another category's (players' chat lines are quoted
+inside observations): reported for their own chars/token, left out of totals."""
 
 
 class Piece(NamedTuple):
@@ -116,6 +122,11 @@ def iter_pieces(records: Iterable[Record]) -> Iterator[Piece]:
                 yield Piece("system_prompt", record.system_prompt)
             for spec in record.tools:
                 yield Piece("tool_specs", tool_spec_text(spec))
+        elif isinstance(record, EventRecord):
+            # What players typed, as the bot reported it (the agent quotes it in observations).
+            event = record.event
+            if event.get("kind") == "chat" and isinstance(event.get("text"), str) and event["text"]:
+                yield Piece("chat_lines", event["text"])
         elif isinstance(record, MessageRecord):
             for piece in _message_pieces(record):
                 if piece.category == "system_prompt" and header_system:

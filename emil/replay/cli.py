@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 
@@ -24,8 +24,15 @@ __all__ = ["build_parser", "cli_main", "replay_file"]
 EXIT_OK, EXIT_DIFFERENT, EXIT_CONFIG = 0, 1, 2
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line naming the problem and where to look, like the rest of run_emil.py.
+        sys.stderr.write(f"error: {message} (see run_emil.py replay --help)\n")
+        raise SystemExit(EXIT_CONFIG)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="run_emil.py replay",
         description="Replay recorded sessions offline through today's perception and context "
         "manager, with the recorded completions as the model and the recorded tool results as "

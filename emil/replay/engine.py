@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,12 +23,12 @@ from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
 from emil.context.template import ChatTemplate, TemplateError
 from emil.context.tokens import TokenCounter
-from emil.events import Death, parse_event
+from emil.events import ActionFinished, Death, parse_event
 from emil.exceptions import BudgetError, EmilError
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
 from emil.offline.tokenizer import counter_for
 from emil.perception import Perception, PerceptionPolicy, format_events, format_status_line
-from emil.recording import HeaderRecord
+from emil.recording import EventRecord, HeaderRecord
 from emil.replay.compare import RequestDiff, diff_messages
 from emil.replay.live import LiveStep, compare_live
 from emil.replay.recorded_llm import RecordedLLM, ReplayExhausted
@@ -155,6 +156,8 @@ class Replayer:
             s.completion for t in session.turns for s in t.steps if s.completion is not None
         )
         self.history = History()
+        self._cursor = 0
+        self._dispatched: Counter[str] = Counter()
         self.report = ReplayReport(
             path=path,
             turns_total=len(session.turns),
@@ -187,13 +190,40 @@ class Replayer:
 
     # -- one turn ---------------------------------------------------------------------------------
 
+    def _feed(self, until: int, *, turn: int | None = None) -> list[EventRecord]:
+        """Events and dispatches up to a timeline position, as the agent loop's pump saw them.
+
+        Events recorded during ``turn`` arrived after that turn took the pending events (while
+        it fetched the status); they are returned, to be fed once the turn has started.
+        """
+        timeline = self.session.timeline
+        later: list[EventRecord] = []
+        while self._cursor < min(until, len(timeline)):
+            item = timeline[self._cursor]
+            self._cursor += 1
+            if isinstance(item, str):
+                self._dispatched[item] += 1
+            elif turn is not None and item.turn == turn:
+                later.append(item)
+            else:
+                self._event(item)
+        return later
+
+    def _event(self, item: EventRecord) -> None:
+        event = parse_event(item.event)
+        if isinstance(event, ActionFinished) and self._dispatched[event.action] > 0:
+            # The loop's rule: the end of an action it awaited is already a tool result.
+            self._dispatched[event.action] -= 1
+            return
+        self.perception.add(event, item.t)
+        if isinstance(event, Death):
+            self.perception.clear_actions()
+
     def _observe(self, turn: RecordedTurn) -> Message:
-        for record in turn.events:
-            event = parse_event(record.event)
-            self.perception.add(event, record.t)
-            if isinstance(event, Death):
-                self.perception.clear_actions()
+        later = self._feed(turn.timeline_index, turn=turn.turn)
         triaged = self.perception.take()
+        for item in later:
+            self._event(item)
         content = format_events(triaged)
         status = format_status_line(turn.observation.snapshot, self.perception.ambient)
         times = [t.event.t for t in triaged]

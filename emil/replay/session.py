@@ -18,6 +18,7 @@ from emil.recording import (
     MessageRecord,
     ObservationRecord,
     OverflowRecord,
+    RecordedToolCall,
     RecordingRead,
     RequestRecord,
     ToolResultRecord,
@@ -26,6 +27,12 @@ from emil.recording import (
 )
 
 __all__ = ["RecordedSession", "RecordedStep", "RecordedTurn"]
+
+
+def _dispatched(call: RecordedToolCall, result: ToolResultRecord | None) -> bool:
+    if call.error is not None or call.arguments is None:
+        return False
+    return result is None or not result.text.startswith("not run: ")
 
 
 @dataclass
@@ -58,6 +65,8 @@ class RecordedTurn:
     observation_message: MessageRecord | None
     steps: list[RecordedStep] = field(default_factory=list)
     summary: TurnRecord | None = None
+    timeline_index: int = 0
+    """Position of this turn's observation in :attr:`RecordedSession.timeline`."""
 
     @property
     def observation_text(self) -> str | None:
@@ -78,6 +87,9 @@ class RecordedSession:
     records: int = 0
     trims: int = 0
     """Trim-ladder rungs the recorded session fired."""
+    timeline: list[EventRecord | str] = field(default_factory=list)
+    """Events and dispatched actions (their tool name) in the order they happened: the agent
+    loop treats an ``action_finished`` of an action it dispatched and awaited as an echo."""
 
     @property
     def steps(self) -> int:
@@ -89,7 +101,11 @@ class RecordedSession:
         turns: list[RecordedTurn] = []
         by_no: dict[int, RecordedTurn] = {}
         pending: list[EventRecord] = []
+        timeline: list[EventRecord | str] = []
         trims = 0
+        # A call reached the world unless the model got it wrong or an interruption skipped it;
+        # the loop dispatches right after the completion, before the result is written.
+        outcome = {r.call_id: r for r in read.records if isinstance(r, ToolResultRecord)}
         for r in read.records:
             if isinstance(r, TrimRecordEntry):
                 trims += 1
@@ -97,14 +113,19 @@ class RecordedSession:
                 by_ref[r.ref] = r
             elif isinstance(r, EventRecord):
                 pending.append(r)
+                timeline.append(r)
             elif isinstance(r, ObservationRecord) and r.turn is not None:
-                turn = RecordedTurn(r.turn, pending, r, by_ref.get(r.ref))
+                turn = RecordedTurn(r.turn, pending, r, by_ref.get(r.ref), timeline_index=len(timeline))
                 pending = []
                 turns.append(turn)
                 by_no[r.turn] = turn
             elif r.turn is not None and r.turn in by_no:
+                if isinstance(r, CompletionRecord):
+                    timeline += [c.name for c in r.tool_calls if _dispatched(c, outcome.get(c.id))]
                 cls._attach(by_no[r.turn], r, by_ref)
-        return cls(read.header, turns, read.stopped_at_line, read.problem, len(read.records), trims)
+        return cls(
+            read.header, turns, read.stopped_at_line, read.problem, len(read.records), trims, timeline
+        )
 
     @staticmethod
     def _attach(turn: RecordedTurn, r: Any, by_ref: dict[str, MessageRecord]) -> None:

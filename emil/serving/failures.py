@@ -95,13 +95,13 @@ def classify_failure(
             cause, exc_type = line, "SystemExit"
             break
         match = _EXC_RE.search(line)
-        if match is None or _is_wrapper(line) or line.startswith(("Traceback", "File ")):
+        if match is None or _is_wrapper(line) or line.lstrip().startswith(("Traceback", "File ")):
             continue
         exc_type = match.group("type").rsplit(".", 1)[-1]
         cause = f"{exc_type}: {match.group('msg') or ''}".rstrip(": ").rstrip()
         # vLLM wraps long messages over the next line(s) ("Expected one of [...]").
         for follow in lines[i + 1 : i + 3]:
-            if not follow or follow.startswith(("Traceback", "File ", "[rank")):
+            if not follow or follow.lstrip().startswith(("Traceback", "File ", "[rank")):
                 break
             if _EXC_RE.search(follow) or _is_wrapper(follow):
                 break

@@ -135,8 +135,8 @@ def test_default_budgets_end_at_window_minus_reserve() -> None:
     budgets = default_budgets(65536, 6144)
     assert budgets[0] == 8192 and budgets[-1] == 65536 - 6144 and len(budgets) == 10
     # A short session that never fills the window: budgets spread below its peak.
-    small = default_budgets(65536, 6144, peak=6000)
-    assert small[0] == 1000 and small[-2] == 6000 and small[-1] == 59392
+    small = default_budgets(65536, 6144, peak=6000, floor=1500, slack=4096)
+    assert small[0] == 1500 and small[-3] == 6000 and small[-2:] == [55296, 59392]
 
 
 def test_sweep_without_budgets_looks_below_a_short_sessions_peak() -> None:
@@ -144,4 +144,30 @@ def test_sweep_without_budgets_looks_below_a_short_sessions_peak() -> None:
     result = sweep([trace], get_token_counter("qwen3.6"), windows=[WINDOW], output_reserves=[RESERVE])
     peak = max(p.peak_prompt_tokens for p in result.points)
     assert result.points[-1].prompt_budget == WINDOW - RESERVE
-    assert any(p.trims > 0 for p in result.points) and all(p.prompt_budget <= peak for p in result.points[:-1])
+    assert result.points[-2].prompt_budget == WINDOW - RESERVE - 4096  # the default slack
+    assert result.recommended == result.points[-2]
+    assert any(p.trims > 0 for p in result.points) and all(p.prompt_budget <= peak for p in result.points[:-2])
+    assert all(p.overflows == 0 for p in result.points)  # no budget below the first prompt
+
+
+def test_a_budget_in_estimated_tokens_lets_real_prompts_overflow() -> None:
+    # The field notes' failure: a budget in chars/4 "tokens" on content that runs at about 2.5
+    # chars/token lets through prompts far bigger than the budget, and past the window.
+    turns = [
+        (
+            Message.observation(json.dumps({"blocks": [[i, 64 + j, -7 * j] for j in range(20)]}), event_time=60.0 * i),
+            Message.assistant("ok"),
+        )
+        for i in range(60)
+    ]
+    trace = SessionTrace.from_turns(turns, system_prompt=SYSTEM)
+    counter = get_token_counter("qwen3.6")
+    window, reserve, estimated = 8192, 2048, 5500
+    b = Budget(window, reserve, margin=window - reserve - estimated)
+    exact = simulate(trace, b, counter)
+    assert exact.peak_prompt_tokens <= estimated and exact.overflows == 0
+    guessed = simulate(trace, b, counter, assume_chars_per_token=4.0)
+    assert guessed.peak_prompt_tokens > window - reserve
+    assert guessed.overflows > 0
+    result = sweep([trace], counter, windows=[window], output_reserves=[reserve], budgets=[estimated], assume_chars_per_token=4.0)
+    assert "ESTIMATED tokens (chars / 4)" in format_sweep(result)

@@ -44,3 +44,28 @@ def test_tool_call_validity_against_the_specs(name: str, raw: str, problem: str 
     call = ToolCall(id="c", name=name, raw_arguments=raw, arguments=parsed if isinstance(parsed, dict) else None)
     got = tool_call_problem(call, TOOLS)
     assert (got is None) if problem is None else (got is not None and problem in got)
+
+
+def test_a_live_answer_is_set_beside_the_recorded_one() -> None:
+    from emil.llm.types import Timings, Usage
+    from emil.replay.engine import ReplayReport
+    from emil.replay.live import compare_live
+    from emil.replay.report import format_report
+
+    recorded = Completion(
+        tool_calls=[ToolCall(id="a", name="look_around", raw_arguments='{"radius": 8}', arguments={"radius": 8})],
+        usage=Usage(prompt_tokens=900, completion_tokens=12), timings=Timings(total_s=0.8),
+    )
+    live = Completion(
+        tool_calls=[ToolCall(id="b", name="say", raw_arguments="{}", arguments={})],
+        usage=Usage(prompt_tokens=900, completion_tokens=30),
+    )
+    step = compare_live(3, 1, recorded, live, TOOLS, elapsed_s=0.25)
+    assert step.recorded_calls == ("look_around",) and step.live_calls == ("say",)
+    assert not step.same_calls and step.live_invalid == ("say: missing required argument(s) text",)
+    assert (step.recorded_latency_s, step.live_latency_s) == (0.8, 0.25)
+    down = compare_live(3, 2, recorded, None, TOOLS, elapsed_s=1.0, error="EndpointUnavailable: refused")
+    report = ReplayReport(path="x", turns_total=1, steps_total=2, live=[step, down])
+    text = format_report(report)
+    assert "1/2 steps answered, 1 tool calls, 0/1 valid" in text
+    assert "invalid: say: missing required argument(s) text" in text and "error: EndpointUnavailable" in text

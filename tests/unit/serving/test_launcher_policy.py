@@ -170,3 +170,12 @@ def test_cleanup_only_for_containers() -> None:
         {"model": "m", "runner": {"kind": "container", "container_name": "emil-q36"}}
     )
     assert cleanup_command(container) == ["docker", "rm", "-f", "emil-q36"]
+
+
+def test_traceback_frames_are_not_mistaken_for_the_exception() -> None:
+    log = [
+        "Traceback (most recent call last):",
+        '  File "/vllm/engine.py", line 12, in handleError',
+        "RuntimeError: CUDA error: device-side assert triggered",
+    ]
+    assert classify_failure(log, 1).cause == "RuntimeError: CUDA error: device-side assert triggered"
