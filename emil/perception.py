@@ -6,10 +6,11 @@ Events are classified into three priorities:
               names Emil, whispers. An urgent event starts a turn at once and interrupts a
               running action.
 - ``normal``  other chat, joins and leaves, items collected, actions finished, reflexes,
-              respawn, kicks and errors. They start a turn when Emil is idle; chat waits a short
+              respawn and bot errors. They start a turn when Emil is idle; chat waits a short
               debounce so a burst of lines becomes one turn.
-- ``ambient`` time of day, weather, health changes above the low mark. They only update the
-              status line and never start a turn.
+- ``ambient`` time of day, weather, health changes above the low mark, disconnects and kicks
+              (the bridge reconnects; the model cannot act meanwhile). They only update the
+              status and never start a turn.
 
 The observation is one user message: the status (snapshot) first, then the new events. The
 status lives only in the newest message, never in the system prompt, so every earlier prompt
@@ -116,6 +117,9 @@ class Perception:
                 return "urgent", f"health low ({event.health:g})"
             case Health() | TimeOfDay() | Weather() | UnknownEvent():
                 return "ambient", ""
+            case Disconnected() | Kicked():
+                # Nothing the model can do while the bridge reconnects; the status says so.
+                return "ambient", event.kind
             case Chat() if event.sender == p.bot_name:
                 return "ambient", "own chat"
             case Chat() if event.whisper:

@@ -9,6 +9,7 @@ from emil.events import (
     Chat,
     Damage,
     Death,
+    Disconnected,
     GameEvent,
     Health,
     HostileNearby,
@@ -39,6 +40,7 @@ from emil.perception import Perception, PerceptionPolicy, format_observation, fo
         (ActionFinished(action="go_to", ok=True), "normal"),
         (TimeOfDay(phase="night"), "ambient"),
         (Weather(raining=True), "ambient"),
+        (Disconnected(reason="server closed"), "ambient"),
     ],
 )
 def test_classification(event: GameEvent, priority: str) -> None:
