@@ -91,6 +91,10 @@ def plot_sweep(result: SweepResult, path: str | Path, *, title: str | None = Non
         hours = max((p.hours for p in pts), default=0.0)
         horizon = [p.horizon_median_min if p.horizon_median_min is not None else hours * 60 for p in pts]
         ax.plot(x, horizon, "o-", color=color, label=f"median horizon{' (' + label + ')' if label else ''}")
+        never = [(xi, h) for xi, h, p in zip(x, horizon, pts, strict=True) if p.horizon_median_min is None]
+        if never:  # never trimmed: the whole session is remembered (a lower bound), hollow marks
+            ax.plot(*zip(*never, strict=True), "o", color=color, mfc="white", ms=8,
+                    label="never trimmed (horizon >= session)" if i == 0 else None)
         hmin = [p.horizon_min_min if p.horizon_min_min is not None else hours * 60 for p in pts]
         ax.plot(x, hmin, ":", color=color, label=f"shortest horizon{' (' + label + ')' if label else ''}")
         ax2.plot(x, [p.trims_per_hour for p in pts], "s--", color="tab:red", alpha=0.8 if i == 0 else 0.4,
@@ -126,9 +130,10 @@ def plot_sweep(result: SweepResult, path: str | Path, *, title: str | None = Non
         bbox_to_anchor=(0.5, -0.14), ncol=3 if len(groups) == 1 else 2, fontsize=8, frameon=False,
     )
     hours = sum(p.hours for p in result.points) / max(1, len(result.points))
+    span = f"{hours:.1f} h" if hours >= 1 else f"{hours * 60:.1f} min"
     ax.set_title(
         title
-        or f"Context budget sweep over {hours:.1f} h of play ({', '.join(result.sessions)[:60]}); "
+        or f"Context budget sweep over {span} of play ({', '.join(result.sessions)[:60]}); "
         f"tokenizer {result.tokenizer.split(' ')[0]}",
         fontsize=9,
     )
