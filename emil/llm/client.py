@@ -10,6 +10,13 @@ configuration -> :class:`EndpointConfigError` with a message that says what to c
 
 The SDK's own retries are off (``max_retries=0``): retrying is the policy's job, and the SDK
 would otherwise resend identical overflowing requests.
+
+Requests go out through ``AsyncOpenAI.post("/chat/completions", body=...)`` with the body this
+module builds, not through ``chat.completions.create``: ``create`` runs the SDK's TypedDict
+transform over every message before sending, which costs ~300 ms on a 36k-token prompt and holds
+the event loop meanwhile; on Emil's plain-JSON bodies the transform changes nothing, so the bytes
+on the wire are the same (tests/unit/llm/test_client_body.py compares them; docs/llm.md has the
+figures from tools/bench_client.py).
 """
 
 from __future__ import annotations
@@ -19,11 +26,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import openai
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, AsyncStream, RequestOptions
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from emil.context.tokens import ServerTokenizeCounter
 from emil.exceptions import (
@@ -39,6 +47,10 @@ from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, Usage
 __all__ = ["OpenAIClient", "ServedModel", "parse_tool_call", "root_url_of"]
 
 _log = logging.getLogger(__name__)
+
+_PATH = "/chat/completions"
+# What ``chat.completions.create`` passes: the API key as a bearer token (and not the admin key).
+_REQUEST_OPTIONS: RequestOptions = {"security": {"bearer_auth": True}}
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,13 @@ def _extra(obj: Any, *names: str) -> Any:
         if value is not None:
             return value
     return None
+
+
+def _name_and_arguments(call: Any) -> tuple[str, str | None]:
+    # vLLM only sends "function" calls; a "custom" one (free-form input) is read the same way.
+    if call.type == "custom":
+        return call.custom.name, call.custom.input
+    return call.function.name, call.function.arguments
 
 
 def _usage(raw: Any) -> Usage | None:
@@ -264,31 +283,52 @@ class OpenAIClient:
                 ) from exc
             raise
 
-    def _create_kwargs(self, request: ChatRequest) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": request.messages,
-            "max_completion_tokens": request.max_completion_tokens,
-            "extra_body": self._body(request),
-        }
-        if request.tools:
-            kwargs["tools"] = request.tools
-        if request.tool_choice is not None:
-            kwargs["tool_choice"] = request.tool_choice
+    def _request_body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
+        """The JSON body exactly as ``chat.completions.create`` would send it.
+
+        Same keys in the same order (the SDK's parameter order, then the extra body merged over
+        it, extra keys winning), unset options absent rather than null, so the bytes on the wire
+        match the SDK path's.
+        """
+        body: dict[str, Any] = {"model": self.model}
+        if stream:
+            body["stream"] = True
+        body["messages"] = request.messages
+        body["max_completion_tokens"] = request.max_completion_tokens
+        if stream:
+            body["stream_options"] = {"include_usage": True}
         if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
+            body["temperature"] = request.temperature
+        if request.tool_choice is not None:
+            body["tool_choice"] = request.tool_choice
+        if request.tools:
+            body["tools"] = request.tools
         if request.top_p is not None:
-            kwargs["top_p"] = request.top_p
-        return kwargs
+            body["top_p"] = request.top_p
+        body.update(self._body(request))
+        return body
+
+    # The two sends below are the only I/O of a completion; tools/bench_client.py overrides them
+    # with the SDK's create() to measure what the transform costs.
+    async def _post(self, request: ChatRequest) -> ChatCompletion:
+        """POST the body as built, without the SDK's per-message transform (see module doc)."""
+        return await self._client.post(_PATH, body=self._request_body(request, stream=False),
+                                       cast_to=ChatCompletion, options=_REQUEST_OPTIONS)
+
+    async def _post_streaming(self, request: ChatRequest) -> AsyncStream[ChatCompletionChunk]:
+        """The streamed POST (SSE chunks, usage in the last one), also without the transform."""
+        return await self._client.post(
+            _PATH, body=self._request_body(request, stream=True), cast_to=ChatCompletion,
+            options=_REQUEST_OPTIONS, stream=True, stream_cls=AsyncStream[ChatCompletionChunk],
+        )
 
     async def _complete_once(self, request: ChatRequest, started: float) -> Completion:
-        create = cast(Any, self._client.chat.completions.create)
-        response = await create(**self._create_kwargs(request))
+        response = await self._post(request)
         total = time.perf_counter() - started
         choice = response.choices[0]
         message = choice.message
         calls = [
-            self._tool_call(tc.id or f"call_{i}", tc.function.name, tc.function.arguments)
+            self._tool_call(tc.id or f"call_{i}", *_name_and_arguments(tc))
             for i, tc in enumerate(message.tool_calls or [])
         ]
         return Completion(
@@ -302,10 +342,7 @@ class OpenAIClient:
         )
 
     async def _complete_streaming(self, request: ChatRequest, started: float) -> Completion:
-        create = cast(Any, self._client.chat.completions.create)
-        stream = await create(
-            **self._create_kwargs(request), stream=True, stream_options={"include_usage": True}
-        )
+        stream = await self._post_streaming(request)
         content: list[str] = []
         reasoning: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
