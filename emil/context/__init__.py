@@ -1,0 +1,36 @@
+"""The token-exact context window: counting, history, trim ladder and budget.
+
+``count_prompt_tokens`` is the entry point for one exact count; ``ContextManager`` fits a
+``History`` into a ``Budget`` with the trim ladder. The parts live in one module each:
+``tokens`` (counters), ``template`` (chat templates), ``incremental`` (cached counting),
+``history``, ``budget``, ``ladder``, ``manager`` and ``synthetic`` (a seeded Emil-like session).
+See docs/context.md.
+"""
+
+from emil.context.budget import Budget, Calibration, CalibrationReport
+from emil.context.counting import count_prompt_tokens
+from emil.context.history import History, Message
+from emil.context.incremental import IncrementalCounter
+from emil.context.ladder import LadderConfig, TrimRecord
+from emil.context.manager import Assembly, ContextManager
+from emil.context.template import ChatTemplate, TemplateError
+from emil.context.tokens import ServerTokenizeCounter, TokenCounter, get_token_counter
+
+__all__ = [
+    "Assembly",
+    "Budget",
+    "Calibration",
+    "CalibrationReport",
+    "ChatTemplate",
+    "ContextManager",
+    "History",
+    "IncrementalCounter",
+    "LadderConfig",
+    "Message",
+    "ServerTokenizeCounter",
+    "TemplateError",
+    "TokenCounter",
+    "TrimRecord",
+    "count_prompt_tokens",
+    "get_token_counter",
+]

@@ -1,0 +1,217 @@
+"""Startup checks and the wiring of the model side into an :class:`~emil.agent.Agent`.
+
+The checks run in order, each with a message that says what to change:
+
+1. LLM endpoint reachable: transient, so it is waited for with backoff (and said so in the log)
+   for ``endpoint_wait_s`` (unset = until stopped).
+2. Model served: a configured model the server does not list is a configuration error that
+   lists what it serves; "auto" takes the served one.
+3. Window from the server (``max_model_len``); a configured window may only lower it.
+4. Tokenizer resolved from the model name (or the configured spec): unknown = configuration.
+5. Budget: output reserve + pinned prompt (system prompt + tool specs) must fit the window.
+
+(6., the Minecraft server, is the bridge's: see :mod:`emil.agent.session`.) Configuration
+errors are never retried; they end the run with exit code 2.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from emil.agent.context_port import ManagedContext
+from emil.agent.loop import Agent, AgentOptions
+from emil.agent.persona import load_system_prompt
+from emil.agent.ports import Completer, WorldPort
+from emil.agent.turnstats import SessionStats
+from emil.config import Settings
+from emil.context.budget import Budget
+from emil.context.history import History
+from emil.context.manager import ContextManager
+from emil.context.template import ChatTemplate
+from emil.context.tokens import TokenCounter, get_token_counter
+from emil.exceptions import ConfigurationError, EndpointUnavailable
+from emil.llm.client import OpenAIClient, ServedModel
+from emil.llm.retry import Backoff, RecoveryEvent, complete_with_recovery
+from emil.llm.types import ChatRequest, Completion, ToolCall
+from emil.perception import PerceptionPolicy
+from emil.recording import HeaderRecord, Recorder
+
+__all__ = [
+    "ModelSetup",
+    "agent_options",
+    "build_agent",
+    "check_model",
+    "default_recording_path",
+    "new_client",
+    "summary_line",
+    "wait_for_endpoint",
+]
+
+_log = logging.getLogger("emil.startup")
+
+
+def default_recording_path(settings: Settings) -> Path:
+    """recording_dir/emil-<UTC time>-<bot>.jsonl"""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return settings.recording_dir / f"emil-{stamp}-{settings.bot_name}.jsonl"
+
+
+async def wait_for_endpoint(llm: OpenAIClient, settings: Settings) -> ServedModel:
+    """Discover the served model, waiting out an unreachable endpoint with backoff."""
+    backoff = Backoff(base=0.5, cap=10.0)
+    started = time.monotonic()
+    while True:
+        try:
+            return await llm.discover()
+        except EndpointUnavailable as e:
+            waited = time.monotonic() - started
+            if settings.endpoint_wait_s is not None and waited >= settings.endpoint_wait_s:
+                raise EndpointUnavailable(
+                    f"LLM endpoint {settings.endpoint} still unreachable after {waited:.0f} s ({e}); "
+                    "start vLLM there or set endpoint to where it listens"
+                ) from e
+            _log.warning("LLM endpoint %s unreachable (%s); waiting for it (%.0f s so far)", settings.endpoint, e, waited)
+            limit = None if settings.endpoint_wait_s is None else max(0.0, settings.endpoint_wait_s - waited)
+            await backoff.wait(f"endpoint {settings.endpoint} unreachable", max_delay=limit)
+
+
+def _window(served: ServedModel, settings: Settings) -> int:
+    if served.max_model_len is None:
+        if settings.window is None:
+            raise ConfigurationError(
+                f"the server does not report max_model_len for {served.id}; set window to the served context length"
+            )
+        return settings.window
+    if settings.window is not None and settings.window > served.max_model_len:
+        raise ConfigurationError(
+            f"window {settings.window} is larger than the served max_model_len {served.max_model_len} of {served.id}; "
+            "lower window or leave it on auto"
+        )
+    return settings.window or served.max_model_len
+
+
+def _completer(llm: OpenAIClient, context: ManagedContext, settings: Settings, window: int) -> Completer:
+    async def complete(assemble: Any, on_event: Any) -> Completion:
+        def notify(event: RecoveryEvent) -> None:
+            on_event(event)
+
+        def calibrate(predicted: int, server: int, lower_bound: bool) -> None:
+            if not lower_bound:
+                context.observe_usage(predicted, server)
+
+        async def count_exact(request: ChatRequest) -> int | None:
+            return await llm.count_prompt_tokens(request)
+
+        return await complete_with_recovery(
+            llm, assemble, window=window, max_overflow_retries=settings.max_overflow_retries,
+            on_event=notify, calibrate=calibrate, count_exact=count_exact,
+        )
+
+    return complete
+
+
+@dataclass
+class ModelSetup:
+    """The LLM side after startup checks 1-5: client, served model, window, counting, budget."""
+
+    llm: OpenAIClient
+    served: ServedModel
+    window: int
+    counter: TokenCounter
+    template: ChatTemplate
+    budget: Budget
+
+
+async def check_model(s: Settings, llm: OpenAIClient) -> ModelSetup:
+    """Startup checks 1-5 (see the module docstring) against an open client."""
+    served = await wait_for_endpoint(llm, s)
+    window = _window(served, s)
+    counter = get_token_counter(s.tokenizer if s.tokenizer != "auto" else (served.root or served.id))
+    template = ChatTemplate.from_file(s.chat_template) if s.chat_template else ChatTemplate.default()
+    budget = Budget(window, output_reserve=s.output_reserve)
+    if s.prompt_budget is not None:
+        if s.prompt_budget > budget.prompt_budget:
+            raise ConfigurationError(
+                f"prompt_budget {s.prompt_budget} > window {window} - output_reserve {s.output_reserve} - margin "
+                f"{budget.margin} = {budget.prompt_budget}; lower prompt_budget or leave it on auto"
+            )
+        # A smaller budget is a larger margin: the manager keeps the slack unused.
+        budget = Budget(window, output_reserve=s.output_reserve, margin=window - s.output_reserve - s.prompt_budget)
+    _log.info("llm %s: model %s, window %d, tokenizer %s, prompt budget %d, output reserve %d",
+              s.endpoint, served.id, window, counter.name, budget.prompt_budget, s.output_reserve)
+    return ModelSetup(llm, served, window, counter, template, budget)
+
+
+def new_client(s: Settings, tool_validator: Callable[[ToolCall], ToolCall] | None = None) -> OpenAIClient:
+    """The live client for the configured endpoint; ``tool_validator`` checks calls against the tools."""
+    return OpenAIClient(
+        s.endpoint, model=None if s.model == "auto" else s.model, api_key=s.api_key,
+        timeout=s.request_timeout_s, tool_validator=tool_validator,
+    )
+
+
+def agent_options(s: Settings) -> AgentOptions:
+    """Loop options from settings."""
+    return AgentOptions(
+        perception=PerceptionPolicy(
+            bot_name=s.bot_name, low_health=s.low_health,
+            hostile_urgent_distance=s.hostile_urgent_distance, chat_debounce_s=s.chat_debounce_s,
+        ),
+        step_limit=s.step_limit, action_timeout_s=s.action_timeout_s, output_reserve=s.output_reserve,
+        enable_thinking=s.enable_thinking, temperature=s.temperature,
+    )
+
+
+def build_agent(
+    s: Settings,
+    model: ModelSetup,
+    world: WorldPort,
+    tools: list[dict[str, Any]],
+    recorder: Recorder,
+    *,
+    history: History | None = None,
+) -> Agent:
+    """Check the pinned prompt fits (BudgetError otherwise), write the header, build the agent."""
+    tool_names = [t["function"]["name"] for t in tools]
+    system_prompt = load_system_prompt(
+        s.prompts_dir, name=s.bot_name, tools=tool_names, operators=s.operators, allow_commands=s.allow_commands
+    )
+    manager = ContextManager(model.counter, model.budget, system_prompt, tools, s.enable_thinking, template=model.template)
+    context = ManagedContext(manager, system_prompt, tools, history=history)
+    context.check_fits()
+    recorder.write(
+        HeaderRecord(
+            session_id=uuid.uuid4().hex[:12],
+            settings=s.public_dump(), model=model.served.id, tokenizer=model.counter.name,
+            chat_template=model.template.source if s.chat_template else None, window=model.window,
+            output_reserve=s.output_reserve, prompt_budget=model.budget.prompt_budget,
+            enable_thinking=s.enable_thinking, system_prompt=system_prompt, tools=tools, bot_name=s.bot_name,
+        )
+    )
+    if history is not None:
+        for message in history.messages():
+            recorder.message(message)
+    return Agent(
+        world=world, context=context, completer=_completer(model.llm, context, s, model.window),
+        recorder=recorder, options=agent_options(s), name=s.bot_name,
+    )
+
+
+def summary_line(stats: SessionStats, recording: Path) -> str:
+    """Turns, actions, trims, recoveries and latency of a session, in one line."""
+    lat = sorted(stats.latencies_ms())
+    median = f"{lat[len(lat) // 2]:.0f} ms" if lat else "-"
+    return (
+        f"{len(stats.turns)} turns, {stats.actions} actions, {stats.trims} trims, "
+        f"{stats.overflow_recoveries} overflow recoveries, {stats.events} events, "
+        f"median latency event->first action {median}; recording {recording}"
+    )
+
+

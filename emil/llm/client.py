@@ -1,0 +1,378 @@
+"""The live LLM client: openai's AsyncOpenAI against a vLLM server.
+
+``OpenAIClient`` implements :class:`emil.llm.types.LLM`. It discovers the served model and its
+window from ``GET /v1/models`` (the window comes from the server, never from a constant), sends
+vLLM's extra request fields (``chat_template_kwargs``, ``top_k``, passthrough ``extra_body``),
+reads reasoning from ``reasoning`` or the older ``reasoning_content``, returns malformed tool calls
+as data, and maps every failure onto the policy's classes (:mod:`emil.llm.retry`):
+overflow -> :class:`OverflowRejected`, transient -> :class:`EndpointUnavailable`,
+configuration -> :class:`EndpointConfigError` with a message that says what to change.
+
+The SDK's own retries are off (``max_retries=0``): retrying is the policy's job, and the SDK
+would otherwise resend identical overflowing requests.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import httpx
+import openai
+from openai import AsyncOpenAI
+
+from emil.context.tokens import ServerTokenizeCounter
+from emil.exceptions import (
+    EmilError,
+    EndpointConfigError,
+    EndpointUnavailable,
+    ModelNotServedError,
+)
+from emil.llm.overflow import extract_error_message, parse_overflow
+from emil.llm.retry import OverflowRejected, classify_failure, config_hint
+from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, Usage
+
+__all__ = ["OpenAIClient", "ServedModel", "parse_tool_call", "root_url_of"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One entry of ``GET /v1/models``."""
+
+    id: str
+    max_model_len: int | None
+    """The served window in tokens (vLLM's ``--max-model-len``)."""
+    root: str | None
+    """The checkpoint the served name points at (a HF id or a local path)."""
+
+
+def root_url_of(base_url: str) -> str:
+    """``http://h:p/v1`` -> ``http://h:p`` (vLLM serves /tokenize, /metrics at the root)."""
+    url = base_url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def parse_tool_call(call_id: str, name: str, raw_arguments: str | None) -> ToolCall:
+    """A tool call as data: parsed arguments, or the raw text and why it does not parse."""
+    raw = raw_arguments if raw_arguments is not None else ""
+    try:
+        parsed = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        return ToolCall(id=call_id, name=name, raw_arguments=raw,
+                        error=f"arguments are not valid JSON: {exc.msg} at char {exc.pos}")
+    if not isinstance(parsed, dict):
+        return ToolCall(id=call_id, name=name, raw_arguments=raw,
+                        error=f"arguments must be a JSON object, got {type(parsed).__name__}")
+    return ToolCall(id=call_id, name=name, raw_arguments=raw, arguments=parsed)
+
+
+def _extra(obj: Any, *names: str) -> Any:
+    """Read a field the SDK's models do not declare (vLLM's ``reasoning``, ``max_model_len``)."""
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is None:
+            extra = getattr(obj, "model_extra", None) or {}
+            value = extra.get(name)
+        if value is not None:
+            return value
+    return None
+
+
+def _usage(raw: Any) -> Usage | None:
+    if raw is None:
+        return None
+    prompt_details = getattr(raw, "prompt_tokens_details", None)
+    completion_details = getattr(raw, "completion_tokens_details", None)
+    return Usage(
+        prompt_tokens=int(raw.prompt_tokens),
+        completion_tokens=int(raw.completion_tokens),
+        cached_tokens=getattr(prompt_details, "cached_tokens", None),
+        reasoning_tokens=getattr(completion_details, "reasoning_tokens", None),
+    )
+
+
+def _status_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return str(body["message"])
+    if isinstance(body, str):
+        return extract_error_message(body)
+    return extract_error_message(exc.message)
+
+
+def _map_error(exc: Exception, *, model: str | None) -> Exception:
+    """openai/httpx exception -> the policy's class (overflow / transient / configuration)."""
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        message = _status_message(exc)
+        kind = classify_failure(status, message)
+        if kind == "overflow":
+            overflow = parse_overflow(message)
+            assert overflow is not None  # classify_failure said so
+            return OverflowRejected(overflow, status=status, server_message=message)
+        if kind == "transient":
+            return EndpointUnavailable(f"LLM server answered HTTP {status}: {message}",
+                                       status=status)
+        return EndpointConfigError(config_hint(status, message, model=model), status=status,
+                                   server_message=message)
+    if isinstance(exc, openai.APITimeoutError):
+        return EndpointUnavailable(f"LLM request timed out: {exc}")
+    if isinstance(exc, openai.APIConnectionError | httpx.TransportError | ConnectionError):
+        cause = exc.__cause__ or exc
+        return EndpointUnavailable(f"LLM server unreachable: {type(cause).__name__}: {cause}")
+    return exc
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    # A connection dropped mid-stream surfaces as the SDK's transport library's own error
+    # (httpx or httpx2 depending on the SDK version), not as an openai.APIError.
+    module = type(exc).__module__.split(".")[0]
+    return module in ("httpx", "httpx2", "httpcore", "h11") and not isinstance(exc, openai.APIError)
+
+
+class OpenAIClient:
+    """The live :class:`~emil.llm.types.LLM`: one vLLM (or compatible) endpoint.
+
+    ``tool_validator`` (e.g. ``emil.world.actions.validate_tool_call``) runs on every parsed tool
+    call and fills ``error`` for unknown tools or invalid arguments; it must not raise for model
+    mistakes.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        api_key: str = "EMPTY",
+        timeout: float = 120.0,
+        *,
+        tool_validator: Callable[[ToolCall], ToolCall] | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.root_url = root_url_of(self.base_url)
+        self.model = model
+        self.api_key = api_key
+        self.timeout = timeout
+        self.tool_validator = tool_validator
+        self.extra_body = dict(extra_body or {})
+        """Sent with every request, under each request's own ``extra_body``."""
+        self.served: ServedModel | None = None
+        self._client = AsyncOpenAI(
+            base_url=self.base_url, api_key=api_key, timeout=timeout, max_retries=0
+        )
+
+    async def __aenter__(self) -> OpenAIClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool."""
+        await self._client.close()
+
+    async def list_models(self) -> list[ServedModel]:
+        """``GET /v1/models`` as :class:`ServedModel` entries."""
+        try:
+            page = await self._client.models.list()
+        except (openai.APIError, httpx.TransportError, ConnectionError) as exc:
+            mapped = _map_error(exc, model=self.model)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+        served = []
+        for entry in page.data:
+            window = _extra(entry, "max_model_len")
+            served.append(ServedModel(id=entry.id, root=_extra(entry, "root"),
+                                      max_model_len=int(window) if window is not None else None))
+        return served
+
+    async def discover(self) -> ServedModel:
+        """Find the configured model (None or "auto": the only one served) and its window.
+
+        Raises :class:`ModelNotServedError` listing what the server does serve.
+        """
+        served = await self.list_models()
+        if not served:
+            raise ModelNotServedError(f"{self.base_url}/models lists no models at all")
+        listing = ", ".join(f"{s.id} (root {s.root}, window {s.max_model_len})" for s in served)
+        if self.model in (None, "auto"):
+            if len(served) > 1:
+                raise ModelNotServedError(
+                    f"model is 'auto' but {self.base_url} serves several: {listing}. Set model "
+                    "(EMIL_MODEL / --model) to one of these ids."
+                )
+            chosen = served[0]
+        else:
+            matches = [s for s in served if self.model in (s.id, s.root)]
+            if not matches:
+                raise ModelNotServedError(
+                    f"model {self.model!r} is not served at {self.base_url}; it serves: "
+                    f"{listing}. Set model (EMIL_MODEL / --model) to one of these ids or 'auto'."
+                )
+            chosen = matches[0]
+        self.served = chosen
+        self.model = chosen.id
+        _log.info("llm: %s serves %s (root %s), window %s tokens", self.base_url, chosen.id,
+                  chosen.root, chosen.max_model_len)
+        return chosen
+
+    def _body(self, request: ChatRequest) -> dict[str, Any]:
+        extra: dict[str, Any] = dict(self.extra_body)
+        template_kwargs = dict(extra.get("chat_template_kwargs") or {})
+        template_kwargs["enable_thinking"] = request.enable_thinking
+        if request.top_k is not None:
+            extra["top_k"] = request.top_k
+        for key, value in request.extra_body.items():
+            if key == "chat_template_kwargs" and isinstance(value, dict):
+                template_kwargs.update(value)
+            else:
+                extra[key] = value
+        extra["chat_template_kwargs"] = template_kwargs
+        return extra
+
+    def _tool_call(self, call_id: str, name: str, raw: str | None) -> ToolCall:
+        call = parse_tool_call(call_id, name, raw)
+        if call.error is None and self.tool_validator is not None:
+            call = self.tool_validator(call)
+        return call
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        """Send one request (streamed when ``request.stream``) and return the completion."""
+        if self.model in (None, "auto"):
+            await self.discover()
+        started = time.perf_counter()
+        try:
+            if request.stream:
+                return await self._complete_streaming(request, started)
+            return await self._complete_once(request, started)
+        except (openai.APIError, httpx.TransportError, ConnectionError) as exc:
+            mapped = _map_error(exc, model=self.model)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+        except Exception as exc:
+            if _is_transport_error(exc):
+                raise EndpointUnavailable(
+                    f"LLM connection dropped: {type(exc).__name__}: {exc}"
+                ) from exc
+            raise
+
+    def _create_kwargs(self, request: ChatRequest) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": request.messages,
+            "max_completion_tokens": request.max_completion_tokens,
+            "extra_body": self._body(request),
+        }
+        if request.tools:
+            kwargs["tools"] = request.tools
+        if request.tool_choice is not None:
+            kwargs["tool_choice"] = request.tool_choice
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if request.top_p is not None:
+            kwargs["top_p"] = request.top_p
+        return kwargs
+
+    async def _complete_once(self, request: ChatRequest, started: float) -> Completion:
+        create = cast(Any, self._client.chat.completions.create)
+        response = await create(**self._create_kwargs(request))
+        total = time.perf_counter() - started
+        choice = response.choices[0]
+        message = choice.message
+        calls = [
+            self._tool_call(tc.id or f"call_{i}", tc.function.name, tc.function.arguments)
+            for i, tc in enumerate(message.tool_calls or [])
+        ]
+        return Completion(
+            content=message.content,
+            reasoning=_extra(message, "reasoning", "reasoning_content"),
+            tool_calls=calls,
+            finish_reason=choice.finish_reason,
+            usage=_usage(response.usage),
+            timings=Timings(total_s=total),
+            model=response.model,
+        )
+
+    async def _complete_streaming(self, request: ChatRequest, started: float) -> Completion:
+        create = cast(Any, self._client.chat.completions.create)
+        stream = await create(
+            **self._create_kwargs(request), stream=True, stream_options={"include_usage": True}
+        )
+        content: list[str] = []
+        reasoning: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        first_token: float | None = None
+        finish_reason: str | None = None
+        usage: Usage | None = None
+        model: str | None = None
+        async with stream:
+            async for chunk in stream:
+                model = model or chunk.model
+                if chunk.usage is not None:
+                    usage = _usage(chunk.usage)
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    got = False
+                    if delta.content:
+                        content.append(delta.content)
+                        got = True
+                    thought = _extra(delta, "reasoning", "reasoning_content")
+                    if thought:
+                        reasoning.append(thought)
+                        got = True
+                    for tc in delta.tool_calls or []:
+                        slot = calls.setdefault(tc.index, {"id": None, "name": "", "args": []})
+                        if tc.id:
+                            slot["id"] = tc.id
+                        if tc.function is not None:
+                            if tc.function.name:
+                                slot["name"] += tc.function.name
+                            if tc.function.arguments:
+                                slot["args"].append(tc.function.arguments)
+                        got = True
+                    if got and first_token is None:
+                        first_token = time.perf_counter() - started
+                    if choice.finish_reason is not None:
+                        finish_reason = choice.finish_reason
+        total = time.perf_counter() - started
+        tool_calls = [
+            self._tool_call(slot["id"] or f"call_{i}", slot["name"], "".join(slot["args"]))
+            for i, slot in sorted(calls.items())
+        ]
+        return Completion(
+            content="".join(content) if content else None,
+            reasoning="".join(reasoning) if reasoning else None,
+            tool_calls=tool_calls,
+            finish_reason=finish_reason,
+            usage=usage,
+            timings=Timings(total_s=total, first_token_s=first_token),
+            model=model,
+        )
+
+    async def count_prompt_tokens(self, request: ChatRequest) -> int | None:
+        """The server's exact count of ``request``'s prompt (``POST /tokenize``), or None.
+
+        The HTTP side is the context area's :class:`~emil.context.tokens.ServerTokenizeCounter`.
+
+        Suitable as ``count_exact`` for :func:`emil.llm.retry.complete_with_recovery`: a failure
+        to count is not an error, the policy then shrinks past the lower bound instead.
+        """
+        if self.model in (None, "auto"):
+            return None
+        assert self.model is not None
+        counter = ServerTokenizeCounter(self.base_url, self.model, timeout=self.timeout)
+        try:
+            return await counter.count_prompt(
+                request.messages, request.tools, enable_thinking=request.enable_thinking
+            )
+        except (EmilError, httpx.HTTPError, ValueError, KeyError) as exc:
+            _log.warning("llm: /tokenize failed, keeping the lower bound: %s", exc)
+            return None

@@ -1,0 +1,459 @@
+"""Run today's context manager over a session's history growth, for many budgets.
+
+For each (window, output reserve, prompt budget) the real :class:`ContextManager` assembles
+every request of the session in order, keeping the trimmed history it returns exactly as the
+agent loop does, and the simulator measures what an operator feels: how often the ladder
+fires, how much it throws away, how far back Emil remembers (memory horizon, game time), the
+peak prompt, requests that would not fit the window, and what trims cost the prefix cache
+(every trim forces vLLM to prefill the rest of the prompt again).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from emil.context.budget import Budget
+from emil.context.history import History, Message
+from emil.context.incremental import IncrementalCounter
+from emil.context.manager import ContextManager
+from emil.context.template import ChatTemplate
+from emil.context.tokens import TokenCounter
+from emil.exceptions import BudgetError
+from emil.offline.trace import SessionTrace
+
+__all__ = [
+    "BudgetPoint",
+    "CachedCounter",
+    "SweepResult",
+    "default_budgets",
+    "recommend",
+    "simulate",
+    "sweep",
+]
+
+
+class _CharCounter:
+    """Counts characters: with a budget scaled by N it is exactly "chars / N estimated tokens"."""
+
+    name = "characters"
+
+    def count(self, text: str) -> int:
+        return len(text)
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+
+class CachedCounter:
+    """A token counter that remembers every text it counted.
+
+    A sweep runs the same session through many managers; they render the same probe texts, so
+    one shared cache makes every budget after the first nearly free of tokenisation.
+    """
+
+    def __init__(self, inner: TokenCounter) -> None:
+        self.inner = inner
+        self._cache: dict[str, int] = {}
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def count(self, text: str) -> int:
+        n = self._cache.get(text)
+        if n is None:
+            n = self._cache[text] = self.inner.count(text)
+        return n
+
+    def encode(self, text: str) -> list[int]:
+        return self.inner.encode(text)
+
+
+@dataclass(frozen=True)
+class BudgetPoint:
+    """What one budget did to one session (or to several, summed)."""
+
+    window: int
+    output_reserve: int
+    prompt_budget: int
+    requests: int
+    hours: float
+    """Game time covered, from the first to the last request."""
+    trims: int
+    """Assemblies that trimmed (one batched trim can fire several rungs)."""
+    trims_per_hour: float
+    evicted_per_trim: float
+    """Mean messages that left the verbatim history per trim (evicted, folded or rewritten)."""
+    horizon_median_min: float | None
+    """Median memory horizon over requests from the first trim on, minutes; None = never trimmed."""
+    horizon_min_min: float | None
+    """Shortest horizon from the first trim on (what Emil is sure to remember), minutes."""
+    peak_prompt_tokens: int
+    overflows: int
+    """Requests whose prompt + output reserve exceed the window, or that could not fit at all."""
+    append_only_share: float
+    """Share of requests whose prompt starts with the whole previous prompt unchanged."""
+    reprefill_tokens_per_hour: float
+    """Tokens of already-seen history prefilled again because a trim changed the prefix."""
+    seconds: float
+    """Wall time of this simulation."""
+    first_prompt_tokens: int = 0
+    """The first request's prompt (system prompt + tool specs + one observation): no budget
+    below it can work."""
+
+    @property
+    def turns_per_s(self) -> float:
+        return self.requests / self.seconds if self.seconds > 0 else float("inf")
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["turns_per_s"] = round(self.turns_per_s, 1)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BudgetPoint:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+ManagerFactory = Callable[[Budget, SessionTrace], ContextManager]
+
+
+def _text_tokens(counter: TokenCounter, message: Message) -> int:
+    parts = [message.text, message.reasoning or ""]
+    parts += [c.get("arguments", "") for c in message.tool_calls]
+    return sum(counter.count(p) for p in parts if p)
+
+
+def simulate(
+    trace: SessionTrace,
+    budget: Budget,
+    counter: TokenCounter,
+    *,
+    manager_factory: ManagerFactory | None = None,
+    assume_chars_per_token: float | None = None,
+) -> BudgetPoint:
+    """Assemble every request of ``trace`` under ``budget`` and measure the outcome.
+
+    ``assume_chars_per_token``: budget in *estimated* tokens (characters / this), as the harness
+    in the field notes did, while ``counter`` stays the truth: peak and overflow are then the
+    real sizes of what the estimate let through. (The manager counts characters against a
+    budget scaled by the same factor: exactly chars / N, and still additive, so still fast.)
+    """
+    started = time.perf_counter()
+    template = ChatTemplate.from_source(trace.chat_template) if trace.chat_template else None
+    truth: IncrementalCounter | None = None
+    managed_budget = budget
+    manager_counter: TokenCounter = counter
+    if assume_chars_per_token is not None:
+        a = assume_chars_per_token
+        truth = IncrementalCounter(counter, template, enable_thinking=trace.enable_thinking)
+        manager_counter = _CharCounter()
+        managed_budget = Budget(
+            window=round(budget.window * a), output_reserve=round(budget.output_reserve * a),
+            margin=round(budget.margin * a), low_water=budget.low_water,
+        )
+    if manager_factory is None:
+        manager = ContextManager(
+            manager_counter, managed_budget, trace.system_prompt, trace.tools,
+            trace.enable_thinking, template=template,
+        )
+    else:
+        manager = manager_factory(managed_budget, trace)
+    history = History()
+    have_previous = False
+    new_tokens = 0
+    requests = trims = evicted = overflows = appends = compared = peak = 0
+    first_tokens = 0
+    reprefill = 0
+    horizons: list[float] = []
+    trimmed_once = False
+    first_now: float | None = None
+    last_now: float | None = None
+    for step in trace.steps:
+        if step.op != "request":
+            assert step.message is not None
+            history = (
+                history.start_turn(step.message) if step.op == "turn" else history.append(step.message)
+            )
+            new_tokens += _text_tokens(counter, step.message)
+            continue
+        requests += 1
+        now = step.now
+        if now is not None:
+            first_now = now if first_now is None else first_now
+            last_now = now
+        before = history
+        try:
+            assembly = manager.assemble(history, now=now)
+        except BudgetError:
+            overflows += 1
+            have_previous = False
+            continue
+        history = assembly.history
+        if assembly.trims:
+            trims += 1
+            trimmed_once = True
+            kept = {m.id for m in history.messages()}
+            evicted += sum(1 for m in before.messages() if m.id not in kept)
+        tokens = assembly.predicted_tokens
+        if truth is not None:
+            # What the estimate let through, in real tokens of the served model.
+            held = assembly.history
+            head = [manager.system] if held.memory is None else [manager.system, held.memory]
+            tokens = truth.count_turns(head, held.turns, trace.tools or None)
+        peak = max(peak, tokens)
+        first_tokens = first_tokens or tokens
+        if tokens + budget.output_reserve > budget.window:
+            overflows += 1
+        if have_previous:
+            compared += 1
+            if assembly.extends_previous:
+                appends += 1
+            else:
+                # Everything after the shared prefix is prefilled again; the part of it that
+                # is new since the last request would have been prefilled anyway.
+                reprefill += max(0, tokens - assembly.shared_prefix_tokens - new_tokens)
+        have_previous = True
+        new_tokens = 0
+        if trimmed_once and now is not None:
+            horizon = history.horizon(now)
+            if horizon is not None:
+                horizons.append(horizon)
+    hours = ((last_now - first_now) / 3600.0) if first_now is not None and last_now is not None else 0.0
+    per_hour = 1.0 / hours if hours > 0 else 0.0
+    return BudgetPoint(
+        window=budget.window,
+        output_reserve=budget.output_reserve,
+        prompt_budget=budget.prompt_budget,
+        requests=requests,
+        hours=round(hours, 4),
+        trims=trims,
+        trims_per_hour=round(trims * per_hour, 2),
+        evicted_per_trim=round(evicted / trims, 1) if trims else 0.0,
+        horizon_median_min=round(statistics.median(horizons) / 60, 2) if horizons else None,
+        horizon_min_min=round(min(horizons) / 60, 2) if horizons else None,
+        peak_prompt_tokens=peak,
+        first_prompt_tokens=first_tokens,
+        overflows=overflows,
+        append_only_share=round(appends / compared, 4) if compared else 1.0,
+        reprefill_tokens_per_hour=round(reprefill * per_hour, 1),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def default_budgets(
+    window: int,
+    output_reserve: int,
+    *,
+    points: int = 10,
+    low: int = 8192,
+    peak: int | None = None,
+    floor: int = 0,
+    slack: int | None = None,
+) -> list[int]:
+    """Evenly spaced prompt budgets up to window - output reserve, plus the budget that leaves
+    exactly ``slack`` (the one a recommendation can pick).
+
+    From ``low`` when the session fills the window; when its untrimmed ``peak`` is smaller, from
+    a sixth of the peak (at least ``floor``, the smallest prompt that can work) up to the peak,
+    rounded down to 100 tokens.
+    """
+    high = window - output_reserve
+    extra = {high - slack} if slack is not None and high - slack > 0 else set()
+    if peak is not None and peak < high:
+        lo = -(-max(512, peak // 6, floor) // 100) * 100  # up to a round 100, never below floor
+        if lo >= peak:
+            return sorted({peak, high} | extra)
+        step = (peak - lo) / (points - 2)
+        spread = {max(100, int(lo + i * step) // 100 * 100) for i in range(points - 1)}
+        return sorted(spread | {high} | extra)
+    if high <= low:
+        return sorted({high} | extra)
+    step = (high - low) / (points - 1)
+    return sorted({round(low + i * step) for i in range(points)} | extra)
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """Every budget point of a sweep, with its inputs, throughput and recommendation."""
+
+    sessions: tuple[str, ...]
+    tokenizer: str
+    slack: int
+    points: tuple[BudgetPoint, ...]
+    recommended: BudgetPoint | None
+    requests_simulated: int
+    seconds: float
+    assume_chars_per_token: float | None = None
+    """Set when budgets were in estimated tokens (chars / this); sizes stay real tokens."""
+
+    @property
+    def turns_per_s(self) -> float:
+        return self.requests_simulated / self.seconds if self.seconds > 0 else float("inf")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sessions": list(self.sessions),
+            "tokenizer": self.tokenizer,
+            "slack": self.slack,
+            "points": [p.to_json() for p in self.points],
+            "recommended": None if self.recommended is None else self.recommended.to_json(),
+            "requests_simulated": self.requests_simulated,
+            "seconds": round(self.seconds, 3),
+            "turns_per_s": round(self.turns_per_s, 1),
+            "assume_chars_per_token": self.assume_chars_per_token,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SweepResult:
+        """A result back from :meth:`to_json` (to redraw a plot without simulating again)."""
+        points = tuple(BudgetPoint.from_json(p) for p in data["points"])
+        rec = data.get("recommended")
+        return cls(
+            sessions=tuple(data["sessions"]),
+            tokenizer=data["tokenizer"],
+            slack=data["slack"],
+            points=points,
+            recommended=None if rec is None else BudgetPoint.from_json(rec),
+            requests_simulated=data["requests_simulated"],
+            seconds=data["seconds"],
+            assume_chars_per_token=data.get("assume_chars_per_token"),
+        )
+
+
+def _merge(points: Sequence[BudgetPoint]) -> BudgetPoint:
+    """One point over several sessions: counts summed, rates over the summed hours."""
+    if len(points) == 1:
+        return points[0]
+    p0 = points[0]
+    hours = sum(p.hours for p in points)
+    trims = sum(p.trims for p in points)
+    requests = sum(p.requests for p in points)
+    medians = [p.horizon_median_min for p in points if p.horizon_median_min is not None]
+    minima = [p.horizon_min_min for p in points if p.horizon_min_min is not None]
+    weight = sum(max(p.requests - 1, 0) for p in points)
+    return BudgetPoint(
+        window=p0.window,
+        output_reserve=p0.output_reserve,
+        prompt_budget=p0.prompt_budget,
+        requests=requests,
+        hours=round(hours, 4),
+        trims=trims,
+        trims_per_hour=round(trims / hours, 2) if hours > 0 else 0.0,
+        evicted_per_trim=round(sum(p.evicted_per_trim * p.trims for p in points) / trims, 1) if trims else 0.0,
+        horizon_median_min=round(statistics.median(medians), 2) if medians else None,
+        horizon_min_min=min(minima) if minima else None,
+        peak_prompt_tokens=max(p.peak_prompt_tokens for p in points),
+        first_prompt_tokens=max(p.first_prompt_tokens for p in points),
+        overflows=sum(p.overflows for p in points),
+        append_only_share=round(
+            sum(p.append_only_share * max(p.requests - 1, 0) for p in points) / weight, 4
+        ) if weight else 1.0,
+        reprefill_tokens_per_hour=round(sum(p.reprefill_tokens_per_hour * p.hours for p in points) / hours, 1) if hours > 0 else 0.0,
+        seconds=sum(p.seconds for p in points),
+    )
+
+
+def recommend(points: Iterable[BudgetPoint], slack: int) -> BudgetPoint | None:
+    """The largest budget with ``slack`` tokens left under window - output reserve and no
+    overflow; among several windows, the largest such budget overall."""
+    ok = [
+        p for p in points
+        if p.prompt_budget + slack <= p.window - p.output_reserve and p.overflows == 0
+    ]
+    return max(ok, key=lambda p: (p.prompt_budget, -p.window), default=None)
+
+
+# Worker state for parallel sweeps: set before the pool forks, so traces and the tokenizer are
+# inherited instead of pickled (a day of play is tens of thousands of messages).
+_WORK: dict[str, Any] = {}
+
+
+def _run_point(args: tuple[int, int, int]) -> tuple[BudgetPoint, int]:
+    window, reserve, prompt_budget = args
+    traces: Sequence[SessionTrace] = _WORK["traces"]
+    b = Budget(window=window, output_reserve=reserve, margin=window - reserve - prompt_budget, **_WORK["extra"])
+    per_trace = [
+        simulate(t, b, _WORK["counter"], manager_factory=_WORK["factory"], assume_chars_per_token=_WORK["assume"])
+        for t in traces
+    ]
+    return _merge(per_trace), sum(p.requests for p in per_trace)
+
+
+def sweep(
+    traces: Sequence[SessionTrace],
+    counter: TokenCounter,
+    *,
+    windows: Sequence[int],
+    output_reserves: Sequence[int] = (6144,),
+    budgets: Sequence[int] | None = None,
+    slack: int = 4096,
+    low_water: float | None = None,
+    manager_factory: ManagerFactory | None = None,
+    progress: Callable[[BudgetPoint], None] | None = None,
+    jobs: int = 1,
+    assume_chars_per_token: float | None = None,
+) -> SweepResult:
+    """Simulate every (window, output reserve, budget) over every trace; recommend one.
+
+    ``jobs`` > 1 simulates budget points in that many forked processes (each point is
+    independent; the result is the same as with one process).
+    """
+    started = time.perf_counter()
+    _WORK.update(
+        traces=traces, counter=CachedCounter(counter), factory=manager_factory,
+        assume=assume_chars_per_token,
+        extra={} if low_water is None else {"low_water": low_water},
+    )
+    simulated = 0
+
+    def run_all(configs: list[tuple[int, int, int]]) -> list[BudgetPoint]:
+        nonlocal simulated
+        if jobs > 1 and len(configs) > 1 and "fork" in multiprocessing.get_all_start_methods():
+            ctx = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+                results = list(pool.map(_run_point, configs))
+        else:
+            results = [_run_point(c) for c in configs]
+        out = []
+        for point, requests in results:
+            simulated += requests
+            if progress is not None:
+                progress(point)
+            out.append(point)
+        return out
+
+    points: list[BudgetPoint] = []
+    try:
+        for window in windows:
+            for reserve in output_reserves:
+                top = window - reserve
+                if budgets:
+                    points += run_all([(window, reserve, b) for b in budgets if b <= top])
+                    continue
+                # Largest budget first: its peak is the session's untrimmed size, which decides
+                # where the interesting budgets are (a short session never fills a big window).
+                (first,) = run_all([(window, reserve, top)])
+                chosen = default_budgets(
+                    window, reserve, peak=first.peak_prompt_tokens,
+                    floor=first.first_prompt_tokens, slack=slack,
+                )
+                points += [*run_all([(window, reserve, b) for b in chosen if b != top]), first]
+    finally:
+        _WORK.clear()
+    return SweepResult(
+        sessions=tuple(t.name for t in traces),
+        tokenizer=counter.name,
+        slack=slack,
+        points=tuple(points),
+        recommended=recommend(points, slack),
+        requests_simulated=simulated,
+        seconds=time.perf_counter() - started,
+        assume_chars_per_token=assume_chars_per_token,
+    )

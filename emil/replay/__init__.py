@@ -1,0 +1,31 @@
+"""Recorded sessions replayed offline: recorded completions as the model (:class:`RecordedLLM`),
+recorded tool results as the world, today's perception and context manager in between.
+
+``run_emil.py replay FILE...`` calls :func:`cli_main`; :func:`replay_file` is the library entry.
+See docs/offline.md.
+"""
+
+from emil.replay.cli import cli_main, replay_file
+from emil.replay.compare import MessageChange, RequestDiff
+from emil.replay.engine import ObservationDiff, Replayer, ReplayOptions, ReplayReport
+from emil.replay.live import LiveStep, tool_call_problem
+from emil.replay.recorded_llm import RecordedLLM, ReplayExhausted
+from emil.replay.session import RecordedSession, RecordedStep, RecordedTurn
+
+__all__ = [
+    "LiveStep",
+    "MessageChange",
+    "ObservationDiff",
+    "RecordedLLM",
+    "RecordedSession",
+    "RecordedStep",
+    "RecordedTurn",
+    "ReplayExhausted",
+    "ReplayOptions",
+    "ReplayReport",
+    "Replayer",
+    "RequestDiff",
+    "cli_main",
+    "replay_file",
+    "tool_call_problem",
+]

@@ -1,0 +1,145 @@
+"""``run_emil.py replay FILE... [--endpoint URL] [--world embedded] ...`` (see docs/offline.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any, NoReturn
+
+import anyio
+
+from emil.exceptions import ConfigurationError, EmilError
+from emil.llm.types import LLM
+from emil.recording import read_recording
+from emil.replay.engine import Replayer, ReplayOptions, ReplayReport
+from emil.replay.report import format_report
+from emil.replay.session import RecordedSession
+
+__all__ = ["build_parser", "cli_main", "replay_file"]
+
+EXIT_OK, EXIT_DIFFERENT, EXIT_CONFIG = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line naming the problem and where to look, like the rest of run_emil.py.
+        sys.stderr.write(f"error: {message} (see run_emil.py replay --help)\n")
+        raise SystemExit(EXIT_CONFIG)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="run_emil.py replay",
+        description="Replay recorded sessions offline through today's perception and context "
+        "manager, with the recorded completions as the model and the recorded tool results as "
+        "the world. Reports where today's requests differ from the recorded ones.",
+    )
+    p.add_argument("files", nargs="+", type=Path, help="session recordings (JSONL)")
+    p.add_argument("--endpoint", help="also ask a live OpenAI-compatible model (e.g. http://127.0.0.1:8000/v1) every step")
+    p.add_argument("--model", help="model name at --endpoint (default: the one it serves)")
+    p.add_argument("--world", choices=["embedded"], help="play the recorded actions into an embedded Minecraft server")
+    p.add_argument("--hold", type=float, default=0.0, help="with --world: keep the server open this many seconds to watch")
+    p.add_argument("--tokenizer", help="tokenizer spec (default: the recorded one)")
+    p.add_argument("--window", type=int, help="served window (default: the recorded one)")
+    p.add_argument("--output-reserve", type=int, help="output reserve (default: the recorded one)")
+    p.add_argument("--prompt-budget", type=int, help="prompt budget (default: the recorded one)")
+    p.add_argument("--details", type=int, default=10, help="differing requests to show (10)")
+    p.add_argument("--json", action="store_true", help="print JSON reports")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--strict", action="store_true", help="exit 1 when any request differs or replay stopped early")
+    return p
+
+
+async def replay_file(
+    path: str | Path,
+    *,
+    options: ReplayOptions | None = None,
+    live: LLM | None = None,
+    progress: bool = False,
+) -> ReplayReport:
+    """Replay one recording (up to any damage) and return the report."""
+    read = read_recording(path)
+    session = RecordedSession.from_read(read)
+    bar: Any = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=session.steps, unit="step", desc=Path(path).name, file=sys.stderr, leave=False)
+
+    def tick(done: int, total: int) -> None:
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        return await Replayer(session, path=str(path), options=options, live=live, progress=tick).run()
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+async def _live_model(endpoint: str, model: str | None) -> str:
+    """The model to ask: the one given, or the one the endpoint serves."""
+    if model is not None:
+        return model
+    from emil.llm.client import OpenAIClient
+
+    async with OpenAIClient(endpoint) as probe:
+        return (await probe.discover()).id
+
+
+async def _main(ns: argparse.Namespace) -> int:
+    options = ReplayOptions(
+        tokenizer=ns.tokenizer, window=ns.window, output_reserve=ns.output_reserve,
+        prompt_budget=ns.prompt_budget,
+    )
+    async with AsyncExitStack() as stack:
+        live: LLM | None = None
+        if ns.endpoint:
+            from emil.llm.client import OpenAIClient
+
+            model = await _live_model(ns.endpoint, ns.model)
+            live = await stack.enter_async_context(OpenAIClient(ns.endpoint, model=model))
+        return await _replay_all(ns, options, live)
+
+
+async def _replay_all(ns: argparse.Namespace, options: ReplayOptions, live: LLM | None) -> int:
+    progress = not ns.no_progress and not ns.json and sys.stderr.isatty()
+    reports: list[ReplayReport] = []
+    for path in ns.files:
+        report = await replay_file(path, options=options, live=live, progress=progress)
+        reports.append(report)
+        if not ns.json:
+            sys.stdout.write(format_report(report, details=ns.details) + "\n")
+        if ns.world == "embedded":
+            from emil.replay.world import play_into_embedded
+
+            playback = await play_into_embedded(path, hold_s=ns.hold)
+            if not ns.json:
+                sys.stdout.write(playback.summary() + "\n")
+    if ns.json:
+        out = [r.to_json() for r in reports]
+        sys.stdout.write(json.dumps(out[0] if len(out) == 1 else out, indent=2) + "\n")
+    if ns.strict and any(r.stopped or r.identical < len(r.diffs) or r.errors for r in reports):
+        return EXIT_DIFFERENT
+    return EXIT_OK
+
+
+def cli_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point for ``run_emil.py replay``; 0 = done, 1 = differences (--strict), 2 = bad input."""
+    ns = build_parser().parse_args(list(argv) if argv is not None else None)
+    missing = [str(p) for p in ns.files if not p.is_file()]
+    if missing:
+        sys.stderr.write(f"error: no such recording: {', '.join(missing)}\n")
+        return EXIT_CONFIG
+    try:
+        return anyio.run(_main, ns)
+    except ConfigurationError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return EXIT_CONFIG
+    except EmilError as e:  # e.g. the endpoint is down: say so, once
+        sys.stderr.write(f"error: {type(e).__name__}: {e}\n")
+        return EXIT_CONFIG

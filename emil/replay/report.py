@@ -1,0 +1,90 @@
+"""A replay report as text for the terminal."""
+
+from __future__ import annotations
+
+from emil.replay.engine import ReplayReport
+
+__all__ = ["format_report"]
+
+
+def _n(v: int | None) -> str:
+    return "?" if v is None else f"{v:,}"
+
+
+def format_report(report: ReplayReport, *, details: int = 10) -> str:
+    """Summary, then up to ``details`` differing requests and live steps."""
+    s = report.settings
+    lines = [
+        f"replay {report.path}: {report.turns_replayed}/{report.turns_total} turns, "
+        f"{report.steps_replayed}/{report.steps_total} steps in {report.seconds:.2f} s "
+        f"(window {_n(s.get('window'))}, output reserve {_n(s.get('output_reserve'))}, "
+        f"prompt budget {_n(s.get('prompt_budget'))}; {s.get('tokenizer')})",
+    ]
+    differing = [d for d in report.diffs if not d.identical]
+    lines.append(
+        f"requests: {report.identical} identical to the recording, {len(differing)} built differently today"
+    )
+    for d in differing[:details]:
+        actual = f", server {_n(d.recorded_actual)}" if d.recorded_actual is not None else ""
+        delta = d.token_delta
+        lines.append(
+            f"  turn {d.turn} step {d.step}: {d.recorded_messages} -> {d.today_messages} messages, "
+            f"recorded {_n(d.recorded_predicted)} tokens{actual}, today {d.today_tokens:,}"
+            + ("" if delta is None else f" ({delta:+,})")
+        )
+        for c in d.changes[:4]:
+            lines.append(
+                f"    {c.op:<7} recorded[{c.recorded[0]}:{c.recorded[1]}] -> today[{c.today[0]}:{c.today[1]}]"
+                f" {c.recorded_tokens:,} -> {c.today_tokens:,} tokens  {c.first}"
+            )
+        if len(d.changes) > 4:
+            lines.append(f"    ... {len(d.changes) - 4} more runs")
+    if len(differing) > details:
+        lines.append(f"  ... {len(differing) - details} more differing requests (--json for all)")
+    if report.observation_diffs:
+        first = report.observation_diffs[0]
+        lines.append(
+            f"observations: {len(report.observation_diffs)} turn(s) written differently by today's "
+            f"perception (first: turn {first.turn})"
+        )
+    lines.append(f"trims: recorded {report.trims_recorded}, today {report.trims_today}")
+    lines.extend(f"error: {e}" for e in report.errors[:details])
+    if report.live:
+        lines += _live(report, details)
+    if report.stopped:
+        lines.append(f"stopped: {report.stopped}")
+    return "\n".join(lines)
+
+
+def _live(report: ReplayReport, details: int) -> list[str]:
+    steps = report.live
+    answered = [s for s in steps if s.error is None]
+    calls = sum(len(s.live_calls) for s in answered)
+    invalid = sum(len(s.live_invalid) for s in answered)
+    same = sum(1 for s in answered if s.same_calls)
+    lat = sorted(s.live_latency_s for s in answered)
+    rec_lat = sorted(s.recorded_latency_s for s in steps if s.recorded_latency_s is not None)
+    med = lat[len(lat) // 2] if lat else None
+    rec_med = rec_lat[len(rec_lat) // 2] if rec_lat else None
+    out = [
+        f"live model: {len(answered)}/{len(steps)} steps answered, {calls} tool calls, "
+        f"{calls - invalid}/{calls} valid, same tools as recorded in {same}/{len(answered)} steps; "
+        f"median latency live {'-' if med is None else f'{med:.2f}'} s vs recorded "
+        f"{'-' if rec_med is None else f'{rec_med:.2f}'} s",
+        f"  {'turn.step':<10} {'recorded calls':<28} {'live calls':<28} {'valid':<6} "
+        f"{'prompt rec/live':>16} {'compl rec/live':>15} {'latency rec/live':>17}",
+    ]
+    for s in steps[:details]:
+        valid = "ERR" if s.error else ("yes" if not s.live_invalid else "NO")
+        out.append(
+            f"  {f'{s.turn}.{s.step}':<10} {','.join(s.recorded_calls) or '(text)':<28.28} "
+            f"{','.join(s.live_calls) or ('(error)' if s.error else '(text)'):<28.28} {valid:<6} "
+            f"{_n(s.recorded_prompt_tokens):>7}/{_n(s.live_prompt_tokens):<8} "
+            f"{_n(s.recorded_completion_tokens):>6}/{_n(s.live_completion_tokens):<8} "
+            f"{'-' if s.recorded_latency_s is None else f'{s.recorded_latency_s:.2f}':>7}/{s.live_latency_s:.2f}"
+        )
+        for p in s.live_invalid:
+            out.append(f"      invalid: {p}")
+        if s.error:
+            out.append(f"      error: {s.error}")
+    return out

@@ -1,0 +1,106 @@
+"""``--world embedded``: play a recording's actions into an embedded Minecraft server.
+
+For watching or debugging a session: an embedded flying-squid server starts on loopback, Emil's
+bot joins it under the recorded name, and every recorded tool call is sent to the bot in order,
+with each outcome set beside the recorded one. The embedded world is not the recorded world, so
+outcomes may differ; that is information, not failure. Connect a 1.20.4 client to the printed
+port (``hold_s``) to watch.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from emil.recording import ToolResultRecord, read_recording
+
+__all__ = ["PlayedAction", "WorldPlayback", "play_into_embedded", "recorded_actions"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlayedAction:
+    """One recorded tool call played into the embedded world."""
+
+    turn: int | None
+    name: str
+    arguments: dict[str, Any]
+    recorded_ok: bool
+    ok: bool
+    text: str
+    elapsed_ms: float | None
+
+
+@dataclass
+class WorldPlayback:
+    """What playing a recording into the embedded world did."""
+
+    path: str
+    port: int = 0
+    actions: list[PlayedAction] = field(default_factory=list)
+    skipped: int = 0
+    """Recorded calls that never reached the world (model mistakes, interrupted calls)."""
+
+    def summary(self) -> str:
+        ok = sum(1 for a in self.actions if a.ok)
+        same = sum(1 for a in self.actions if a.ok == a.recorded_ok)
+        return (
+            f"world: played {len(self.actions)} recorded actions into an embedded server on "
+            f"127.0.0.1:{self.port}: {ok} ok, outcome as recorded in {same}/{len(self.actions)}"
+            f" ({self.skipped} recorded calls were model mistakes or interrupted, not played)"
+        )
+
+
+def recorded_actions(path: str | Path) -> tuple[list[ToolResultRecord], int]:
+    """The tool calls that reached the world in the recording, in order, and how many did not."""
+    read = read_recording(path)
+    played: list[ToolResultRecord] = []
+    skipped = 0
+    for r in read.records:
+        if not isinstance(r, ToolResultRecord):
+            continue
+        # The loop writes "error: ..." for model mistakes and "not run"/"aborted" for calls an
+        # interruption cancelled; those never reached the bot.
+        if r.arguments is None or (r.text.startswith(("error: ", "not run: ", "aborted: ")) and not r.ok):
+            skipped += 1
+            continue
+        played.append(r)
+    return played, skipped
+
+
+async def play_into_embedded(
+    path: str | Path,
+    *,
+    version: str = "1.20.4",
+    action_timeout_s: float = 60.0,
+    hold_s: float = 0.0,
+) -> WorldPlayback:
+    """Start an embedded server, connect the bot and send it every recorded action."""
+    # Imported here: the bridge loads the JS runtime, which only this mode needs.
+    from emil.world.bridge import Bot, BotSettings
+    from emil.world.server import EmbeddedServer
+
+    header = read_recording(path).header
+    actions, skipped = recorded_actions(path)
+    playback = WorldPlayback(str(path), skipped=skipped)
+    username = (header.bot_name if header and header.bot_name else "Emil")[:16]
+    async with EmbeddedServer(port=0, version=version) as server:
+        playback.port = server.port
+        _log.info("embedded server on 127.0.0.1:%d; playing %d actions", server.port, len(actions))
+        settings = BotSettings(host="127.0.0.1", port=server.port, username=username, version=version)
+        async with Bot.connect(settings) as bot:
+            for r in actions:
+                result = await bot.act(r.name, r.arguments or {}, timeout=action_timeout_s)
+                text = str(result.error or result.result or "")
+                playback.actions.append(
+                    PlayedAction(r.turn, r.name, r.arguments or {}, r.ok, result.ok, text[:200], result.elapsed_ms)
+                )
+            if hold_s > 0:
+                _log.info("holding the server open for %.0f s (connect to 127.0.0.1:%d)", hold_s, server.port)
+                await anyio.sleep(hold_s)
+    return playback

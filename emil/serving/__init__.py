@@ -1,0 +1,17 @@
+"""Serving checks: how the model is served decides Emil's speed and correctness.
+
+Each module answers one question the field notes got wrong once:
+
+- ``emil.serving.checkpoint``  did the merge / quantization keep every tensor and the MTP head?
+- ``emil.serving.kv``          how many tokens does a KV cache of N bytes hold for this model?
+- ``emil.serving.profile``     a serve profile (TOML) -> the exact ``vllm serve`` / container argv
+- ``emil.serving.failures``    an engine log tail -> the cause, and whether retrying can help
+- ``emil.serving.launcher``    a supervisor that never loops on a configuration error
+- ``emil.serving.metrics``     Prometheus text -> spec-decode and prefix-cache counters
+- ``emil.serving.bench``       the throughput methodology of the field notes, like for like
+- ``emil.serving.toolcheck``   tool-call validity gate (MTP stays off until it passes)
+
+The CLIs in ``tools/`` are thin wrappers around these modules.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,106 @@
+"""Real services for the agent's end-to-end tests: embedded server, vLLM-dialect double, bots.
+
+The double is a double of vLLM answering with a SCRIPTED brain (no model); the Minecraft server
+(flying-squid), Emil's bot and the player's bot are real.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from emil.agent.session import Session, open_session
+from emil.config import Settings
+from emil.events import Chat
+from emil.recording import Record, read_recording
+from emil.testing.vllm_double import VLLMDouble
+from emil.world.bridge import Bot, BotSettings, ReflexSettings
+from emil.world.server import EmbeddedServer
+from emil.world.setup import ensure_js_deps
+
+
+@dataclass
+class World:
+    """Everything one end-to-end test plays with."""
+
+    server: EmbeddedServer
+    double: VLLMDouble
+    session: Session
+    player: Bot
+    heard: list[str]
+    """What Emil said in chat, as the player heard it."""
+
+    def records(self) -> list[Record]:
+        return read_recording(self.session.recording_path).records
+
+    async def wait_for(self, what: str, check: Callable[[], bool], within: float = 30.0) -> None:
+        """Poll ``check`` (it reads the recording file, which has no event to wait on)."""
+        with anyio.fail_after(within):
+            while not check():  # noqa: ASYNC110
+                await anyio.sleep(0.2)
+
+    async def say(self, text: str, *, within: float = 30.0) -> None:
+        """The player says ``text`` (retried while its bot is still reconnecting)."""
+        with anyio.fail_after(within):
+            while True:
+                out = await self.player.act("say", {"text": text}, timeout=10)
+                if out.ok:
+                    return
+                assert "connect" in (out.error or ""), out.error
+                await anyio.sleep(0.5)
+
+
+async def _listen(player: Bot, emil: str, heard: list[str]) -> None:
+    async for event in player.events:
+        if isinstance(event, Chat) and event.sender == emil:
+            heard.append(event.text)
+
+
+@asynccontextmanager
+async def running_world(
+    tmp_path: Path,
+    policy: Any,
+    *,
+    window: int = 32768,
+    counter: Any = None,
+    wording: Any = "at_least",
+    **settings: Any,
+) -> AsyncIterator[World]:
+    """Server + double + Emil (running) + player bot; everything stopped on exit."""
+    ensure_js_deps(progress=False)
+    kwargs: dict[str, Any] = {"window": window, "wording": wording}
+    if counter is not None:
+        kwargs["counter"] = counter
+    async with EmbeddedServer() as server, VLLMDouble(policy, **kwargs) as double:
+        s = Settings(
+            endpoint=double.base_url, mc_port=server.port, recording_dir=tmp_path, endpoint_wait_s=30.0, **settings
+        )
+        async with open_session(s, recording=tmp_path / "session.jsonl") as session:
+            player_settings = BotSettings(
+                host="127.0.0.1", port=server.port, username="alex",
+                reflexes=ReflexSettings(defend=False, flee=False, eat=False, unstuck=False),
+            )
+            async with Bot.connect(player_settings) as player, anyio.create_task_group() as tg:
+                heard: list[str] = []
+                tg.start_soon(_listen, player, s.bot_name, heard)
+                tg.start_soon(session.agent.run)
+                try:
+                    yield World(server, double, session, player, heard)
+                finally:
+                    session.agent.stop()
+                    tg.cancel_scope.cancel()
+
+
+def events_of(records: list[Record], kind: str) -> list[dict[str, Any]]:
+    """Game events of one kind from a recording."""
+    from emil.recording import EventRecord
+
+    return [r.event for r in records if isinstance(r, EventRecord) and r.event.get("kind") == kind]
+
+
+__all__ = ["World", "events_of", "running_world"]

@@ -1,0 +1,56 @@
+"""``replay --endpoint``: the same situations asked of a live model over HTTP (the vLLM-dialect
+double with a SCRIPTED policy, not a model), side by side with the recording."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from emil.replay import cli_main
+from emil.testing.script import Reply, ScriptedCall, ScriptRequest
+from emil.testing.vllm_double import VLLMDouble
+from tests.unit.offline.agent_session import record_session
+
+pytestmark = pytest.mark.slow
+
+
+def _policy() -> tuple[list[int], object]:
+    seen: list[int] = []
+
+    def policy(request: ScriptRequest) -> Reply:
+        seen.append(request.prompt_tokens)
+        if request.messages[-1].get("role") == "tool":
+            return Reply(content="[scripted] done")
+        # Every second observation the scripted "model" gets the argument type wrong.
+        radius: object = "far" if len(seen) % 4 == 1 else 8
+        return Reply(tool_calls=(ScriptedCall("look_around", {"radius": radius}),))
+
+    return seen, policy
+
+
+def test_endpoint_replay_compares_validity_tokens_and_latency(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recording = anyio.run(record_session, tmp_path / "session.jsonl")
+    seen, policy = _policy()
+    with VLLMDouble(policy, window=8192) as double:  # type: ignore[arg-type]
+        assert cli_main([str(recording), "--endpoint", double.base_url, "--json"]) == 0
+        requests = len(double.requests)
+    report = json.loads(capsys.readouterr().out)
+    live = report["live"]
+    assert len(live) == requests == 16  # every recorded step was asked once
+    assert report["identical_requests"] == 16  # the live model does not change the history
+    # The double counts prompts with the same template and tokenizer: today's prompt, exactly.
+    assert [s["live_prompt_tokens"] for s in live] == seen
+    assert all(s["live_prompt_tokens"] == s["recorded_prompt_tokens"] for s in live)
+    invalid = [s for s in live if s["live_invalid"]]
+    assert invalid and all("should be integer" in s["live_invalid"][0] for s in invalid)
+    assert all(s["live_latency_s"] > 0 for s in live)
+    assert sum(1 for s in live if s["same_calls"]) == 16
+
+
+def test_endpoint_down_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recording = anyio.run(record_session, tmp_path / "session.jsonl")
+    assert cli_main([str(recording), "--endpoint", "http://127.0.0.1:9/v1"]) == 2
+    assert "error:" in capsys.readouterr().err

@@ -1,0 +1,146 @@
+"""Doubles for the agent loop's ports (world, context) and a scripted completer.
+
+Each is a double, named so: they stand in for the mineflayer bridge, the context manager and
+the recovering LLM client so the loop's own logic can be tested without services.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from emil.agent.ports import NewMessage, Outcome
+from emil.events import GameEvent
+from emil.llm.types import ChatRequest, Completion, ToolCall, Usage
+
+
+class WorldDouble:
+    """A world double: events pushed by the test, tools recorded, ``go_to`` runs until aborted."""
+
+    def __init__(self) -> None:
+        self.send: MemoryObjectSendStream[GameEvent]
+        self._recv: MemoryObjectReceiveStream[GameEvent]
+        self.send, self._recv = anyio.create_memory_object_stream[GameEvent](100)
+        self.calls: list[ToolCall] = []
+        self.requesters: list[str | None] = []
+        self.aborts = 0
+        self.action_started = anyio.Event()
+        self.snapshot_data: dict[str, Any] = {"health": 20.0, "food": 20.0, "position": [0, 64, 0]}
+
+    def close(self) -> None:
+        self.send.close()
+        self._recv.close()
+
+    async def events(self) -> AsyncIterator[GameEvent]:
+        async for ev in self._recv:
+            yield ev
+
+    async def snapshot(self) -> Mapping[str, Any]:
+        return self.snapshot_data
+
+    async def run_tool(self, call: ToolCall, *, limit_s: float, requester: str | None = None) -> Outcome:
+        self.calls.append(call)
+        self.requesters.append(requester)
+        if call.name not in ("say", "go_to", "follow"):
+            return Outcome(False, f"error: unknown tool {call.name!r}")
+        self.action_started.set()
+        if call.name == "go_to":
+            await anyio.sleep(3600)  # a long action: only an abort ends it
+        return Outcome(True, f"{call.name} ok")
+
+    async def abort(self) -> None:
+        self.aborts += 1
+
+
+@dataclass(frozen=True)
+class _Stored:
+    id: int
+    kind: str
+    event_time: float | None
+    openai: dict[str, Any]
+
+    def to_openai(self) -> dict[str, Any]:
+        return self.openai
+
+
+@dataclass(frozen=True)
+class _Assembly:
+    messages: list[dict[str, Any]]
+    predicted_tokens: int
+    trims: Sequence[Any] = ()
+    shared_prefix_tokens: int = 0
+    horizon_s: float | None = None
+    message_ids: Sequence[int | None] | None = None
+
+
+@dataclass
+class ContextDouble:
+    """A context double: keeps every message, predicts 1 token per 4 chars, never trims."""
+
+    system_prompt: str = "You are Emil."
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    history: list[_Stored] = field(default_factory=list)
+    observed: list[tuple[int, int]] = field(default_factory=list)
+    limits: list[int | None] = field(default_factory=list)
+
+    def add(self, message: NewMessage, *, new_turn: bool = False) -> _Stored:
+        content = message.content
+        if message.status:
+            content = f"{content}\n\n{message.status}" if content else message.status
+        d: dict[str, Any] = {"role": message.role, "content": content}
+        if message.tool_calls:
+            d["tool_calls"] = [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in message.tool_calls
+            ]
+        if message.tool_call_id:
+            d["tool_call_id"] = message.tool_call_id
+        stored = _Stored(len(self.history), message.kind, message.event_time, d)
+        self.history.append(stored)
+        return stored
+
+    def assemble(self, limit: int | None = None) -> _Assembly:
+        self.limits.append(limit)
+        msgs = [{"role": "system", "content": self.system_prompt}, *(m.openai for m in self.history)]
+        return _Assembly(msgs, sum(len(str(m)) for m in msgs) // 4)
+
+    def observe_usage(self, predicted: int, actual: int) -> None:
+        self.observed.append((predicted, actual))
+
+
+Brain = Callable[[ChatRequest], Completion | Exception]
+
+
+def tool(name: str, args: str, call_id: str = "c1") -> ToolCall:
+    import json
+
+    try:
+        parsed = json.loads(args)
+    except ValueError:
+        parsed = None
+    return ToolCall(id=call_id, name=name, raw_arguments=args, arguments=parsed)
+
+
+def answer(*calls: ToolCall, content: str | None = None, prompt_tokens: int = 100) -> Completion:
+    return Completion(content=content, tool_calls=list(calls), usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=5))
+
+
+def scripted_completer(brain: Brain) -> tuple[Callable[..., Awaitable[Completion]], list[ChatRequest]]:
+    """A completer double: assembles once and asks a scripted brain (exceptions are raised)."""
+    requests: list[ChatRequest] = []
+
+    async def completer(assemble: Callable[[int | None], ChatRequest], on_event: Callable[[Any], None]) -> Completion:
+        request = assemble(None)
+        requests.append(request)
+        await anyio.lowlevel.checkpoint()
+        out = brain(request)
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+    return completer, requests

@@ -1,0 +1,93 @@
+"""Settings: layering file < env < flags, sources, and one-line errors naming the fix."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from emil.config import (
+    Settings,
+    add_settings_flags,
+    flags_from_namespace,
+    format_settings,
+    load_settings,
+)
+from emil.exceptions import ConfigurationError
+
+
+def test_defaults_match_the_field_notes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no emil.toml here
+    loaded = load_settings(env={})
+    s = loaded.settings
+    assert s.endpoint == "http://127.0.0.1:8000/v1"
+    assert s.window is None and s.output_reserve == 6144 and s.enable_thinking is False
+    assert s.model == "auto" and s.tokenizer == "auto"
+    assert set(loaded.sources.values()) == {"default"}
+
+
+def test_file_then_env_then_flags(tmp_path: Path) -> None:
+    cfg = tmp_path / "emil.toml"
+    cfg.write_text('output_reserve = 4096\nbot_name = "Bob"\n[llm]\nwindow = 32768\n')
+    loaded = load_settings(
+        {"bot_name": "Carl", "window": None},
+        env={"EMIL_BOT_NAME": "Eve", "EMIL_ENABLE_THINKING": "true", "EMIL_OPERATORS": "alex, sam"},
+        config_file=cfg,
+    )
+    s = loaded.settings
+    assert s.output_reserve == 4096 and s.window == 32768
+    assert s.bot_name == "Carl" and s.enable_thinking is True
+    assert s.operators == ("alex", "sam")
+    assert loaded.sources["output_reserve"] == f"file {cfg}"
+    assert loaded.sources["enable_thinking"] == "env EMIL_ENABLE_THINKING"
+    assert loaded.sources["bot_name"] == "flag --bot-name"
+    assert loaded.sources["mc_port"] == "default"
+
+
+def test_flags_are_derived_from_the_model() -> None:
+    parser = argparse.ArgumentParser()
+    add_settings_flags(parser)
+    ns = parser.parse_args(["--output-reserve", "2048", "--enable-thinking", "--window", "auto"])
+    flags = flags_from_namespace(ns)
+    assert set(flags) == set(Settings.model_fields)
+    s = load_settings(flags, env={}, config_file=None).settings
+    assert s.output_reserve == 2048 and s.enable_thinking is True and s.window is None
+
+
+def test_bad_value_names_field_value_source_and_fix() -> None:
+    with pytest.raises(ConfigurationError) as e:
+        load_settings(env={"EMIL_OUTPUT_RESERVE": "lots"})
+    msg = str(e.value)
+    assert "output_reserve" in msg and "'lots'" in msg and "env EMIL_OUTPUT_RESERVE" in msg
+    assert "6144" in msg and "\n" not in msg
+
+
+def test_unknown_key_in_file_suggests_the_right_name(tmp_path: Path) -> None:
+    cfg = tmp_path / "emil.toml"
+    cfg.write_text("output_reserv = 100\n")
+    with pytest.raises(ConfigurationError, match="did you mean 'output_reserve'"):
+        load_settings(env={}, config_file=cfg)
+
+
+def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="cannot read config file"):
+        load_settings(env={}, config_file=tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("window = = 3\n")
+    with pytest.raises(ConfigurationError, match="not valid TOML"):
+        load_settings(env={}, config_file=bad)
+
+
+def test_endpoint_must_be_http() -> None:
+    with pytest.raises(ConfigurationError, match="endpoint"):
+        load_settings({"endpoint": "127.0.0.1:8000"}, env={})
+
+
+def test_print_config_shows_every_value_with_source_and_masks_secrets() -> None:
+    loaded = load_settings({"api_key": "sk-secret"}, env={"EMIL_MC_PORT": "25570"})
+    text = format_settings(loaded, resolved={"window": 65536})
+    assert "sk-secret" not in text and '"***"' in text
+    assert any(line.startswith("mc_port") and "25570" in line and "env EMIL_MC_PORT" in line for line in text.splitlines())
+    assert any(line.startswith("window") and "resolved: 65536" in line for line in text.splitlines())
+    assert sum(1 for line in text.splitlines() if not line.startswith("#")) == len(Settings.model_fields)

@@ -1,0 +1,289 @@
+"""The agent loop with a world double, a context double and scripted completions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from emil.agent import Agent, AgentOptions
+from emil.events import Chat, Damage, Death, TimeOfDay
+from emil.exceptions import ContextOverflowError, EndpointConfigError, EndpointUnavailable
+from emil.llm.types import ChatRequest, Completion
+from emil.perception import PerceptionPolicy
+from emil.recording import (
+    CompletionRecord,
+    ErrorRecord,
+    ObservationRecord,
+    Recorder,
+    RequestRecord,
+    ToolResultRecord,
+    TurnRecord,
+    messages_for_request,
+    read_recording,
+)
+from tests.unit.agent.doubles import ContextDouble, WorldDouble, answer, scripted_completer, tool
+
+OPTS = AgentOptions(perception=PerceptionPolicy(chat_debounce_s=0.0), backoff_base_s=0.01, backoff_cap_s=0.02)
+
+
+@pytest.fixture(autouse=True)
+def _close_worlds() -> Iterator[None]:
+    _WORLDS.clear()
+    yield
+    for w in _WORLDS:
+        w.close()
+
+
+_WORLDS: list[WorldDouble] = []
+
+
+def _agent(tmp_path: Path, brain, **opts):  # type: ignore[no-untyped-def]
+    world = WorldDouble()
+    _WORLDS.append(world)
+    context = ContextDouble()
+    completer, requests = scripted_completer(brain)
+    options = AgentOptions(**{**OPTS.__dict__, **opts})
+    rec = Recorder(tmp_path / "rec.jsonl")
+    agent = Agent(world=world, context=context, completer=completer, recorder=rec, options=options)
+    return agent, world, context, requests, rec
+
+
+def _last_user(request: ChatRequest) -> str:
+    return str([m for m in request.messages if m["role"] in ("user", "tool")][-1]["content"])
+
+
+async def test_chat_turn_says_hello_and_records_everything(tmp_path: Path) -> None:
+    def brain(req: ChatRequest) -> Completion:
+        if req.messages[-1]["role"] == "user":
+            return answer(tool("say", '{"text": "hi alex"}'))
+        return answer(content="done")
+
+    agent, world, context, requests, rec = _agent(tmp_path, brain)
+    await world.send.send(TimeOfDay(phase="night"))
+    await world.send.send(Chat(sender="alex", text="hello there"))
+    with anyio.fail_after(10):
+        stats = await agent.run(max_turns=1)
+    rec.close()
+    assert [c.name for c in world.calls] == ["say"] and world.requesters == ["alex"]
+    assert len(stats.turns) == 1 and stats.turns[0].steps == 2 and stats.actions == 1
+    assert 'alex says: "hello there"' in _last_user(requests[0]) and "time night" in _last_user(requests[0])
+    assert requests[1].messages[-1] == {"role": "tool", "content": "say ok", "tool_call_id": "c1"}
+    read = read_recording(tmp_path / "rec.jsonl")
+    assert read.complete
+    kinds = [r.kind for r in read.records]
+    for k in ("event", "message", "observation", "request", "completion", "tool_result", "turn", "end"):
+        assert k in kinds
+    # The recording rebuilds exactly what was sent.
+    assert [m for _, m in messages_for_request(read.records)] == [r.messages for r in requests]
+    turn = next(r for r in read.records if isinstance(r, TurnRecord))
+    assert turn.actions == 1 and turn.latency_first_action_ms is not None
+    assert context.observed == [(requests[0].predicted_prompt_tokens, 100), (requests[1].predicted_prompt_tokens, 100)]
+
+
+async def test_model_mistakes_go_back_as_tool_results(tmp_path: Path) -> None:
+    script = [
+        answer(tool("say", '{"text": "hi', "a"), tool("fly", "{}", "b")),
+        answer(content="sorry"),
+    ]
+
+    def brain(req: ChatRequest) -> Completion:
+        return script.pop(0)
+
+    agent, world, _, requests, rec = _agent(tmp_path, brain)
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    rec.close()
+    tool_msgs = [m for m in requests[1].messages if m["role"] == "tool"]
+    assert "not a JSON object" in tool_msgs[0]["content"]
+    assert "unknown tool 'fly'" in tool_msgs[1]["content"]
+    # The broken arguments are not replayed to the server as-is.
+    assistant = next(m for m in requests[1].messages if m["role"] == "assistant")
+    assert assistant["tool_calls"][0]["function"]["arguments"] == "{}"
+    results = [r for r in read_recording(tmp_path / "rec.jsonl").records if isinstance(r, ToolResultRecord)]
+    assert [r.ok for r in results] == [False, False]
+
+
+async def test_urgent_event_aborts_a_long_action_and_starts_a_new_turn(tmp_path: Path) -> None:
+    def brain(req: ChatRequest) -> Completion:
+        last = _last_user(req)
+        if "go over there" in last:
+            return answer(tool("go_to", '{"x": 1, "y": 2, "z": 3}'), tool("say", '{"text": "on my way"}', "c2"))
+        if "you were hit" in last:
+            return answer(tool("say", '{"text": "ouch"}', "c3"))
+        return answer(content="ok")
+
+    agent, world, _, requests, rec = _agent(tmp_path, brain)
+
+    async def attacker() -> None:
+        await world.send.send(Chat(sender="alex", text="go over there"))
+        await world.action_started.wait()
+        await world.send.send(Damage(amount=2, health=18, attacker="zombie"))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(attacker)
+            stats = await agent.run(max_turns=2)
+    rec.close()
+    assert world.aborts == 1
+    assert stats.turns[0].interrupted and not stats.turns[1].interrupted
+    assert "hit by zombie" in stats.turns[1].reason
+    assert [c.name for c in world.calls] == ["go_to", "say"]
+    # Every tool call got a result; the skipped one says why.
+    second_turn_first = requests[2] if len(requests) > 2 else requests[-1]
+    results = [m["content"] for m in second_turn_first.messages if m["role"] == "tool"]
+    assert results[:2] == ["aborted: interrupted (hit by zombie)", "not run: interrupted (hit by zombie)"]
+
+
+async def test_repeated_hits_by_the_same_attacker_do_not_abort_the_response(tmp_path: Path) -> None:
+    def brain(req: ChatRequest) -> Completion:
+        if req.messages[-1]["role"] == "user":
+            return answer(tool("go_to", '{"x": 0, "y": 0, "z": 0}'))
+        return answer(content="ok")
+
+    agent, world, _, _, rec = _agent(tmp_path, brain, action_timeout_s=0.3)
+
+    async def attacker() -> None:
+        await world.send.send(Damage(amount=2, health=18, attacker="alex"))
+        await world.action_started.wait()
+        await world.send.send(Damage(amount=2, health=16, attacker="alex"))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(attacker)
+            stats = await agent.run(max_turns=1)
+    rec.close()
+    assert not stats.turns[0].interrupted
+    results = [r for r in read_recording(tmp_path / "rec.jsonl").records if isinstance(r, ToolResultRecord)]
+    assert "timed out" in results[0].text  # it ran to its own timeout, then was aborted
+    assert world.aborts == 1
+
+
+async def test_death_interrupts_and_clears_queued_action_news(tmp_path: Path) -> None:
+    def brain(req: ChatRequest) -> Completion:
+        if "go" in _last_user(req):
+            return answer(tool("go_to", '{"x": 0, "y": 0, "z": 0}'))
+        return answer(content="ok")
+
+    agent, world, _, requests, rec = _agent(tmp_path, brain)
+
+    async def script() -> None:
+        await world.send.send(Chat(sender="alex", text="go"))
+        await world.action_started.wait()
+        await world.send.send(Death(reason="lava"))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(script)
+            stats = await agent.run(max_turns=2)
+    rec.close()
+    assert stats.turns[0].interrupted and stats.turns[1].reason == "died"
+    assert "you died (lava)" in _last_user(requests[-1])
+
+
+async def test_endpoint_outage_is_waited_out_and_the_turn_completes(tmp_path: Path) -> None:
+    outcomes: list[Completion | Exception] = [
+        EndpointUnavailable("connection refused"),
+        EndpointUnavailable("connection refused"),
+        answer(tool("say", '{"text": "back"}')),
+        answer(content="ok"),
+    ]
+
+    def brain(req: ChatRequest) -> Completion | Exception:
+        return outcomes.pop(0)
+
+    agent, world, _, _, rec = _agent(tmp_path, brain)
+    await world.send.send(Chat(sender="alex", text="Emil?"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    rec.close()
+    assert [c.name for c in world.calls] == ["say"]
+    errors = [r for r in read_recording(tmp_path / "rec.jsonl").records if isinstance(r, ErrorRecord)]
+    assert len(errors) == 1 and errors[0].error_type == "EndpointUnavailable"
+
+
+async def test_overflow_that_cannot_fit_ends_the_turn_not_the_session(tmp_path: Path) -> None:
+    outcomes: list[Completion | Exception] = [
+        ContextOverflowError("overflow recovery gave up", window=100),
+        answer(content="ok"),
+    ]
+
+    def brain(req: ChatRequest) -> Completion | Exception:
+        return outcomes.pop(0)
+
+    agent, world, _, requests, rec = _agent(tmp_path, brain)
+    await world.send.send(Chat(sender="alex", text="one"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+        await world.send.send(Chat(sender="alex", text="two"))
+        await agent.run(max_turns=2)
+    rec.close()
+    # The first turn's observation stays in history, so nothing the player said is lost.
+    last = [m["content"] for m in requests[-1].messages if m["role"] == "user"]
+    assert any("one" in c for c in last) and any("two" in c for c in last)
+
+
+async def test_configuration_errors_stop_the_run(tmp_path: Path) -> None:
+    def brain(req: ChatRequest) -> Exception:
+        return EndpointConfigError("tool choice not enabled", status=400)
+
+    agent, world, _, _, rec = _agent(tmp_path, brain)
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(10), pytest.raises(EndpointConfigError):
+        await agent.run(max_turns=1)
+    rec.close()
+    turns = [r for r in read_recording(tmp_path / "rec.jsonl").records if isinstance(r, TurnRecord)]
+    assert len(turns) == 1  # the turn record is still written
+
+
+async def test_step_limit_ends_a_turn_that_keeps_calling_tools(tmp_path: Path) -> None:
+    agent, world, _, requests, rec = _agent(tmp_path, lambda req: answer(tool("say", '{"text": "again"}')), step_limit=3)
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(10):
+        stats = await agent.run(max_turns=1)
+    rec.close()
+    assert len(requests) == 3 and stats.turns[0].steps == 3 and len(world.calls) == 3
+
+
+async def test_world_stream_ending_stops_the_loop(tmp_path: Path) -> None:
+    agent, world, _, _, rec = _agent(tmp_path, lambda req: answer(content="ok"))
+    await world.send.send(Chat(sender="alex", text="bye"))
+    await world.send.aclose()
+    with anyio.fail_after(10):
+        stats = await agent.run()
+    rec.close()
+    assert len(stats.turns) <= 1
+    recs = read_recording(tmp_path / "rec.jsonl").records
+    assert any(isinstance(r, ObservationRecord) for r in recs) == (len(stats.turns) == 1)
+    assert all(not isinstance(r, RequestRecord) or r.refs for r in recs)
+    assert all(not isinstance(r, CompletionRecord) or r.assistant_ref for r in recs)
+
+
+async def test_action_finished_echo_of_own_action_does_not_start_a_turn(tmp_path: Path) -> None:
+    from emil.events import ActionFinished
+
+    def brain(req: ChatRequest) -> Completion:
+        if req.messages[-1]["role"] == "user":
+            return answer(tool("say", '{"text": "hi"}'))
+        return answer(content="ok")
+
+    agent, world, _, requests, rec = _agent(tmp_path, brain)
+
+    async def script() -> None:
+        await world.send.send(Chat(sender="alex", text="hi"))
+        await world.action_started.wait()
+        await world.send.send(ActionFinished(action="say", ok=True))
+        await world.send.send(ActionFinished(action="collect", ok=False, error="no oak_log"))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(script)
+            stats = await agent.run(max_turns=2)
+    rec.close()
+    observations = [str(m["content"]) for m in requests[-1].messages if m["role"] == "user"]
+    assert len(observations) == 2 and len(stats.turns) == 2
+    assert "action collect finished failed: no oak_log" in observations[1]
+    assert not any("action say" in o for o in observations)

@@ -1,0 +1,135 @@
+"""Perception: event priorities, chat debounce, and the observation text."""
+
+from __future__ import annotations
+
+import pytest
+
+from emil.events import (
+    ActionFinished,
+    Chat,
+    Damage,
+    Death,
+    Disconnected,
+    GameEvent,
+    Health,
+    HostileNearby,
+    ItemCollected,
+    PlayerJoined,
+    TimeOfDay,
+    Weather,
+)
+from emil.perception import Perception, PerceptionPolicy, format_observation, format_status
+
+
+@pytest.mark.parametrize(
+    ("event", "priority"),
+    [
+        (Damage(amount=2, health=18, attacker="alex"), "urgent"),
+        (Death(reason="fell"), "urgent"),
+        (HostileNearby(name="zombie", distance=4), "urgent"),
+        (HostileNearby(name="zombie", distance=20), "normal"),
+        (Health(health=5, food=20), "urgent"),
+        (Health(health=15, food=20), "ambient"),
+        (Chat(sender="alex", text="hey emil, come here"), "urgent"),
+        (Chat(sender="alex", text="psst", whisper=True), "urgent"),
+        (Chat(sender="alex", text="anyone seen emily?"), "normal"),
+        (Chat(sender="alex", text="nice weather"), "normal"),
+        (Chat(sender="Emil", text="I am Emil"), "ambient"),
+        (PlayerJoined(username="sam"), "normal"),
+        (ItemCollected(item="bread", count=2), "normal"),
+        (ActionFinished(action="go_to", ok=True), "normal"),
+        (TimeOfDay(phase="night"), "ambient"),
+        (Weather(raining=True), "ambient"),
+        (Disconnected(reason="server closed"), "ambient"),
+    ],
+)
+def test_classification(event: GameEvent, priority: str) -> None:
+    assert Perception().classify(event)[0] == priority
+
+
+def test_low_health_is_urgent_only_when_crossing_the_mark() -> None:
+    p = Perception(PerceptionPolicy(low_health=6))
+    assert p.add(Health(health=5, food=20)).priority == "urgent"
+    assert p.add(Health(health=4, food=20)).priority == "ambient"
+    assert p.add(Health(health=10, food=20)).priority == "ambient"
+    assert p.add(Health(health=6, food=20)).priority == "urgent"
+
+
+def test_ambient_events_never_start_a_turn_but_update_status() -> None:
+    p = Perception()
+    p.add(TimeOfDay(phase="night"), now=0)
+    p.add(Weather(raining=True), now=0)
+    assert p.wait_s(now=10) is None
+    text = format_observation(p.take(), {"position": {"x": 1.4, "y": 64, "z": -3.6}}, ambient=p.ambient)
+    assert "time night" in text and "raining" in text and "pos 1,64,-4" in text
+    assert "[events] none" in text
+
+
+def test_chat_burst_is_debounced_into_one_turn() -> None:
+    p = Perception(PerceptionPolicy(chat_debounce_s=0.5))
+    p.add(Chat(sender="alex", text="hi"), now=10.0)
+    assert p.wait_s(now=10.1) == pytest.approx(0.4)
+    p.add(Chat(sender="alex", text="how are you"), now=10.3)
+    assert p.wait_s(now=10.5) == pytest.approx(0.3)
+    assert p.wait_s(now=10.9) == 0.0
+    taken = p.take()
+    assert [t.event.text for t in taken if isinstance(t.event, Chat)] == ["hi", "how are you"]
+    assert p.wait_s(now=11) is None
+
+
+def test_urgent_and_non_chat_events_do_not_wait() -> None:
+    p = Perception(PerceptionPolicy(chat_debounce_s=5))
+    p.add(Chat(sender="alex", text="hi"), now=0)
+    p.add(Chat(sender="alex", text="Emil!"), now=0)
+    assert p.urgent and p.wait_s(now=0) == 0.0
+    q = Perception(PerceptionPolicy(chat_debounce_s=5))
+    q.add(Chat(sender="alex", text="hi"), now=0)
+    q.add(ItemCollected(item="bread"), now=0)
+    assert q.wait_s(now=0) == 0.0
+
+
+def test_death_clears_queued_action_news() -> None:
+    p = Perception()
+    p.add(ActionFinished(action="follow", ok=False, error="aborted"), now=0)
+    p.add(Death(), now=0)
+    p.clear_actions()
+    assert [t.event.kind for t in p.pending] == ["death"]
+
+
+def test_observation_lists_events_with_urgent_marks() -> None:
+    p = Perception()
+    p.add(Chat(sender="alex", text="hello Emil"), now=0)
+    p.add(Damage(amount=3, health=17, attacker="alex"), now=0)
+    p.add(ItemCollected(item="oak_log", count=3), now=0)
+    text = format_observation(
+        p.take(),
+        {"health": 17.0, "food": 20, "inventory": [{"name": "oak_log", "count": 3}], "players": [{"username": "alex", "distance": 2.2}]},
+    )
+    assert text.splitlines() == [
+        "[events]",
+        '- (!) alex says: "hello Emil"',
+        "- (!) you were hit by alex: -3 health, now 17/20",
+        "- you picked up 3 oak_log",
+        "",
+        "[status] health 17/20 food 20/20 | inventory: oak_log x3 | players near: alex 2m",
+    ]
+
+
+def test_status_shows_unknown_snapshot_fields_compactly() -> None:
+    assert format_status({"mood": "curious"}) == "mood: curious"
+    assert format_status(None) == "unknown"
+
+
+def test_status_reads_the_bot_snapshot_shape() -> None:
+    snap = {
+        "connected": True, "username": "Emil", "position": {"x": 0.5, "y": -60.0, "z": 2.5},
+        "health": 20.0, "food": 20.0, "time_of_day": 13000, "dimension": "overworld",
+        "raining": False, "held": None, "standing_on": "grass_block", "inventory": {"bread": 2},
+        "players": [{"name": "alex", "distance": 3.1, "position": {"x": 1, "y": -60, "z": 5}}],
+        "mobs": [], "blocks": [{"name": "oak_log", "count": 4, "distance": 7.2, "nearest": {"x": 3, "y": -60, "z": 9}}],
+        "job": None, "following": "alex", "reflexes": {"self_defense": True},
+    }
+    assert format_status(snap) == (
+        "pos 0,-60,2 | health 20/20 food 20/20 | time dusk | inventory: bread x2 | players near: alex 3m"
+        " | mobs near: none | blocks near: oak_log x4 7m | following alex"
+    )

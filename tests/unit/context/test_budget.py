@@ -1,0 +1,59 @@
+"""Budget arithmetic in real tokens; calibration widens the margin on disagreement."""
+
+from __future__ import annotations
+
+import pytest
+
+from emil.context.budget import Budget, Calibration
+from emil.exceptions import BudgetError
+
+
+def test_prompt_budget_is_window_minus_output_minus_margin() -> None:
+    budget = Budget(65536, output_reserve=6144, margin=256, low_water=0.8)
+    assert budget.prompt_budget == 59136
+    assert budget.low_water_tokens == int(59136 * 0.8)
+    assert "prompt budget 59136" in budget.describe()
+    assert budget.with_margin(1000).prompt_budget == 58392
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "text"),
+    [
+        ({"window": 4096, "output_reserve": 6144}, "window 4096 - output reserve 6144"),
+        ({"window": 0}, "window 0"),
+        ({"window": 8192, "low_water": 1.5}, "low_water"),
+    ],
+)
+def test_impossible_budgets_name_their_numbers(kwargs: dict[str, float], text: str) -> None:
+    with pytest.raises(BudgetError, match=text):
+        Budget(**kwargs)  # type: ignore[arg-type]
+
+
+def test_exact_predictions_keep_the_base_margin() -> None:
+    calibration = Calibration(base_margin=100)
+    for n in (1000, 2000, 3000):
+        calibration.observe(n, n)
+    assert calibration.margin == 100
+    report = calibration.report()
+    assert (report.samples, report.exact, report.worst_under) == (3, 3, 0)
+    assert "3/3 predictions exact" in report.describe()
+
+
+def test_under_counts_widen_the_margin_and_over_counts_do_not_shrink_it() -> None:
+    calibration = Calibration(base_margin=100, widen=1.5)
+    calibration.observe(1000, 1040)  # server saw 40 more than we predicted
+    assert calibration.margin == 160
+    calibration.observe(1000, 900)
+    assert calibration.margin == 160
+    report = calibration.report()
+    assert report.worst_under == 40 and report.worst_over == 100
+    assert report.mean_error == pytest.approx(-30.0)
+
+
+def test_calibration_forgets_old_errors() -> None:
+    calibration = Calibration(base_margin=0, window=2)
+    calibration.observe(10, 30)
+    calibration.observe(10, 10)
+    calibration.observe(10, 10)
+    assert calibration.margin == 0
+    assert Calibration().report().describe().startswith("no server counts")

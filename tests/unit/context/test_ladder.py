@@ -1,0 +1,158 @@
+"""Trim ladder rungs are pure and ordered cheapest loss first; pairs leave together."""
+
+from __future__ import annotations
+
+import json
+
+from emil.context.history import History, Message
+from emil.context.ladder import (
+    LadderConfig,
+    LadderState,
+    collapse_status,
+    digest_turn,
+    drop_reasoning,
+    elide_results,
+    run_ladder,
+    split_groups,
+)
+
+
+def _turn(
+    i: int, *, big: bool = False, status: bool = True, reasoning: bool = True, chatty: bool = False
+) -> tuple[Message, ...]:
+    call = {"id": f"c{i}", "name": "look_around", "arguments": json.dumps({"radius": 16})}
+    payload = {"ok": True, "blocks": [{"name": "stone", "pos": [i, 64, -i]}] * (60 if big else 1)}
+    return (
+        Message.observation(
+            f"event {i}" + " and more" * (40 if chatty else 0),
+            event_time=1000.0 + 10 * i,
+            status='{"hp": 20}' if status else None,
+        ),
+        Message.assistant(
+            None,
+            tool_calls=[call],
+            reasoning="thinking hard" if reasoning else None,
+            event_time=1000.0 + 10 * i,
+        ),
+        Message.tool_result(f"c{i}", json.dumps(payload), event_time=1000.0 + 10 * i),
+    )
+
+
+def _chars(state: LadderState) -> int:
+    """A stand-in size: characters of everything rendered (the manager uses exact tokens)."""
+    memory = len(state.memory.text) if state.memory else 0
+    return memory + sum(
+        len(m.text) + len(m.reasoning or "") + sum(len(c["arguments"]) for c in m.tool_calls)
+        for t in state.turns
+        for m in t
+    )
+
+
+CONFIG = LadderConfig(elide_over_tokens=200, tokens_of=len, memory_max_tokens=600)
+
+
+def test_rungs_are_pure() -> None:
+    turn = _turn(1, big=True)
+    before = [m.to_openai() for m in turn]
+    assert drop_reasoning(turn) is not None
+    assert collapse_status(turn) is not None
+    assert elide_results(turn, CONFIG) is not None
+    assert [m.to_openai() for m in turn] == before
+    assert drop_reasoning(drop_reasoning(turn) or ()) is None
+    assert collapse_status(_turn(2, status=False)) is None
+    assert elide_results(_turn(3), CONFIG) is None
+
+
+def test_elided_stub_says_what_was_elided() -> None:
+    elided = elide_results(_turn(7, big=True), CONFIG)
+    assert elided is not None
+    stub = elided[2]
+    assert stub.tool_call_id == "c7"
+    assert stub.content is not None
+    assert stub.content.startswith("[elided: ")
+    assert "look_around" in stub.content and "radius" in stub.content
+    assert "keys: ok, blocks" in stub.content and "ok=True" in stub.content
+
+
+def test_groups_keep_calls_with_their_results() -> None:
+    turn = (*_turn(1), Message.assistant("done"))
+    groups = split_groups(turn)
+    assert [len(g) for g in groups] == [1, 2, 1]
+    assert groups[1][0].tool_calls[0]["id"] == groups[1][1].tool_call_id
+
+
+def test_digest_is_deterministic_and_informative() -> None:
+    line = digest_turn(_turn(4))
+    assert line == digest_turn(_turn(4))
+    assert line.startswith("- 00:17:20 event 4")
+    assert "look_around" in line
+
+
+def test_ladder_takes_cheapest_rungs_first_and_stops_at_target() -> None:
+    history = History(tuple(_turn(i, big=i % 2 == 0) for i in range(10)))
+    start = _chars(LadderState.of(history))
+    target = start - 50
+    trimmed, records, size = run_ladder(
+        history, target=target, measure=_chars, config=CONFIG, now=2000.0
+    )
+    assert size <= target
+    assert [r.rung for r in records] == ["drop_reasoning"]
+    assert len(trimmed.turns) == 10
+    # the newest turn is untouched by the cheap rungs
+    assert trimmed.turns[-1] == history.turns[-1]
+
+
+def test_ladder_folds_then_evicts_then_cuts_the_newest_turn() -> None:
+    history = History(tuple(_turn(i, big=True) for i in range(6)))
+    newest = history.turns[-1]
+    trimmed, records, size = run_ladder(
+        history, target=400, measure=_chars, config=CONFIG, now=2000.0
+    )
+    rungs = [r.rung for r in records]
+    assert rungs[:3] == ["drop_reasoning", "collapse_status", "elide_results"]
+    assert "fold" in rungs or "evict" in rungs
+    assert len(trimmed.turns) == 1
+    assert trimmed.turns[0][0] == newest[0]  # the opening of the current turn is pinned
+    for record in records:
+        assert record.tokens_freed == record.tokens_before - record.tokens_after > 0
+        assert record.messages_touched > 0
+    assert records[-1].tokens_after == size
+
+
+def test_fold_builds_a_rolling_memory_note() -> None:
+    history = History(tuple(_turn(i, reasoning=False, status=False, chatty=True) for i in range(8)))
+    config = LadderConfig(elide_over_tokens=10_000, tokens_of=len, memory_max_tokens=300)
+    trimmed, records, _ = run_ladder(
+        history,
+        target=_chars(LadderState.of(history)) - 600,
+        measure=_chars,
+        config=config,
+        now=2000.0,
+    )
+    assert [r.rung for r in records] == ["fold"]
+    assert trimmed.memory is not None and trimmed.memory.kind == "memory"
+    assert trimmed.memory.content is not None
+    assert trimmed.memory.content.startswith("[memory]")
+    # two turns folded; the note rolls, so with a 300-char cap only the newer line is left
+    assert "event 1 and more" in trimmed.memory.content
+    assert "event 0" not in trimmed.memory.content
+    assert trimmed.turns[0][0].content.startswith("event 2")  # type: ignore[union-attr]
+    assert records[0].horizon_after_s == 2000.0 - trimmed.turns[0][0].event_time  # type: ignore[operator]
+
+
+def test_pairs_stay_together_after_any_trim() -> None:
+    history = History(tuple(_turn(i, big=True) for i in range(6)))
+    for target in (100, 400, 1500, 5000):
+        trimmed, _, _ = run_ladder(
+            history, target=target, measure=_chars, config=CONFIG, now=2000.0
+        )
+        messages = trimmed.messages()
+        call_ids = {c["id"] for m in messages for c in m.tool_calls}
+        result_ids = {m.tool_call_id for m in messages if m.role == "tool"}
+        assert call_ids == result_ids
+
+
+def test_no_trim_when_already_under_target() -> None:
+    history = History((_turn(1),))
+    trimmed, records, _ = run_ladder(history, target=10**6, measure=_chars, config=CONFIG)
+    assert trimmed == history and records == []

@@ -1,0 +1,173 @@
+"""tune_budget's simulator: a crafted session whose trims at a given budget are known."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from emil.context.budget import Budget
+from emil.context.history import History, Message
+from emil.context.ladder import LadderConfig
+from emil.context.manager import ContextManager
+from emil.context.tokens import get_token_counter
+from emil.offline.budget_report import format_sweep, plot_sweep
+from emil.offline.budget_sweep import SweepResult, default_budgets, recommend, simulate, sweep
+from emil.offline.trace import SessionTrace
+
+SYSTEM = "You are Emil, a helpful NPC."
+TURN_S = 60.0
+WINDOW, RESERVE = 16384, 2048
+
+
+def _turns(n: int) -> list[tuple[Message, ...]]:
+    """n equal-sized turns: an observation (digits tokenise one per digit, so every turn costs
+    the same) and a short answer, one minute of game time apart."""
+    return [
+        (
+            Message.observation(f"[events]\n- alex says: step {i:04d} " + "walk north and look around " * 12, event_time=1000.0 + i * TURN_S),
+            Message.assistant("On my way."),
+        )
+        for i in range(n)
+    ]
+
+
+def _manager(budget: Budget, trace: SessionTrace) -> ContextManager:
+    # A constant one-line memory note keeps the arithmetic below exact: every fold costs the
+    # same and the note never grows.
+    config = LadderConfig(
+        summariser=lambda turn: "- earlier", memory_max_tokens=1, tokens_of=get_token_counter("qwen3.6").count
+    )
+    return ContextManager("qwen3.6", budget, trace.system_prompt, trace.tools, ladder=config)
+
+
+def _expected(turns: list[tuple[Message, ...]], budget: Budget) -> dict[str, object]:
+    """Replay the ladder's contract arithmetically: over budget -> fold the oldest whole turns
+    into the (constant-size) memory note until at or under the low-water mark."""
+    m = _manager(budget, SessionTrace("x", (), system_prompt=SYSTEM))
+    open_ = m.count(History().start_turn(turns[0][0]))
+    one = m.count(History().start_turn(turns[0][0]).append(turns[0][1]).start_turn(turns[1][0]))
+    per_turn = one - open_
+    with_note = History((turns[1][:1],), Message.memory("[memory] Earlier events, folded from older turns (oldest first):\n- earlier"))
+    note = m.count(with_note) - m.count(History().start_turn(turns[1][0]))
+    budget_tokens, target = budget.prompt_budget, int(budget.prompt_budget * budget.low_water)
+    first, memory = 0, False  # index of the oldest kept turn; whether the note exists
+    trims, evicted, peak, horizons, trimmed = 0, 0, 0, [], False
+    for i in range(len(turns)):
+        size = open_ + (i - first) * per_turn + (note if memory else 0)
+        if size > budget_tokens:
+            trims, trimmed = trims + 1, True
+            while size > target and first < i:
+                first, size = first + 1, size - per_turn + (0 if memory else note)
+                memory = True
+                evicted += 2
+        peak = max(peak, size)
+        if trimmed:
+            horizons.append((i - first) * TURN_S)
+    return {
+        "trims": trims,
+        "evicted": evicted / trims if trims else 0.0,
+        "peak": peak,
+        "median": round(statistics.median(horizons) / 60, 2) if horizons else None,
+        "min": round(min(horizons) / 60, 2) if horizons else None,
+        "per_turn": per_turn,
+    }
+
+
+@pytest.mark.parametrize("prompt_budget", [2000, 3000, 4500])
+def test_trims_at_a_budget_are_the_ones_the_ladder_contract_implies(prompt_budget: int) -> None:
+    turns = _turns(60)
+    trace = SessionTrace.from_turns(turns, system_prompt=SYSTEM)
+    budget = Budget(WINDOW, RESERVE, margin=WINDOW - RESERVE - prompt_budget)
+    want = _expected(turns, budget)
+    got = simulate(trace, budget, get_token_counter("qwen3.6"), manager_factory=_manager)
+    assert got.requests == 60
+    assert got.hours == pytest.approx(59 * TURN_S / 3600, abs=1e-4)
+    assert got.trims == want["trims"] and got.trims > 0
+    assert got.evicted_per_trim == pytest.approx(want["evicted"], abs=0.05)
+    assert got.peak_prompt_tokens == want["peak"]
+    assert got.horizon_median_min == want["median"]
+    assert got.horizon_min_min == want["min"]
+    assert got.overflows == 0
+    # Only trimming requests break the prefix: every other request appends to the previous one.
+    assert got.append_only_share == pytest.approx((59 - got.trims) / 59, abs=1e-4)
+
+
+def test_a_budget_above_the_peak_never_trims() -> None:
+    trace = SessionTrace.from_turns(_turns(10), system_prompt=SYSTEM)
+    got = simulate(trace, Budget(WINDOW, RESERVE, margin=0), get_token_counter("qwen3.6"))
+    assert (got.trims, got.horizon_median_min, got.horizon_min_min) == (0, None, None)
+    assert got.append_only_share == 1.0 and got.reprefill_tokens_per_hour == 0.0
+
+
+def test_sweep_recommends_the_largest_budget_with_the_slack(tmp_path: Path) -> None:
+    trace = SessionTrace.from_turns(_turns(40), system_prompt=SYSTEM)
+    result = sweep(
+        [trace], get_token_counter("qwen3.6"), windows=[WINDOW], output_reserves=[RESERVE],
+        budgets=[3000, 6000, 9000, 12000, 14336], slack=2048,
+    )
+    assert [p.prompt_budget for p in result.points] == [3000, 6000, 9000, 12000, 14336]
+    assert result.recommended is not None and result.recommended.prompt_budget == 12000
+    assert recommend(result.points, slack=0) == result.points[-1]
+    assert recommend(result.points, slack=20000) is None
+    # Trim rate falls and the horizon grows as the budget grows.
+    rates = [p.trims_per_hour for p in result.points]
+    assert rates == sorted(rates, reverse=True) and rates[0] > 0
+    assert result.requests_simulated == 5 * 40
+    text = format_sweep(result)
+    assert "recommended: prompt budget 12000" in text and "turns/s" in text
+    again = SweepResult.from_json(json.loads(json.dumps(result.to_json())))
+    assert again.points == result.points and again.recommended == result.recommended
+    # The same sweep in two forked processes gives the same points (timings aside).
+    parallel = sweep(
+        [trace], get_token_counter("qwen3.6"), windows=[WINDOW], output_reserves=[RESERVE],
+        budgets=[3000, 6000, 9000, 12000, 14336], slack=2048, jobs=2,
+    )
+    assert [replace(p, seconds=0) for p in parallel.points] == [replace(p, seconds=0) for p in result.points]
+    png = plot_sweep(result, tmp_path / "sweep.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_default_budgets_end_at_window_minus_reserve() -> None:
+    budgets = default_budgets(65536, 6144)
+    assert budgets[0] == 8192 and budgets[-1] == 65536 - 6144 and len(budgets) == 10
+    # A short session that never fills the window: budgets spread below its peak.
+    small = default_budgets(65536, 6144, peak=6000, floor=1500, slack=4096)
+    assert small[0] == 1500 and small[-3] == 6000 and small[-2:] == [55296, 59392]
+
+
+def test_sweep_without_budgets_looks_below_a_short_sessions_peak() -> None:
+    trace = SessionTrace.from_turns(_turns(30), system_prompt=SYSTEM)
+    result = sweep([trace], get_token_counter("qwen3.6"), windows=[WINDOW], output_reserves=[RESERVE])
+    peak = max(p.peak_prompt_tokens for p in result.points)
+    assert result.points[-1].prompt_budget == WINDOW - RESERVE
+    assert result.points[-2].prompt_budget == WINDOW - RESERVE - 4096  # the default slack
+    assert result.recommended == result.points[-2]
+    assert any(p.trims > 0 for p in result.points) and all(p.prompt_budget <= peak for p in result.points[:-2])
+    assert all(p.overflows == 0 for p in result.points)  # no budget below the first prompt
+
+
+def test_a_budget_in_estimated_tokens_lets_real_prompts_overflow() -> None:
+    # The field notes' failure: a budget in chars/4 "tokens" on content that runs at about 2.5
+    # chars/token lets through prompts far bigger than the budget, and past the window.
+    turns = [
+        (
+            Message.observation(json.dumps({"blocks": [[i, 64 + j, -7 * j] for j in range(20)]}), event_time=60.0 * i),
+            Message.assistant("ok"),
+        )
+        for i in range(60)
+    ]
+    trace = SessionTrace.from_turns(turns, system_prompt=SYSTEM)
+    counter = get_token_counter("qwen3.6")
+    window, reserve, estimated = 8192, 2048, 5500
+    b = Budget(window, reserve, margin=window - reserve - estimated)
+    exact = simulate(trace, b, counter)
+    assert exact.peak_prompt_tokens <= estimated and exact.overflows == 0
+    guessed = simulate(trace, b, counter, assume_chars_per_token=4.0)
+    assert guessed.peak_prompt_tokens > window - reserve
+    assert guessed.overflows > 0
+    result = sweep([trace], counter, windows=[window], output_reserves=[reserve], budgets=[estimated], assume_chars_per_token=4.0)
+    assert "ESTIMATED tokens (chars / 4)" in format_sweep(result)

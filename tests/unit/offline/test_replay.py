@@ -1,0 +1,78 @@
+"""Offline replay of a session recorded by the real agent loop and context manager."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from emil.replay import ReplayOptions, cli_main, replay_file
+from emil.replay.report import format_report
+from tests.unit.offline.agent_session import record_session
+
+
+@pytest.fixture
+async def recording(tmp_path: Path) -> Path:
+    return await record_session(tmp_path / "session.jsonl", turns=8)
+
+
+async def test_replay_rebuilds_every_request_of_a_recorded_session(recording: Path) -> None:
+    report = await replay_file(recording)
+    assert report.stopped is None and not report.errors
+    assert report.turns_replayed == report.turns_total == 8
+    assert report.steps_replayed == report.steps_total == 16
+    assert report.identical == len(report.diffs) == 16
+    assert report.observation_diffs == []
+    # The session trimmed (budget 4000, ~700-token tool results) and today's ladder agrees.
+    assert report.trims_recorded > 0
+    assert report.trims_today == report.trims_recorded
+
+
+async def test_a_smaller_budget_today_shows_which_messages_change_and_by_how_much(recording: Path) -> None:
+    report = await replay_file(recording, options=ReplayOptions(prompt_budget=2500))
+    differing = [d for d in report.diffs if not d.identical]
+    assert differing, "a smaller budget must trim earlier than the recorded session did"
+    first = differing[0]
+    assert first.today_tokens <= 2500 < (first.recorded_actual or 0)
+    assert first.token_delta is not None and first.token_delta < 0
+    change = first.changes[0]
+    assert change.recorded_tokens > change.today_tokens
+    text = format_report(report)
+    assert "built differently today" in text and f"turn {first.turn} step {first.step}" in text
+    assert report.trims_today > report.trims_recorded
+
+
+async def test_a_truncated_recording_replays_up_to_the_damage_and_says_where(recording: Path) -> None:
+    data = await anyio.Path(recording).read_bytes()
+    await anyio.Path(recording).write_bytes(data[: int(len(data) * 0.6)])  # cut mid-line, as a killed process does
+    report = await replay_file(recording)
+    assert report.stopped is not None and "line" in report.stopped
+    assert 0 < report.steps_replayed < 16
+    assert report.identical == len(report.diffs)
+
+
+async def test_a_corrupt_line_stops_replay_there(recording: Path) -> None:
+    lines = (await anyio.Path(recording).read_text()).splitlines(keepends=True)
+    lines[len(lines) // 2] = "{not json\n"
+    await anyio.Path(recording).write_text("".join(lines))
+    report = await replay_file(recording)
+    assert report.stopped is not None and f"line {len(lines) // 2 + 1}" in report.stopped
+    assert report.steps_replayed < 16
+
+
+def test_cli_prints_json_and_exits_by_strictness(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recording = anyio.run(record_session, tmp_path / "session.jsonl")  # the CLI runs its own loop
+    assert cli_main([str(recording), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["identical_requests"] == 16 and data["differing_requests"] == 0
+    assert cli_main([str(recording), "--prompt-budget", "2500", "--strict"]) == 1
+    assert "built differently today" in capsys.readouterr().out
+    assert cli_main([str(recording.with_name("missing.jsonl"))]) == 2
+    assert "no such recording" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        cli_main([str(recording), "--world", "mars"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--world" in err and "replay --help" in err

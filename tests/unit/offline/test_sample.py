@@ -1,0 +1,40 @@
+"""Every offline tool runs on the shipped sample recording (regenerate: tools/make_sample.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from emil.context.tokens import get_token_counter
+from emil.offline.budget_sweep import sweep
+from emil.offline.chars_per_token import measure_chars_per_token
+from emil.offline.trace import SessionTrace
+from emil.recording import read_recording
+from emil.replay import replay_file
+
+SAMPLE = Path(__file__).resolve().parents[3] / "emil" / "data" / "samples" / "demo-session.jsonl"
+
+
+def test_the_sample_is_a_small_complete_demo_recording() -> None:
+    assert SAMPLE.stat().st_size < 300_000
+    read = read_recording(SAMPLE)
+    assert read.complete and read.header is not None and read.header.tools
+
+
+def test_chars_per_token_on_the_sample() -> None:
+    (report,) = measure_chars_per_token([SAMPLE]).tokenizers
+    cats = {c.category for c in report.categories}
+    assert {"tool_results", "tool_call_args", "tool_specs", "observations", "system_prompt"} <= cats
+    assert report.total.tokens > 1000
+
+
+def test_tune_budget_on_the_sample() -> None:
+    trace = SessionTrace.from_recording(SAMPLE)
+    result = sweep([trace], get_token_counter("qwen3.6"), windows=[trace.window or 32768])
+    assert result.recommended is not None and result.requests_simulated > 0
+    assert any(p.trims > 0 for p in result.points)  # the sweep looks below the session's peak
+
+
+async def test_replay_on_the_sample_runs_every_step() -> None:
+    report = await replay_file(SAMPLE)
+    assert report.stopped is None and not report.errors
+    assert report.steps_replayed == report.steps_total > 0

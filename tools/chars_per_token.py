@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Characters per token by content category in recorded sessions, per tokenizer.
+
+    python tools/chars_per_token.py RECORDING.jsonl [...] [--tokenizer qwen3.6 ...]
+                                    [--assume 4.0] [--json] [--synthetic-hours H]
+
+--tokenizer takes what emil.context.tokens.get_token_counter takes: a model name ("qwen3.6",
+"Qwen/Qwen3.6-35B-A3B-NVFP4-Fast"), a tokenizer.json path, a model directory, or "heuristic".
+Shows per category the exact tokens, chars/token, what --assume chars/token predicts and its
+error (negative = the estimate under-counts). See docs/offline.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fresh clone too
+
+from emil.exceptions import ConfigurationError
+from emil.offline.chars_per_token import format_table, measure_chars_per_token
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("recordings", nargs="*", type=Path, help="session recordings (JSONL)")
+    parser.add_argument("--synthetic-hours", type=float, help="also measure a synthetic session this long")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the synthetic session")
+    parser.add_argument(
+        "--tokenizer", "-t", action="append", dest="tokenizers",
+        help="tokenizer spec (repeatable; default qwen3.6)",
+    )
+    parser.add_argument("--assume", type=float, default=4.0, help="estimated chars/token (4.0)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args(argv)
+    if not args.recordings and not args.synthetic_hours:
+        parser.error("give recordings and/or --synthetic-hours")
+    missing = [str(p) for p in args.recordings if not p.is_file()]
+    if missing:
+        print(f"error: no such recording: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    try:
+        report = measure_chars_per_token(
+            args.recordings, args.tokenizers or ["qwen3.6"], assume=args.assume,
+            synthetic_hours=args.synthetic_hours, seed=args.seed,
+        )
+    except (ConfigurationError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.to_json(), indent=2) if args.json else format_table(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

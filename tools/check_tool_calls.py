@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Tool-call validity gate: Emil's real prompt and tools, N tries per situation, all validated.
+
+    python tools/check_tool_calls.py --endpoint http://127.0.0.1:8000/v1          # 10/10 gate
+    python tools/check_tool_calls.py --recording recordings/session.jsonl -n 5
+    python tools/check_tool_calls.py --demo-double                     # a DOUBLE, scripted replies
+
+Sends the system prompt rendered from prompts/, the tool specs of emil.world.actions and each
+situation (prompts/tool_check_situations.json, or the requests of a recording) with the tool
+choice and decoding settings the live agent uses (emil.toml / EMIL_* / flags), and validates
+every tool call with emil.world.actions.validate_tool_call. Exit 1 below the threshold (every
+attempt valid by default), 2 when the check cannot run. MTP stays off until this passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fresh clone too
+
+import anyio
+from tqdm import tqdm
+
+from emil.config import load_settings
+from emil.exceptions import EmilError
+from emil.llm.types import ToolCall
+from emil.serving.toolcheck import (
+    Attempt,
+    LiveDecoding,
+    Situation,
+    ToolCheckReport,
+    load_situations,
+    run_tool_check,
+    situations_from_messages,
+)
+
+DEFAULT_SITUATIONS = Path(__file__).resolve().parents[1] / "prompts" / "tool_check_situations.json"
+
+
+def _recorded(path: Path, limit: int | None) -> list[Situation]:
+    from emil.recording import messages_for_request, read_recording
+
+    read = read_recording(path)
+    if read.problem:
+        print(f"note: {path}: {read.problem}", file=sys.stderr)
+    requests = [
+        (f"{path.stem}#turn{req.turn}.{req.step}", messages)
+        for req, messages in messages_for_request(read.records)
+        if req.attempt == 0
+    ]
+    return situations_from_messages(requests, limit=limit)
+
+
+@contextlib.contextmanager
+def _demo_double(args: argparse.Namespace) -> Iterator[str]:
+    """A vLLM-dialect DOUBLE answering with a SCRIPTED brain (not a model), for the docs."""
+    from emil.testing.brains import NpcBrain
+    from emil.testing.vllm_double import VLLMDouble
+
+    brain = NpcBrain()
+    policy = brain if args.demo_double == "clean" else _corrupting(brain, every=4)
+    with VLLMDouble(policy, window=65536) as double:
+        yield double.base_url
+
+
+def _corrupting(policy: Callable[[Any], Any], *, every: int) -> Callable[[Any], Any]:
+    """SCRIPTED fault: every ``every``-th tool call loses its closing characters, the way
+    speculative decoding with constrained decoding broke JSON in public reports."""
+    from dataclasses import replace
+
+    from emil.testing.script import ScriptedCall
+
+    seen = 0
+
+    def wrapped(request: Any) -> Any:
+        nonlocal seen
+        reply = policy(request)
+        calls = []
+        for call in reply.tool_calls:
+            seen += 1
+            if seen % every == 0:
+                call = ScriptedCall(call.name, call.raw_arguments[:-2])
+            calls.append(call)
+        return replace(reply, tool_calls=tuple(calls))
+
+    return wrapped
+
+
+def _world_tools(
+    settings: Any,
+) -> tuple[list[dict[str, Any]], Callable[[ToolCall], ToolCall]]:
+    """The NPC's tool specs and the validator of their pydantic argument models."""
+    from emil.world.actions import tool_specs, validate_tool_call
+
+    return tool_specs(settings), validate_tool_call
+
+
+def _live_parts(
+    settings: Any,
+) -> tuple[str, list[dict[str, Any]], Callable[[ToolCall], ToolCall]]:
+    """Exactly what the live agent sends: the rendered system prompt, tool specs, validator."""
+    from emil.agent.persona import load_system_prompt
+
+    tools, validate_tool_call = _world_tools(settings)
+    names = [t["function"]["name"] for t in tools]
+    system_prompt = load_system_prompt(
+        settings.prompts_dir,
+        name=settings.bot_name,
+        tools=names,
+        operators=settings.operators,
+        allow_commands=settings.allow_commands,
+    )
+    return system_prompt, tools, validate_tool_call
+
+
+async def _run(args: argparse.Namespace, endpoint: str) -> ToolCheckReport:
+    from emil.llm.client import OpenAIClient
+
+    settings = load_settings(config_file=args.config).settings
+    system_prompt, tools, validate_tool_call = _live_parts(settings)
+    names = [t["function"]["name"] for t in tools]
+    if args.recording:
+        situations = [s for r in args.recording for s in _recorded(r, args.max_situations)]
+    else:
+        situations = load_situations(args.situations)
+    decoding = LiveDecoding(
+        tool_choice=args.tool_choice,
+        temperature=settings.temperature if args.temperature is None else args.temperature,
+        enable_thinking=settings.enable_thinking,
+        max_completion_tokens=settings.output_reserve,
+    )
+    model = args.model or (None if settings.model == "auto" else settings.model)
+    total = len(situations) * args.repeats
+    async with OpenAIClient(
+        endpoint, model=model, api_key=settings.api_key, timeout=settings.request_timeout_s
+    ) as llm:
+        served = await llm.discover()
+        print(
+            f"endpoint {endpoint}: model {served.id}, window {served.max_model_len}; "
+            f"{len(situations)} situations x {args.repeats}; tools: {', '.join(names)}",
+            file=sys.stderr,
+        )
+        with tqdm(total=total, disable=args.no_progress, unit="req", file=sys.stderr) as bar:
+
+            def progress(attempt: Attempt) -> None:
+                bar.set_postfix_str(f"{attempt.situation}: {attempt.outcome}")
+                bar.update(1)
+
+            return await run_tool_check(
+                llm,
+                system_prompt=system_prompt,
+                tools=tools,
+                situations=situations,
+                validate=validate_tool_call,
+                repeats=args.repeats,
+                decoding=decoding,
+                threshold=args.threshold,
+                progress=progress,
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--endpoint", default=None, help="OpenAI base URL (default: settings)")
+    parser.add_argument("--model", default=None, help="model id (default: settings / first)")
+    parser.add_argument("--config", type=Path, default=None, help="emil.toml to read settings")
+    parser.add_argument("-n", "--repeats", type=int, default=10, help="tries per situation")
+    parser.add_argument("--situations", type=Path, default=DEFAULT_SITUATIONS)
+    parser.add_argument(
+        "--recording",
+        type=Path,
+        action="append",
+        default=[],
+        help="use a recording's requests as situations (repeatable)",
+    )
+    parser.add_argument(
+        "--max-situations", type=int, default=20, help="requests sampled per recording"
+    )
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=1.0,
+        help="minimum share of valid attempts (and per tool); default 1.0 = N/N",
+    )
+    parser.add_argument(
+        "--tool-choice",
+        choices=["auto", "required", "none"],
+        default=None,
+        help="override the live tool choice (default: what the agent sends)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="override the live temperature (default: settings)",
+    )
+    parser.add_argument("--json-out", type=Path, default=None)
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--demo-double",
+        nargs="?",
+        const="clean",
+        choices=["clean", "broken"],
+        default=None,
+        help="check against a vLLM-dialect DOUBLE with a scripted brain (broken: every 4th "
+        "tool call has truncated JSON)",
+    )
+    args = parser.parse_args(argv)
+    with contextlib.ExitStack() as stack:
+        endpoint = args.endpoint
+        if args.demo_double:
+            endpoint = stack.enter_context(_demo_double(args))
+            print(
+                "NOTE: a vLLM-dialect DOUBLE with a SCRIPTED brain answers, not a model",
+                file=sys.stderr,
+            )
+        if endpoint is None:
+            endpoint = load_settings(config_file=args.config).settings.endpoint
+        try:
+            report = anyio.run(_run, args, endpoint)
+        except EmilError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    print(report.format())
+    if args.json_out is not None:
+        data = report.to_dict()
+        data["endpoint"] = endpoint
+        data["simulated"] = bool(args.demo_double)
+        args.json_out.write_text(json.dumps(data, indent=2))
+    return 0 if report.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Sweep prompt budgets over recorded (or synthetic) sessions with the real trim ladder.
+
+    python tools/tune_budget.py RECORDING.jsonl [...] [--window 65536 ...]
+        [--output-reserve 6144 ...] [--budgets 16000,24000,36000 | --budgets 8000:59000:4000]
+        [--slack 4096] [--low-water 0.8] [--tokenizer qwen3.6] [--plot sweep.png] [--json]
+    python tools/tune_budget.py --synthetic-hours 24 --plot day.png
+
+For each budget: trims per hour, messages evicted per trim, memory horizon (median and
+minimum, minutes of game time), peak prompt tokens, requests that would overflow the window,
+the share of append-only requests and the tokens prefilled again per hour. Recommends the
+largest budget leaving --slack tokens under window - output reserve. See docs/offline.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fresh clone too
+
+from emil.context.tokens import get_token_counter
+from emil.exceptions import ConfigurationError
+from emil.offline.budget_report import format_sweep, plot_sweep
+from emil.offline.budget_sweep import BudgetPoint, SweepResult, sweep
+from emil.offline.tokenizer import counter_for
+from emil.offline.trace import SessionTrace
+
+
+def _budgets(text: str) -> list[int]:
+    if ":" in text:
+        lo, hi, step = (int(v) for v in text.split(":"))
+        return list(range(lo, hi + 1, step))
+    return [int(v) for v in text.split(",") if v.strip()]
+
+
+def _progress(p: BudgetPoint) -> None:
+    print(
+        f"  budget {p.prompt_budget:>6}: {p.requests:,} requests in {p.seconds:.1f} s "
+        f"({p.turns_per_s:,.0f}/s), {p.trims} trims",
+        file=sys.stderr, flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("recordings", nargs="*", type=Path, help="session recordings (JSONL)")
+    parser.add_argument("--synthetic-hours", type=float, help="also sweep a synthetic session this long")
+    parser.add_argument("--seed", type=int, default=7, help="seed of the synthetic session")
+    parser.add_argument("--window", type=int, action="append", help="served window (repeatable; default: recorded, else 65536)")
+    parser.add_argument("--output-reserve", type=int, action="append", help="output reserve (repeatable; default: recorded, else 6144)")
+    parser.add_argument("--budgets", type=_budgets, help="prompt budgets: a,b,c or lo:hi:step (default: 10 up to window - reserve)")
+    parser.add_argument("--slack", type=int, default=4096, help="tokens to keep free under window - output reserve (4096)")
+    parser.add_argument("--low-water", type=float, help="fraction of the budget a trim goes down to (the manager's default)")
+    parser.add_argument("--tokenizer", help="tokenizer spec (default: recorded, else qwen3.6)")
+    parser.add_argument(
+        "--estimate", type=float, metavar="CHARS_PER_TOKEN",
+        help="budget in estimated tokens (chars / this, e.g. 4.0 as the field notes' harness "
+        "did); peak and overflow stay in real tokens of --tokenizer",
+    )
+    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="processes (default: one per CPU)")
+    parser.add_argument("--replot", type=Path, help="only redraw --plot (and the table) from a --json output file")
+    parser.add_argument("--plot", type=Path, help="write a PNG of horizon and trim rate against budget")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args(argv)
+    if args.replot:
+        result = SweepResult.from_json(json.loads(args.replot.read_text()))
+        print(format_sweep(result))
+        if args.plot:
+            plot_sweep(result, args.plot)
+            print(f"plot: {args.plot}")
+        return 0
+    if not args.recordings and not args.synthetic_hours:
+        parser.error("give recordings and/or --synthetic-hours")
+    missing = [str(p) for p in args.recordings if not p.is_file()]
+    if missing:
+        print(f"error: no such recording: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    try:
+        traces = [SessionTrace.from_recording(p) for p in args.recordings]
+        for t in traces:
+            if t.problem:
+                print(f"note: {t.name}: read up to line {t.stopped_at_line} ({t.problem})", file=sys.stderr)
+        if args.synthetic_hours:
+            from emil.offline.synthetic import synthetic_trace
+
+            traces.append(synthetic_trace(hours=args.synthetic_hours, seed=args.seed))
+        first = traces[0]
+        counter = (
+            counter_for(first.header, args.tokenizer) if first.header is not None
+            else get_token_counter(args.tokenizer or "qwen3.6")
+        )
+        windows = args.window or [first.window or 65536]
+        reserves = args.output_reserve or [first.output_reserve or 6144]
+        result = sweep(
+            traces, counter, windows=windows, output_reserves=reserves, budgets=args.budgets,
+            slack=args.slack, low_water=args.low_water, jobs=max(1, args.jobs),
+            progress=_progress if sys.stderr.isatty() else None,
+            assume_chars_per_token=args.estimate,
+        )
+    except (ConfigurationError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.plot:
+        plot_sweep(result, args.plot)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(format_sweep(result))
+        if args.plot:
+            print(f"plot: {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
