@@ -102,6 +102,8 @@ class JsRuntime:
     def restart(self) -> None:
         """Start a fresh Node process after the old one died (JSPyBridge >= 1.2: init())."""
         with self.lock:
+            if self.alive():  # another Bot sharing this process restarted it already
+                return
             self.restarts += 1
             _log.warning("restarting the Node process (restart %d)", self.restarts)
             old = getattr(self._js.connection, "proc", None)

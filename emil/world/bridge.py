@@ -32,7 +32,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
-import sniffio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -145,15 +144,16 @@ class _Handoff:
     """Run a function on the event loop from a foreign thread without waiting for it."""
 
     def __init__(self) -> None:
-        self._soon: Callable[[Callable[[], None]], object]
-        if sniffio.current_async_library() == "asyncio":
-            import asyncio
+        import asyncio
 
+        self._soon: Callable[[Callable[[], None]], object]
+        try:
             loop = asyncio.get_running_loop()
-            self._soon = lambda fn: loop.call_soon_threadsafe(fn)
-        else:  # other anyio backends: a short blocking hop through anyio's token
+        except RuntimeError:  # another anyio backend: a short blocking hop through its token
             token = anyio.lowlevel.current_token()
             self._soon = lambda fn: anyio.from_thread.run_sync(fn, token=token)
+        else:
+            self._soon = lambda fn: loop.call_soon_threadsafe(fn)
 
     def __call__(self, fn: Callable[[], None]) -> None:
         with contextlib.suppress(RuntimeError):  # loop closed: the bot is gone, drop it

@@ -9,6 +9,7 @@
 //   eating: holding food and using it restores food after 1.6 s and reports entity status 9
 //   a joining client is told who is online (flying-squid tells everybody else only)
 //   players leaving are announced (player_remove) so other clients see them go
+//   dead 1.20.2+ players can respawn (client_command's action arrives as a name)
 //   players spawn for other clients as players (flying-squid sends entity type 0 from 1.20.2)
 //   dropping the cursor stack outside the inventory (mineflayer's toss) spawns the items
 const { need } = require('./emil_require')
@@ -118,6 +119,31 @@ module.exports.player = function (player, serv) {
     for (const other of serv.players) {
       if (other !== player) other._client.write('player_remove', { players: [player.uuid] })
     }
+  })
+
+  // From 1.20.2 the protocol maps client_command's action 0 to the name 'perform_respawn', which
+  // flying-squid does not recognise, so a dead player was never respawned.
+  player._client.on('client_command', (data) => {
+    if (!data || data.actionId !== 'perform_respawn' || player.health > 0) return
+    player.behavior('requestRespawn', {}, () => {
+      // flying-squid's own respawn packet sends a numeric dimension, which 1.20.2+ cannot encode
+      const dimension = serv.registry.loginPacket?.worldType || 'minecraft:overworld'
+      player._client.write('respawn', {
+        dimension,
+        worldName: serv.dimensionNames[0] || 'minecraft:overworld',
+        hashedSeed: serv.hashedSeed ?? [0, 0],
+        gamemode: player.gameMode,
+        previousGamemode: 255,
+        isDebug: false,
+        isFlat: true,
+        portalCooldown: 0,
+        copyMetadata: false
+      })
+      player.sendSelfPosition()
+      player.updateHealth(20)
+      player.nearbyEntities = []
+      player.updateAndSpawn()
+    })
   })
 
   // Eating: vanilla finishes a food item 32 ticks after the use starts.

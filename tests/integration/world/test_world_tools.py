@@ -12,7 +12,16 @@ from typing import Any
 import anyio
 import pytest
 
-from emil.events import Chat, Damage, ItemCollected, PlayerJoined, PlayerLeft, Reflex
+from emil.events import (
+    Chat,
+    Damage,
+    Death,
+    ItemCollected,
+    PlayerJoined,
+    PlayerLeft,
+    Reflex,
+    Respawn,
+)
 from emil.llm.types import ToolCall
 from emil.world.actions import ActionPolicy, dispatch
 from emil.world.bridge import Bot, ReflexSettings
@@ -271,3 +280,13 @@ async def test_players_joining_and_leaving_are_events(server: EmbeddedServer, em
         assert isinstance(ev, PlayerJoined) and ev.username == "Steve"
     ev = await next_event(emil, lambda e: isinstance(e, PlayerLeft))
     assert isinstance(ev, PlayerLeft) and ev.username == "Steve"
+
+
+async def test_death_and_respawn_are_events(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (6, 0))
+    await server.command("kill Emil")
+    assert isinstance(await next_event(emil, lambda e: isinstance(e, Death)), Death)
+    assert isinstance(await next_event(emil, lambda e: isinstance(e, Respawn)), Respawn)
+    snap = await emil.snapshot()
+    assert snap.connected and snap.health == 20
+    assert (await dispatch(emil, tool("say", text="I'm back"))).ok
