@@ -14,7 +14,8 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, compress, count
+from operator import ne
 from typing import Any
 
 from emil.context.budget import Budget, Calibration, CalibrationReport
@@ -113,10 +114,8 @@ class ContextManager:
         """The wire messages; shallow copies, as the wire dicts are cached on the messages and
         must not be edited. Old turns' wire lists are cached by turn identity."""
         head = [self.system] if history.memory is None else [self.system, history.memory]
-        wires = chain(
-            (m.to_openai() for m in head), *self._wires_per_turn.values(history.turns)
-        )
-        return list(map(dict, wires))
+        wires = chain((m.to_openai() for m in head), *self._wires_per_turn.values(history.turns))
+        return list(map(dict.copy, wires))
 
     def count(self, history: History) -> int:
         """Exact prompt tokens of this history as this manager would send it."""
@@ -219,15 +218,8 @@ class ContextManager:
         # objects, so the list comparison runs at C speed); only after a trim walk them.
         if n and n <= len(keys) and keys[:n] == previous:
             return sum(blocks[:n]), True
-        shared = 0
-        same = 0
-        for old, new, tokens in zip(previous, keys, blocks, strict=False):
-            if old != new:
-                break
-            shared += tokens
-            same += 1
-        extends = bool(previous) and same == len(previous)
-        return shared, extends
+        same = next(compress(count(), map(ne, previous, keys)), min(n, len(keys)))
+        return sum(blocks[:same]), bool(previous) and same == n
 
     def observe_usage(self, predicted: int, actual: int) -> None:
         """Feed the server's count for a prompt we predicted; widens the margin on disagreement."""

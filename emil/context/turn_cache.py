@@ -34,8 +34,15 @@ class PerTurn(Generic[T]):
     def values(self, turns: Sequence[Turn]) -> list[T]:
         compute = self._compute
         n = len(turns)
-        values = self._values[:n]
-        for index in compress(range(n), map(is_not, turns, self._turns)):
+        previous, shift = self._turns, 0
+        # The ladder folds/evicts the oldest turns one by one: the sequence shifts left.
+        if n and previous and turns[0] is not previous[0]:
+            for k in range(1, min(4, len(previous))):
+                if previous[k] is turns[0]:
+                    shift = k
+                    break
+        values = self._values[shift : shift + n]
+        for index in compress(range(n), map(is_not, turns, previous[shift:])):
             values[index] = compute(turns[index])
         values.extend(compute(turns[index]) for index in range(len(values), n))
         self._turns = list(turns)
