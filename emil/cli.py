@@ -63,7 +63,8 @@ def _parser() -> _Parser:
 
 
 def _fail(message: str) -> int:
-    print(f"emil: {message}", file=sys.stderr)
+    one_line = " ".join(message.split())
+    print(f"emil: {one_line}", file=sys.stderr)
     return EXIT_CONFIG
 
 
@@ -73,6 +74,10 @@ def _setup_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    if level != "DEBUG":
+        # One line per HTTP request drowns the per-turn lines an operator reads.
+        for noisy in ("httpx", "httpx2", "httpcore"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def _hook(module: str, attr: str) -> Callable[..., int] | None:

@@ -39,6 +39,7 @@ __all__ = [
     "ObservationRecord",
     "OverflowRecord",
     "Record",
+    "RecordedToolCall",
     "Recorder",
     "RecordingRead",
     "RecoveryRecord",

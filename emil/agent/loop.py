@@ -22,7 +22,6 @@ import json
 import logging
 import math
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -470,8 +469,3 @@ def _jsonable(data: Any) -> Any:
     except (TypeError, ValueError):
         return repr(data)
     return data
-
-
-def new_session_id() -> str:
-    """A short unique id for a session's recording."""
-    return uuid.uuid4().hex[:12]

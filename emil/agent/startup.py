@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -187,6 +188,7 @@ def build_agent(
     context.check_fits()
     recorder.write(
         HeaderRecord(
+            session_id=uuid.uuid4().hex[:12],
             settings=s.public_dump(), model=model.served.id, tokenizer=model.counter.name,
             chat_template=model.template.source if s.chat_template else None, window=model.window,
             output_reserve=s.output_reserve, prompt_budget=model.budget.prompt_budget,

@@ -34,7 +34,6 @@ class TurnStats:
     overflow_recoveries: int = 0
     interrupted: bool = False
     ended: float | None = None
-    errors: list[str] = field(default_factory=list)
 
     @property
     def latency_ms(self) -> float | None:

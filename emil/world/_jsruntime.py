@@ -11,6 +11,8 @@ is not thread-safe, so callers run them in worker threads behind one lock.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
 import os
 import subprocess
@@ -69,6 +71,24 @@ class JsRuntime:
                 f"(it runs {used!r}); import emil.world.bridge first or set NODE_BIN={wanted}"
             )
         self._js = javascript
+        # atexit runs last-registered first, so this runs before JSPyBridge's own exit hook,
+        # which otherwise waits forever while any JS callback is registered and Node lives.
+        atexit.register(self.shutdown)
+
+    def shutdown(self) -> None:
+        """Stop the Node process (at interpreter exit; JSPyBridge cannot restart after it)."""
+        js = self._js
+        if js is None:
+            return
+        with contextlib.suppress(Exception):
+            loop = js.config.event_loop
+            if loop is not None:
+                loop.callbacks.clear()
+        proc = getattr(js.connection, "proc", None)
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
 
     def alive(self) -> bool:
         """True while the Node process runs."""
@@ -84,10 +104,18 @@ class JsRuntime:
         with self.lock:
             self.restarts += 1
             _log.warning("restarting the Node process (restart %d)", self.restarts)
+            old = getattr(self._js.connection, "proc", None)
             try:
                 self._js.connection.stop()
             except Exception:  # the old process is already gone
                 _log.debug("stopping the dead Node process failed", exc_info=True)
+            if old is not None:  # JSPyBridge leaves the dead process's pipes open
+                for stream in (old.stdin, old.stdout, old.stderr):
+                    if stream is not None:
+                        with contextlib.suppress(OSError):
+                            stream.close()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    old.wait(timeout=5)
             self._js.config.event_loop = None
             self._js.init()
 

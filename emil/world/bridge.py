@@ -283,7 +283,7 @@ class Bot:
         error = str(res.get("error") or "")
         if code in ("ENOTFOUND", "EAI_AGAIN", "EAI_NONAME"):
             return ConfigurationError(f"unknown host {s.host!r}: set world.host to the server's address ({error})")
-        if code == "config" or "unsupported" in error.lower() or "not supported" in error.lower():
+        if code in ("config", "version") or "unsupported" in error.lower() or "not supported" in error.lower():
             return ConfigurationError(f"cannot play Minecraft version {s.version!r}: {error}; set world.version to the server's version")
         if code == "kicked" and any(w in error.lower() for w in _CONFIG_KICK_WORDS):
             return ConfigurationError(

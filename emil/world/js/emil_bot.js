@@ -50,7 +50,31 @@ function createController (optionsJson) {
     return true
   }
 
-  ctl.connect = () => new Promise((resolve) => {
+  // Ask the server what it is before logging in: a version mismatch or a wrong address is a
+  // configuration error, and flying-squid would otherwise just leave a wrong client hanging.
+  ctl.probe = async () => {
+    const mcData = need('minecraft-data')(options.version)
+    if (!mcData) return { ok: false, code: 'config', error: `unknown Minecraft version ${options.version}` }
+    let info
+    try {
+      info = await need('minecraft-protocol').ping({ host: options.host, port: options.port, closeTimeout: 5000, noPongTimeout: 5000 })
+    } catch (err) {
+      return { ok: false, code: (err && err.code) || 'ping', error: String((err && err.message) || err) }
+    }
+    const server = info && info.version
+    if (server && server.protocol !== undefined && server.protocol !== mcData.version.version) {
+      return { ok: false, code: 'version', error: `the server runs ${server.name} (protocol ${server.protocol}) but the bot is set to ${options.version} (protocol ${mcData.version.version})` }
+    }
+    return { ok: true }
+  }
+
+  ctl.connect = async () => {
+    const probe = await ctl.probe()
+    if (!probe.ok) return JSON.stringify(probe)
+    return ctl.login()
+  }
+
+  ctl.login = () => new Promise((resolve) => {
     if (ctl.bot) { try { ctl.bot.quit() } catch (e) { /* already gone */ } }
     let settled = false
     const done = (value) => { if (!settled) { settled = true; resolve(JSON.stringify(value)) } }

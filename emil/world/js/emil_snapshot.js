@@ -56,6 +56,8 @@ function snapshot (ctl) {
     connected: true,
     username: bot.username,
     position: { x: r1(me.x), y: r1(me.y), z: r1(me.z) },
+    yaw: Math.round(bot.entity.yaw * 100) / 100,
+    pitch: Math.round(bot.entity.pitch * 100) / 100,
     health: r1(bot.health),
     food: r1(bot.food),
     time_of_day: bot.time ? bot.time.timeOfDay : 0,

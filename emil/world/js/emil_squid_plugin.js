@@ -4,9 +4,11 @@
 // updates, spawnObject) rather than faked on the client side:
 //   /tell <player> <text>     (aliases msg, w) whispers, in vanilla's wording
 //   /hurt <player> <amount> [attacker]   damage through entity.takeDamage (the PvP path)
+//   /heal <player>            health and food back to 20
 //   /food <player> <level>    set the food level (flying-squid has no hunger drain)
 //   eating: holding food and using it restores food after 1.6 s and reports entity status 9
 //   a joining client is told who is online (flying-squid tells everybody else only)
+//   players leaving are announced (player_remove) so other clients see them go
 //   players spawn for other clients as players (flying-squid sends entity type 0 from 1.20.2)
 //   dropping the cursor stack outside the inventory (mineflayer's toss) spawns the items
 const { need } = require('./emil_require')
@@ -61,6 +63,19 @@ module.exports.server = function (serv) {
   })
 
   serv.commands.add({
+    base: 'heal',
+    info: 'restore health and food of a player',
+    usage: '/heal <player>',
+    op: true,
+    parse (str) { return str.match(/^\S+$/) ? str : false },
+    action (name) {
+      const p = findPlayer(name)
+      p.updateHealth(20)
+      p.updateFood(20)
+    }
+  })
+
+  serv.commands.add({
     base: 'food',
     info: 'set the food level of a player',
     usage: '/food <player> <level>',
@@ -94,6 +109,15 @@ module.exports.player = function (player, serv) {
     const others = player.nearbyEntities.filter((e) => e.type === 'player')
     player.despawnEntities(others)
     others.forEach((e) => player.spawnEntity(e))
+  })
+
+  // From 1.19.3 a player leaving is announced with player_remove; flying-squid sends an
+  // old-style player_info that clients ignore, so nobody learns the player left.
+  player.once('disconnected', () => {
+    if (!serv.supportFeature('playerInfoActionIsBitfield')) return
+    for (const other of serv.players) {
+      if (other !== player) other._client.write('player_remove', { players: [player.uuid] })
+    }
   })
 
   // Eating: vanilla finishes a food item 32 ticks after the use starts.

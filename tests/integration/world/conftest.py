@@ -10,9 +10,9 @@ import pytest
 
 from emil.events import GameEvent
 from emil.world.bridge import Bot, BotSettings
+from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
-from tests.integration.world.player import PlayerBot
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,9 @@ from emil.events import Chat, Damage, ItemCollected, PlayerJoined, PlayerLeft, R
 from emil.llm.types import ToolCall
 from emil.world.actions import ActionPolicy, dispatch
 from emil.world.bridge import Bot, ReflexSettings
+from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
 from tests.integration.world.conftest import drain, eventually, next_event
-from tests.integration.world.player import PlayerBot
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,7 @@
-"""A second, real mineflayer bot (js/player_bot.js in its own Node process): the test's player.
+"""A second, plain mineflayer bot (js/player_bot.js, its own Node process) to play "the player".
 
-Not a double: it is a real client on the real embedded server, driven over JSON lines.
+Used by the integration tests, tools/bench_world.py and the demo. Not a double: a real client
+on the real server, driven over JSON lines.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from anyio.abc import Process, TaskGroup
 from anyio.streams.text import TextReceiveStream
 
 from emil.world.setup import JS_SOURCE_DIR, modules_dir, node_bin
+
+__all__ = ["PlayerBot"]
 
 
 class PlayerBot:
@@ -83,7 +86,7 @@ class PlayerBot:
         """Run one op; return its result or raise AssertionError with its error."""
         assert self._proc is not None and self._proc.stdin is not None
         rid = next(self._ids)
-        event, box = anyio.Event(), []
+        event, box = anyio.Event(), list[dict[str, Any]]()
         self._waiting[rid] = (event, box)
         await self._proc.stdin.send((json.dumps({"id": rid, "op": op, **args}) + "\n").encode())
         with anyio.fail_after(timeout):

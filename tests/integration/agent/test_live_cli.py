@@ -1,0 +1,50 @@
+"""``run_emil.py live`` against an embedded server and the vLLM-dialect double (SCRIPTED brain):
+it plays, and SIGINT (Ctrl-C) stops it cleanly with a closed recording and exit code 0."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from emil.demo import DemoBrain
+from emil.recording import EndRecord, HeaderRecord, read_recording
+from emil.testing.vllm_double import VLLMDouble
+from emil.world.server import EmbeddedServer
+from emil.world.setup import ensure_js_deps
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+async def test_live_plays_and_ctrl_c_closes_the_recording(tmp_path: Path) -> None:
+    ensure_js_deps(progress=False)
+    recording = tmp_path / "live.jsonl"
+    async with EmbeddedServer() as server, VLLMDouble(DemoBrain()) as double:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "EMIL_NO_BOOTSTRAP": "1", "EMIL_MC_PORT": str(server.port)}
+        cmd = [sys.executable, str(ROOT / "run_emil.py"), "live", "--endpoint", double.base_url, "--recording", str(recording)]
+        async with await anyio.open_process(cmd, cwd=tmp_path, env=env, stderr=subprocess.STDOUT) as proc:
+            try:
+                with anyio.fail_after(60):
+                    while not (recording.exists() and any(isinstance(r, HeaderRecord) for r in read_recording(recording).records)):
+                        assert proc.returncode is None, "live ended before it started playing"
+                        await anyio.sleep(0.3)
+                await anyio.sleep(2.0)
+                proc.send_signal(signal.SIGINT)
+                with anyio.fail_after(30):
+                    await proc.wait()
+                assert proc.stdout is not None
+                out = b"".join([chunk async for chunk in proc.stdout]).decode(errors="replace")
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+    assert proc.returncode == 0, out
+    read = read_recording(recording)
+    assert read.complete and isinstance(read.records[-1], EndRecord)
+    assert "playing as Emil" in out

@@ -1,0 +1,119 @@
+"""Benchmark the world bridge on the embedded server: event latency, action round trip, reflex.
+
+    python tools/bench_world.py [--events 60] [--actions 60] [--reflex 15]
+
+Prints milliseconds, median and p95:
+- event latency: a server-side cause (a console whisper written to the server) to the GameEvent
+  arriving in Python; also its last leg alone (JS emit time -> Python receive).
+- action round trip: Bot.act("stop") wall time, and its overhead (wall time minus the JS
+  action's own elapsed_ms); Bot.snapshot() wall time.
+- reflex reaction: a real player's hit (sent by the second mineflayer bot) to that player's
+  client seeing Emil's counter-swing (hit -> server -> Emil's reflex -> server -> player).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import anyio
+
+from emil.events import Chat
+from emil.world.bridge import Bot, BotSettings
+from emil.world.player import PlayerBot
+from emil.world.server import EmbeddedServer
+
+
+def summary(name: str, xs: list[float]) -> str:
+    xs = sorted(xs)
+    p95 = xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
+    return f"{name:<38} n={len(xs):<3} median {statistics.median(xs):7.2f} ms   p95 {p95:7.2f} ms"
+
+
+async def drain(bot: Bot) -> None:
+    while True:
+        try:
+            bot.events.receive_nowait()
+        except anyio.WouldBlock:
+            return
+
+
+async def bench_events(server: EmbeddedServer, bot: Bot, n: int) -> tuple[list[float], list[float]]:
+    total, last_leg = [], []
+    for i in range(n):
+        await drain(bot)
+        token = f"ping{i}"
+        t0 = time.time()
+        await server.command(f"tell Emil {token}")
+        with anyio.fail_after(5):
+            async for ev in bot.events:
+                if isinstance(ev, Chat) and ev.text == token:
+                    t1 = time.time()
+                    total.append((t1 - t0) * 1000)
+                    last_leg.append((t1 - ev.t) * 1000)
+                    break
+        await anyio.sleep(0.02)
+    return total, last_leg
+
+
+async def bench_actions(bot: Bot, n: int) -> tuple[list[float], list[float], list[float]]:
+    wall, overhead, snaps = [], [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        res = await bot.act("stop", {})
+        dt = (time.perf_counter() - t0) * 1000
+        wall.append(dt)
+        overhead.append(dt - res.elapsed_ms)
+        t0 = time.perf_counter()
+        await bot.snapshot()
+        snaps.append((time.perf_counter() - t0) * 1000)
+    return wall, overhead, snaps
+
+
+async def bench_reflex(server: EmbeddedServer, bot: Bot, alex: PlayerBot, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        await bot.act("stop", {})
+        await alex.do("chat", text="/tp Emil 0 5 0")
+        await alex.do("chat", text="/tp Alex 2 5 0")
+        await server.command("heal Emil")
+        await server.command("heal Alex")
+        await anyio.sleep(1.0)
+        alex.events.clear()
+        hit = (await alex.do("attack", name="Emil"))["t"]
+        with anyio.fail_after(5):
+            while True:
+                swings = [e["t"] for e in alex.events if e["event"] == "swing" and e.get("name") == "Emil"]
+                if swings:
+                    out.append((swings[0] - hit) * 1000)
+                    break
+                await anyio.sleep(0.01)
+    await bot.act("stop", {})
+    return out
+
+
+async def main(args: argparse.Namespace) -> None:
+    async with (
+        EmbeddedServer() as server,
+        Bot.connect(BotSettings(port=server.port)) as bot,
+        PlayerBot(server.port, "Alex") as alex,
+    ):
+        await anyio.sleep(1.0)
+        ev_total, ev_leg = await bench_events(server, bot, args.events)
+        wall, overhead, snaps = await bench_actions(bot, args.actions)
+        reflex = await bench_reflex(server, bot, alex, args.reflex)
+    print(summary("event latency (server cause -> Python)", ev_total))
+    print(summary("  of which JS emit -> Python", ev_leg))
+    print(summary("action round trip act('stop')", wall))
+    print(summary("  overhead (minus JS elapsed)", overhead))
+    print(summary("snapshot() round trip", snaps))
+    print(summary("reflex: hit -> counter-swing seen", reflex))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=60)
+    parser.add_argument("--actions", type=int, default=60)
+    parser.add_argument("--reflex", type=int, default=15)
+    anyio.run(main, parser.parse_args())
