@@ -213,7 +213,10 @@ class IncrementalCounter:
         wire = _wire(message)
         u, t = _PROBE_USER, _PROBE_TOOL
         if self._fast is not None:
-            value = self.counter.count(self._fast(prepare_messages([wire])[0], variant))
+            # Only assistant messages change in preparation (tool-call arguments parsed,
+            # reasoning mirrored); the others would just be deep-copied, and the twin reads them.
+            prepared = prepare_messages([wire])[0] if wire.get("role") == "assistant" else wire
+            value = self.counter.count(self._fast(prepared, variant))
         elif variant == "kept" or variant == "user":
             value = self._probe([u, wire]) - self._constant("base")
         elif variant == "dropped":

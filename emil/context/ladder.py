@@ -271,7 +271,7 @@ def _rewrite(
     key = (name, id(old), id(cfg))
     entry = _rewrites.get(key)
     if entry is None or entry[0] is not old or entry[1] is not cfg:
-        if len(_rewrites) > 50_000:  # a bound for very long sessions
+        if len(_rewrites) > 20_000:  # a bound for very long sessions
             _rewrites.clear()
         entry = _rewrites[key] = (old, cfg, transform(old))
     return entry[2]

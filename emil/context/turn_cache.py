@@ -28,23 +28,24 @@ class PerTurn(Generic[T]):
 
     def __init__(self, compute: Callable[[Turn], T]) -> None:
         self._compute = compute
-        self._turns: list[Turn] = []  # held, so identities stay unique
-        self._values: list[T] = []
+        # The previous sequence (held, so identities stay unique) and its values, replaced in
+        # one assignment so that a concurrent caller always reads a matching pair.
+        self._last: tuple[list[Turn], list[T]] = ([], [])
 
     def values(self, turns: Sequence[Turn]) -> list[T]:
         compute = self._compute
         n = len(turns)
-        previous, shift = self._turns, 0
+        previous, last_values = self._last
+        shift = 0
         # The ladder folds/evicts the oldest turns one by one: the sequence shifts left.
         if n and previous and turns[0] is not previous[0]:
             for k in range(1, min(4, len(previous))):
                 if previous[k] is turns[0]:
                     shift = k
                     break
-        values = self._values[shift : shift + n]
+        values = last_values[shift : shift + n]
         for index in compress(range(n), map(is_not, turns, previous[shift:])):
             values[index] = compute(turns[index])
         values.extend(compute(turns[index]) for index in range(len(values), n))
-        self._turns = list(turns)
-        self._values = values
-        return values
+        self._last = (list(turns), values)
+        return list(values)
