@@ -163,17 +163,18 @@ def _run_npm_ci(directory: Path, progress: bool) -> None:
     if progress:
         sys.stderr.write(f"[setup] installing Emil's JS dependencies into {directory}/node_modules (npm ci) ...\n")
         sys.stderr.flush()
-    proc = subprocess.Popen(
-        cmd, cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
     tail: list[str] = []
-    assert proc.stdout is not None
-    for count, line in enumerate(proc.stdout, 1):
-        tail = [*tail[-30:], line.rstrip()]
-        if progress and (count % 20 == 0 or "added" in line or "ERR" in line):
-            sys.stderr.write(f"[setup] npm: {line.rstrip()[:160]}\n")
-            sys.stderr.flush()
-    rc = proc.wait()
+    # `with` closes the pipe too: a leaked pipe is a ResourceWarning (an error under pytest).
+    with subprocess.Popen(
+        cmd, cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
+        assert proc.stdout is not None
+        for count, line in enumerate(proc.stdout, 1):
+            tail = [*tail[-30:], line.rstrip()]
+            if progress and (count % 20 == 0 or "added" in line or "ERR" in line):
+                sys.stderr.write(f"[setup] npm: {line.rstrip()[:160]}\n")
+                sys.stderr.flush()
+        rc = proc.wait()
     if rc != 0:
         raise WorldError(
             f"npm ci failed with exit code {rc} in {directory}; last output:\n" + "\n".join(tail)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from emil.agent.context_port import ManagedContext
 
+from emil.agent.context_port import ManagedContext
 from emil.agent.loop import Agent, AgentOptions
 from emil.agent.ports import Outcome
 from emil.context.budget import Budget
