@@ -16,6 +16,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from emil.context.turn_cache import PerTurn
+
 __all__ = ["History", "Kind", "Message", "Role", "Turn"]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -168,6 +170,24 @@ class Message:
 
 Turn = tuple[Message, ...]
 
+# Oldest event time per turn, by turn identity (the entry holds the turn, so its id stays
+# unique): the horizon is asked for on every request and a long history has hundreds of turns.
+_oldest: dict[int, tuple[Turn, float | None]] = {}
+
+
+def _turn_oldest(turn: Turn) -> float | None:
+    entry = _oldest.get(id(turn))
+    if entry is None or entry[0] is not turn:
+        times = [m.event_time for m in turn if m.event_time is not None]
+        entry = (turn, min(times) if times else None)
+        if len(_oldest) > 50_000:  # a bound for very long sessions; recomputing is cheap
+            _oldest.clear()
+        _oldest[id(turn)] = entry
+    return entry[1]
+
+
+_oldest_per_turn = PerTurn(_turn_oldest)
+
 
 @dataclass(frozen=True)
 class History:
@@ -207,7 +227,7 @@ class History:
         return sum(len(turn) for turn in self.turns)
 
     def oldest_event_time(self) -> float | None:
-        times = [m.event_time for m in self.messages() if m.event_time is not None]
+        times = [t for t in _oldest_per_turn.values(self.turns) if t is not None]
         return min(times) if times else None
 
     def horizon(self, now: float) -> float | None:

@@ -25,12 +25,15 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 from emil.context.history import Message
 from emil.context.qwen_blocks import render_block
 from emil.context.template import ChatTemplate, TemplateError, prepare_messages, prepare_tools
 from emil.context.tokens import TokenCounter
+from emil.context.turn_cache import PerTurn
 
 __all__ = ["BlockKey", "IncrementalCounter", "MessageLike"]
 
@@ -81,6 +84,26 @@ def _is_query(wire: dict[str, Any]) -> bool:
     return not (text.startswith("<tool_response>") and text.endswith("</tool_response>"))
 
 
+class _TurnInfo:
+    """What is cached about one turn (by identity): whether it holds a real user query, whether
+    it opens with a tool result, and (filled on demand) its block counts, keys and total as it
+    renders before the last query."""
+
+    __slots__ = ("bad", "counts", "keys", "query", "total", "turn")
+
+    def __init__(self, turn: tuple[Message, ...]) -> None:
+        self.turn = turn
+        self.query = any(m.role == "user" and _is_query_message(m, {}) for m in turn)
+        self.bad = not turn or turn[0].role == "tool"
+        self.counts: list[int] = []
+        self.keys: list[BlockKey] = []
+        self.total = -1
+
+
+_BAD = attrgetter("bad")
+_TOTAL = attrgetter("total")
+
+
 class IncrementalCounter:
     """Exact prompt token counts in microseconds per turn, by cached per-message blocks."""
 
@@ -108,7 +131,8 @@ class IncrementalCounter:
         self._heads: dict[tuple[str, str], int] = {}
         self._constants: dict[str, int] = {}
         self._tools_cache: tuple[list[dict[str, Any]], str] | None = None
-        self._turns: dict[int, tuple[tuple[Message, ...], list[int], list[BlockKey]]] = {}
+        self._turns: dict[int, _TurnInfo] = {}
+        self._infos = PerTurn(self._turn_info)
         self.stats = {"misses": 0, "whole_renders": 0}
 
     # -- whole render (the reference, and the fallback) ----------------------------------------
@@ -189,7 +213,10 @@ class IncrementalCounter:
         wire = _wire(message)
         u, t = _PROBE_USER, _PROBE_TOOL
         if self._fast is not None:
-            value = self.counter.count(self._fast(prepare_messages([wire])[0], variant))
+            # Only assistant messages change in preparation (tool-call arguments parsed,
+            # reasoning mirrored); the others would just be deep-copied, and the twin reads them.
+            prepared = prepare_messages([wire])[0] if wire.get("role") == "assistant" else wire
+            value = self.counter.count(self._fast(prepared, variant))
         elif variant == "kept" or variant == "user":
             value = self._probe([u, wire]) - self._constant("base")
         elif variant == "dropped":
@@ -331,55 +358,89 @@ class IncrementalCounter:
         tools: list[dict[str, Any]] | None = None,
     ) -> int:
         """Exact count of ``head + flattened turns`` (see :meth:`measure_turns`)."""
-        return self.measure_turns(head, turns, tools)[0]
+        return self.measure_turns(head, turns, tools, blocks=False)[0]
 
     def measure_turns(
         self,
         head: Sequence[MessageLike],
         turns: Sequence[tuple[Message, ...]],
         tools: list[dict[str, Any]] | None = None,
+        *,
+        blocks: bool = True,
     ) -> tuple[int, list[int], list[BlockKey]]:
         """:meth:`measure` of ``head + flattened turns``, with whole old turns cached.
 
         A turn wholly before the last user query renders the same wherever it sits, so its
-        block counts and keys are cached by the turn itself (by identity: History keeps old
-        turn tuples, and the trim ladder measures hundreds of candidates that differ in one
-        turn). Only the head and the turns from the last query on are walked message by message.
+        block counts, keys and total are cached by the turn itself (by identity: History keeps
+        old turn tuples, and the trim ladder measures hundreds of candidates that differ in one
+        turn). Only the head and the turns from the last query on are walked message by
+        message; the rest costs one cache look-up per turn. ``blocks=False`` skips building the
+        per-block lists (returned empty) when only the total is wanted.
         """
-        flat = [*head, *(m for turn in turns for m in turn)]
         if self.mode == "whole" or not self._verified or not head:
-            return self.measure(flat, tools)
+            return self._measure_flat(head, turns, tools)
         first = head[0]
         if (first.role if isinstance(first, Message) else first.get("role")) != "system":
-            return self.measure(flat, tools)
+            return self._measure_flat(head, turns, tools)
+        infos = self._infos.values(turns)
         split = len(turns)
-        for index in range(len(turns) - 1, -1, -1):
-            if any(m.role == "user" and _is_query_message(m, {}) for m in turns[index]):
+        for index in range(len(infos) - 1, -1, -1):
+            if infos[index].query:
                 split = index
                 break
         # Turns opening with a tool result would take their framing from the previous turn.
-        if split == len(turns) or any(not turn or turn[0].role == "tool" for turn in turns):
-            return self.measure(flat, tools)
+        if split == len(turns) or any(map(_BAD, infos)):
+            return self._measure_flat(head, turns, tools)
         tail_counts, tail_keys = self.block_counts_and_keys(
             [*head, *(m for turn in turns[split:] for m in turn)], tools
         )
+        old = infos[:split]
+        totals = list(map(_TOTAL, old))
+        if totals and min(totals) < 0:
+            for info in old:
+                if info.total < 0:
+                    self._fill(info)
+            totals = list(map(_TOTAL, old))
+        total = sum(tail_counts) + sum(totals) + self.generation_tokens()
+        if not blocks:
+            return total, [], []
         n = len(head)
-        counts, keys = tail_counts[:n], tail_keys[:n]
-        for turn in turns[:split]:
-            entry = self._turns.get(id(turn))
-            if entry is None or entry[0] is not turn:
-                # A probe query after the turn puts every assistant message before the last
-                # query, as in the real prompt; no tools, so no head is attributed to it.
-                turn_counts, turn_keys = self.block_counts_and_keys([*turn, _PROBE_USER])
-                entry = (turn, turn_counts[:-1], turn_keys[:-1])
-                if len(self._turns) > 50_000:
-                    self._turns.clear()
-                self._turns[id(turn)] = entry  # holds the turn, so the id stays unique
-            counts.extend(entry[1])
-            keys.extend(entry[2])
-        counts.extend(tail_counts[n:])
-        keys.extend(tail_keys[n:])
-        return sum(counts) + self.generation_tokens(), counts, keys
+        counts = list(chain(tail_counts[:n], *(i.counts for i in old), tail_counts[n:]))
+        keys = list(chain(tail_keys[:n], *(i.keys for i in old), tail_keys[n:]))
+        return total, counts, keys
+
+    def measure_turns_reference(
+        self,
+        head: Sequence[MessageLike],
+        turns: Sequence[tuple[Message, ...]],
+        tools: list[dict[str, Any]] | None = None,
+    ) -> tuple[int, list[int], list[BlockKey]]:
+        """The plain path (every message walked, no per-turn cache); tests compare with it."""
+        return self._measure_flat(head, turns, tools)
+
+    def _measure_flat(
+        self,
+        head: Sequence[MessageLike],
+        turns: Sequence[tuple[Message, ...]],
+        tools: list[dict[str, Any]] | None,
+    ) -> tuple[int, list[int], list[BlockKey]]:
+        return self.measure([*head, *(m for turn in turns for m in turn)], tools)
+
+    def _turn_info(self, turn: tuple[Message, ...]) -> _TurnInfo:
+        info = self._turns.get(id(turn))
+        if info is None or info.turn is not turn:
+            info = _TurnInfo(turn)
+            if len(self._turns) > 50_000:  # a bound for very long sessions
+                self._turns.clear()
+            self._turns[id(turn)] = info  # holds the turn, so the id stays unique
+        return info
+
+    def _fill(self, info: _TurnInfo) -> None:
+        # A probe query after the turn puts every assistant message before the last query, as
+        # in the real prompt; no tools, so no head is attributed to it.
+        counts, keys = self.block_counts_and_keys([*info.turn, _PROBE_USER])
+        info.counts, info.keys = counts[:-1], keys[:-1]
+        info.total = sum(info.counts)
 
     def count(
         self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None

@@ -256,13 +256,40 @@ def _changed(old: Turn, new: Turn) -> int:
     return sum(1 for a, b in zip(old, new, strict=False) if a is not b) + abs(len(old) - len(new))
 
 
-def _per_turn(run: _Run, name: str, transform: Callable[[Turn], Turn | None], last: int) -> None:
+# Results of the per-turn rungs by (rung, turn identity, config identity). The rungs are pure,
+# so this changes nothing but speed: a turn a rung left unchanged (or whose rewrite freed
+# nothing, e.g. reasoning the template already hides) is tried again at every later trim, and
+# handing back the same rewritten turn object lets the exact counter find it in its per-turn
+# cache instead of counting fresh messages again. Entries hold the turn and the config, so the
+# identities in the key stay unique.
+_rewrites: dict[tuple[str, int, int], tuple[Turn, LadderConfig, Turn | None]] = {}
+
+
+def _rewrite(
+    name: str, transform: Callable[[Turn], Turn | None], old: Turn, cfg: LadderConfig
+) -> Turn | None:
+    key = (name, id(old), id(cfg))
+    entry = _rewrites.get(key)
+    if entry is None or entry[0] is not old or entry[1] is not cfg:
+        if len(_rewrites) > 20_000:  # a bound for very long sessions
+            _rewrites.clear()
+        entry = _rewrites[key] = (old, cfg, transform(old))
+    return entry[2]
+
+
+def _per_turn(
+    run: _Run,
+    name: str,
+    transform: Callable[[Turn], Turn | None],
+    last: int,
+    cfg: LadderConfig,
+) -> None:
     before, touched = run.tokens, 0
     for index in range(last):
         if not run.over:
             break
         old = run.state.turns[index]
-        new = transform(old)
+        new = _rewrite(name, transform, old, cfg)
         if new is not None and run.try_state(_replace_turn(run.state, index, new)):
             touched += _changed(old, new)
     run.record(name, touched, before)
@@ -337,11 +364,11 @@ def run_ladder(
     run = _Run(LadderState.of(history), measure, target, time.time() if now is None else now)
     if run.over:
         old_turns = max(len(run.state.turns) - 1, 0)
-        _per_turn(run, "drop_reasoning", drop_reasoning, old_turns)
+        _per_turn(run, "drop_reasoning", drop_reasoning, old_turns, cfg)
         _per_turn(
-            run, "collapse_status", collapse_status, _superseded_status_turns(run.state.turns)
+            run, "collapse_status", collapse_status, _superseded_status_turns(run.state.turns), cfg
         )
-        _per_turn(run, "elide_results", lambda t: elide_results(t, cfg), old_turns)
+        _per_turn(run, "elide_results", lambda t: elide_results(t, cfg), old_turns, cfg)
         _fold_or_evict(run, "fold", cfg, fold=True)
         _fold_or_evict(run, "evict", cfg, fold=False)
         _cut_newest(run, cfg)

@@ -14,14 +14,17 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain, compress, count
+from operator import ne
 from typing import Any
 
 from emil.context.budget import Budget, Calibration, CalibrationReport
-from emil.context.history import History, Message
+from emil.context.history import History, Message, Turn
 from emil.context.incremental import BlockKey, IncrementalCounter
 from emil.context.ladder import LadderConfig, LadderState, TrimRecord, run_ladder
 from emil.context.template import ChatTemplate
 from emil.context.tokens import TokenCounter, get_token_counter
+from emil.context.turn_cache import PerTurn
 from emil.exceptions import BudgetError
 
 __all__ = ["Assembly", "ContextManager"]
@@ -87,6 +90,8 @@ class ContextManager:
         self.ladder = ladder or LadderConfig(tokens_of=self.counter.count)
         self.calibration = calibration or Calibration(base_margin=budget.margin)
         self._previous_keys: list[BlockKey] = []
+        self._wires: dict[int, tuple[Turn, list[dict[str, Any]]]] = {}
+        self._wires_per_turn = PerTurn(self._turn_wires)
 
     # -- sizes ------------------------------------------------------------------------------------
 
@@ -96,6 +101,22 @@ class ContextManager:
         head = [self.system] if memory is None else [self.system, memory]
         return head + [m for turn in turns for m in turn]
 
+    def _turn_wires(self, turn: Turn) -> list[dict[str, Any]]:
+        entry = self._wires.get(id(turn))
+        if entry is None or entry[0] is not turn:
+            entry = (turn, [m.to_openai() for m in turn])
+            if len(self._wires) > 50_000:  # a bound for very long sessions
+                self._wires.clear()
+            self._wires[id(turn)] = entry  # holds the turn, so the id stays unique
+        return entry[1]
+
+    def _messages(self, history: History) -> list[dict[str, Any]]:
+        """The wire messages; shallow copies, as the wire dicts are cached on the messages and
+        must not be edited. Old turns' wire lists are cached by turn identity."""
+        head = [self.system] if history.memory is None else [self.system, history.memory]
+        wires = chain((m.to_openai() for m in head), *self._wires_per_turn.values(history.turns))
+        return list(map(dict.copy, wires))
+
     def count(self, history: History) -> int:
         """Exact prompt tokens of this history as this manager would send it."""
         return self._measure(LadderState(history.turns, history.memory))
@@ -103,6 +124,10 @@ class ContextManager:
     def _measure_all(self, history: History) -> tuple[int, list[int], list[BlockKey]]:
         head = [self.system] if history.memory is None else [self.system, history.memory]
         return self.incremental.measure_turns(head, history.turns, self.tools)
+
+    def _whole_keys(self, history: History) -> tuple[list[int], list[BlockKey]]:
+        sequence = self._sequence(history.turns, history.memory)
+        return [0] * len(sequence), [("whole", m.fingerprint) for m in sequence]
 
     def _measure(self, state: LadderState) -> int:
         head = [self.system] if state.memory is None else [self.system, state.memory]
@@ -170,16 +195,13 @@ class ContextManager:
                     record.horizon_after_s,
                 )
             tokens, blocks, keys = self._measure_all(history)
-        sequence = self._sequence(history.turns, history.memory)
         if not keys:  # whole-render mode: no block sizes, so no prefix figure either
-            keys = [("whole", m.fingerprint) for m in sequence]
-            blocks = [0] * len(sequence)
+            blocks, keys = self._whole_keys(history)
         shared, extends = self._shared_prefix(keys, blocks)
         self._previous_keys = keys
         return Assembly(
             history=history,
-            # Shallow copies: the wire dicts are cached on the messages and must not be edited.
-            messages=[dict(m.to_openai()) for m in sequence],
+            messages=self._messages(history),
             predicted_tokens=tokens,
             trims=trims,
             shared_prefix_tokens=shared,
@@ -191,15 +213,13 @@ class ContextManager:
 
     def _shared_prefix(self, keys: list[BlockKey], blocks: list[int]) -> tuple[int, bool]:
         previous = self._previous_keys
-        shared = 0
-        same = 0
-        for old, new, tokens in zip(previous, keys, blocks, strict=False):
-            if old != new:
-                break
-            shared += tokens
-            same += 1
-        extends = bool(previous) and same == len(previous)
-        return shared, extends
+        n = len(previous)
+        # Between trims the previous keys are a prefix of these (mostly the very same key
+        # objects, so the list comparison runs at C speed); only after a trim walk them.
+        if n and n <= len(keys) and keys[:n] == previous:
+            return sum(blocks[:n]), True
+        same = next(compress(count(), map(ne, previous, keys)), min(n, len(keys)))
+        return sum(blocks[:same]), bool(previous) and same == n
 
     def observe_usage(self, predicted: int, actual: int) -> None:
         """Feed the server's count for a prompt we predicted; widens the margin on disagreement."""
