@@ -6,7 +6,11 @@
 4. ``fold``             the oldest turns become lines of a rolling memory note
 5. ``evict``            whole old turns go (then the memory note itself)
 6. ``cut_newest``       only then the newest turn is cut (results elided, reasoning dropped,
-                        oldest call groups dropped); its opening message is pinned
+                        oldest call groups dropped); its opening message is pinned. This rung
+                        stops at the hard budget (``ceiling``), not at the low-water target:
+                        the newest turn is the one in progress, and a call group cut from it
+                        is an action the model no longer knows it took, so it takes it again
+                        (Emil answered one chat line twice after an overflow recovery)
 
 Every rung is a pure function (turns in, turns out); :func:`run_ladder` applies them oldest turn
 first, measures after every step with the exact counter, stops at the target (the low-water
@@ -313,7 +317,9 @@ def _fold_or_evict(run: _Run, name: str, config: LadderConfig, fold: bool) -> No
     run.record(name, touched, before)
 
 
-def _cut_newest(run: _Run, config: LadderConfig) -> None:
+def _cut_newest(run: _Run, config: LadderConfig, ceiling: int) -> None:
+    """Cut the turn in progress only while the prompt is above ``ceiling`` (the hard budget)."""
+    run.target = max(run.target, ceiling)
     before, touched = run.tokens, 0
     if not run.state.turns:
         return
@@ -353,8 +359,14 @@ def run_ladder(
     measure: Measure,
     config: LadderConfig | None = None,
     now: float | None = None,
+    ceiling: int | None = None,
 ) -> tuple[History, list[TrimRecord], int]:
     """Trim ``history`` until ``measure`` says it is at or under ``target``.
+
+    ``ceiling`` is the hard budget (default: ``target``). Older turns are trimmed down to
+    ``target`` (the low-water mark, so the next steps need no trim); the newest turn, the one
+    in progress, is cut only while the prompt is above ``ceiling``: what it loses are actions
+    the model would repeat.
 
     Returns the trimmed history, one record per rung that freed tokens, and the final count.
     If even the last rung cannot reach the target the result is as small as the ladder can
@@ -371,5 +383,5 @@ def run_ladder(
         _per_turn(run, "elide_results", lambda t: elide_results(t, cfg), old_turns, cfg)
         _fold_or_evict(run, "fold", cfg, fold=True)
         _fold_or_evict(run, "evict", cfg, fold=False)
-        _cut_newest(run, cfg)
+        _cut_newest(run, cfg, target if ceiling is None else ceiling)
     return run.state.to_history(), run.records, run.tokens

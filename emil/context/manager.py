@@ -180,7 +180,8 @@ class ContextManager:
         if tokens > budget:
             target = int(budget * self.budget.low_water)
             history, trims, tokens = run_ladder(
-                history, target=target, measure=self._measure, config=self.ladder, now=now
+                history, target=target, measure=self._measure, config=self.ladder, now=now,
+                ceiling=budget,
             )
             if tokens > budget:
                 raise self._budget_error(budget, limit, pinned, tokens)

@@ -156,3 +156,22 @@ def test_no_trim_when_already_under_target() -> None:
     history = History((_turn(1),))
     trimmed, records, _ = run_ladder(history, target=10**6, measure=_chars, config=CONFIG)
     assert trimmed == history and records == []
+
+
+def test_newest_turn_is_cut_only_above_the_hard_budget() -> None:
+    # The turn in progress already acted (a call and its result). Evicting every older turn
+    # leaves the prompt above the low-water target but within the hard budget: cutting the
+    # group now would make the model forget the action and take it again.
+    history = History(tuple(_turn(i, big=True) for i in range(6)))
+    newest = history.turns[-1]
+    alone = _chars(LadderState((newest,), None))
+    trimmed, records, size = run_ladder(
+        history, target=alone - 50, ceiling=alone + 10, measure=_chars, config=CONFIG, now=2000.0
+    )
+    assert trimmed.turns == (newest,)
+    assert "cut_newest" not in [r.rung for r in records]
+    assert size == alone
+    # Without a ceiling the low-water target is the hard one and the newest turn is cut.
+    cut, records, _ = run_ladder(history, target=alone - 50, measure=_chars, config=CONFIG, now=2000.0)
+    assert "cut_newest" in [r.rung for r in records]
+    assert cut.turns[-1] != newest
