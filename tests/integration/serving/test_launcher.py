@@ -37,6 +37,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# How long the stand-in serves before it crashes. The supervisor must see it healthy first
+# (polled every 0.05 s); 0.2 s was too tight on a loaded 2-core machine and made a crash after a
+# healthy start look like a start-up failure.
+SERVE_S = 1.0
+
+
 def _supervisor(tmp_path: Path, plan: list[dict[str, Any]], **supervise: Any) -> Supervisor:
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     settings = {
@@ -127,7 +133,7 @@ def test_crash_after_healthy_start_is_retried_with_backoff_then_runs(tmp_path: P
 
 
 def test_same_failure_twice_in_a_row_stops(tmp_path: Path) -> None:
-    plan = [{"serve_s": 0.2, "then": "exit", "lines": CUDA_CRASH}]
+    plan = [{"serve_s": SERVE_S, "then": "exit", "lines": CUDA_CRASH}]
     outcome = _supervisor(tmp_path, plan).run()
     assert outcome.reason == "same_failure_twice"
     assert _starts(tmp_path) == 2
@@ -136,7 +142,7 @@ def test_same_failure_twice_in_a_row_stops(tmp_path: Path) -> None:
 
 def test_restart_limit_bounds_distinct_crashes(tmp_path: Path) -> None:
     plan = [
-        {"serve_s": 0.2, "then": "exit", "lines": [f"RuntimeError: crash kind {kind}"]}
+        {"serve_s": SERVE_S, "then": "exit", "lines": [f"RuntimeError: crash kind {kind}"]}
         for kind in "abcdef"
     ]
     outcome = _supervisor(tmp_path, plan, max_restarts=2).run()
@@ -145,14 +151,14 @@ def test_restart_limit_bounds_distinct_crashes(tmp_path: Path) -> None:
 
 
 def test_config_error_after_healthy_start_is_not_retried(tmp_path: Path) -> None:
-    plan = [{"serve_s": 0.2, "then": "exit", "lines": MARLIN}]
+    plan = [{"serve_s": SERVE_S, "then": "exit", "lines": MARLIN}]
     outcome = _supervisor(tmp_path, plan).run()
     assert outcome.reason == "configuration_error"
     assert _starts(tmp_path) == 1
 
 
 def test_dead_engine_behind_a_live_port_counts_as_a_crash(tmp_path: Path) -> None:
-    plan = [{"serve_s": 0.2, "then": "unhealthy"}, {"serve_s": 0.2, "then": "unhealthy"}]
+    plan = [{"serve_s": SERVE_S, "then": "unhealthy"}, {"serve_s": SERVE_S, "then": "unhealthy"}]
     outcome = _supervisor(tmp_path, plan).run()
     assert outcome.failures[0].cause.startswith("/health failed: HTTP 503")
     assert outcome.reason == "same_failure_twice"
@@ -185,7 +191,7 @@ def test_cli_dry_run_and_preflight(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_container_runner_removes_the_container_after_each_start(tmp_path: Path) -> None:
-    plan = [{"serve_s": 0.2, "then": "exit", "lines": CUDA_CRASH}]
+    plan = [{"serve_s": SERVE_S, "then": "exit", "lines": CUDA_CRASH}]
     (tmp_path / "plan.json").write_text(json.dumps(plan))
     cli = tmp_path / "fake-docker"
     # The stand-in plays the container CLI: "run --rm --name ... IMAGE MODEL --port P ..."
