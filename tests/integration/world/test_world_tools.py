@@ -177,7 +177,7 @@ async def test_collect_digs_and_picks_up(server: EmbeddedServer, emil: Bot, alex
 
 
 async def test_give_moves_items_to_the_player(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
-    await place(server, emil, alex, (0, 0), (6, 0))
+    await place(server, emil, alex, (40, -20), (46, -20))  # untouched ground
     await server.command("give Emil oak_log 5")
     await next_event(emil, lambda e: isinstance(e, ItemCollected) and e.item == "oak_log")
     had = (await alex.do("inventory")).get("oak_log", 0)
@@ -186,7 +186,7 @@ async def test_give_moves_items_to_the_player(server: EmbeddedServer, emil: Bot,
     async def received() -> bool:
         return bool((await alex.do("inventory")).get("oak_log", 0) >= had + 2)
 
-    await eventually(received, what="Alex holds the logs")
+    await eventually(received, timeout=8, what="Alex holds the logs")
     assert (await emil.snapshot()).inventory.get("oak_log", 0) == 3
 
 
