@@ -252,6 +252,8 @@ const ACTIONS = {
       await goto(ctl, new goals.GoalInvert(new goals.GoalNear(target.position.x, target.position.y, target.position.z, 2.5)), signal).catch(() => {})
     }
     await bot.lookAt(target.position.offset(0, 1.0, 0), true)
+    // the look goes out with the next physics tick; the server aims the throw with it
+    await bot.waitForTicks(2)
     await bot.toss(bot.registry.itemsByName[item].id, null, n)
     return { gave: item, count: n, to: player, short: n < (count ?? 1) ? `only had ${have}` : null }
   },
