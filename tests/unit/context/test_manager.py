@@ -137,3 +137,24 @@ def test_calibration_disagreement_shrinks_the_budget() -> None:
 def test_empty_history_is_refused() -> None:
     with pytest.raises(ValueError, match="empty history"):
         _manager().assemble(History())
+
+
+def test_overflow_limit_keeps_the_action_the_current_turn_already_took() -> None:
+    # An overflow recovery at step 2 forces a limit the prompt fits once old turns are gone,
+    # though not down to the low-water mark. The say call and its result in the current turn
+    # must stay, or the model no longer knows it answered and answers again.
+    manager = _manager()
+    call = {"id": "c1", "name": "say", "arguments": '{"text": "I heard you, alex"}'}
+    newest = (
+        Message.observation('[events]\n- alex says: "Emil, line 9"', event_time=2e9),
+        Message.assistant(None, tool_calls=[call], event_time=2e9),
+        Message.tool_result("c1", "said: 'I heard you, alex'", event_time=2e9),
+    )
+    history = History((*_history(30).turns, newest))
+    alone = manager.count(History((newest,)))
+    limit = alone + 10
+    assert alone > int(limit * manager.budget.low_water)
+    assembly = manager.assemble(history, limit=limit, now=2e9)
+    assert assembly.predicted_tokens <= limit
+    assert assembly.history.turns[-1] == newest
+    assert "cut_newest" not in [t.rung for t in assembly.trims]
