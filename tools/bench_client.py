@@ -26,11 +26,9 @@ import contextlib
 import itertools
 import json
 import math
-import multiprocessing
 import statistics
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +42,7 @@ from emil.llm.client import OpenAIClient
 from emil.llm.types import ChatRequest
 from emil.testing.brains import fixed_reply
 from emil.testing.script import Reply
+from emil.testing.subprocess_double import double_in_subprocess
 from emil.testing.vllm_double import VLLMDouble
 
 
@@ -85,20 +84,8 @@ def _serve_double(urls: Any, stop: Any) -> None:
         stop.wait()
 
 
-@contextlib.contextmanager
-def double_process() -> Iterator[str]:
-    ctx = multiprocessing.get_context("spawn")
-    urls = ctx.Queue()
-    stop = ctx.Event()
-    proc = ctx.Process(target=_serve_double, args=(urls, stop), daemon=True)
-    proc.start()
-    try:
-        yield str(urls.get(timeout=60))
-    finally:
-        stop.set()
-        proc.join(timeout=10)
-        if proc.is_alive():
-            proc.kill()
+def double_process() -> contextlib.AbstractContextManager[str]:
+    return double_in_subprocess(_serve_double)
 
 
 def prompt_near(tokens: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:

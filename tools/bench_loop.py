@@ -24,12 +24,11 @@ import argparse
 import contextlib
 import itertools
 import json
-import multiprocessing
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from emil.events import Chat, GameEvent
 from emil.llm.types import ToolCall
 from emil.recording import Recorder
 from emil.testing.script import Reply, ScriptedCall, ScriptRequest
+from emil.testing.subprocess_double import double_in_subprocess
 from emil.testing.vllm_double import VLLMDouble
 
 
@@ -89,20 +89,8 @@ def _serve_double(port_queue: Any, stop: Any) -> None:
         stop.wait()
 
 
-@contextlib.contextmanager
-def double_process() -> Iterator[str]:
-    ctx = multiprocessing.get_context("spawn")
-    urls = ctx.Queue()
-    stop = ctx.Event()
-    proc = ctx.Process(target=_serve_double, args=(urls, stop), daemon=True)
-    proc.start()
-    try:
-        yield str(urls.get(timeout=60))
-    finally:
-        stop.set()
-        proc.join(timeout=10)
-        if proc.is_alive():
-            proc.kill()
+def double_process() -> contextlib.AbstractContextManager[str]:
+    return double_in_subprocess(_serve_double)
 
 
 def _hook_send_times(llm: Any, sink: list[float]) -> None:
