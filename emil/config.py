@@ -57,6 +57,15 @@ class Settings(BaseModel):
     prompt_budget: int | None = Field(default=None, gt=0)
     """Prompt budget; unset = window - output_reserve - safety margin."""
     enable_thinking: bool = False
+    preserve_thinking: bool = True
+    """Keep earlier turns' reasoning in the prompt (``chat_template_kwargs.preserve_thinking``).
+
+    Only matters when enable_thinking is on: Qwen3.5/3.6's template otherwise strips old
+    <think> blocks once a new user message arrives, so each prompt rewrites the previous one
+    and the server's prefix cache misses. The served template must support the kwarg; if it
+    ignores it, the calibration sees the difference between predicted and actual prompt
+    tokens and widens the margin.
+    """
     temperature: float | None = Field(default=None, ge=0)
     request_timeout_s: float = Field(default=120.0, gt=0)
     max_overflow_retries: int = Field(default=2, ge=0, le=5)

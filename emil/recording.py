@@ -83,6 +83,9 @@ class HeaderRecord(_Record):
     output_reserve: int | None = None
     prompt_budget: int | None = None
     enable_thinking: bool = False
+    preserve_thinking: bool = False
+    """``chat_template_kwargs.preserve_thinking`` of the session (False in files written before
+    the setting existed, which matches what those sessions sent: nothing)."""
     system_prompt: str = ""
     tools: list[dict[str, Any]] = Field(default_factory=list)
     """Tool specs exactly as sent in requests."""

@@ -63,6 +63,7 @@ class AgentOptions:
     action_timeout_s: float = 240.0
     output_reserve: int = 6144
     enable_thinking: bool = False
+    preserve_thinking: bool = False
     temperature: float | None = None
     snapshot_timeout_s: float = 5.0
     backoff_base_s: float = 0.5
@@ -411,6 +412,7 @@ class Agent:
                 max_completion_tokens=self.options.output_reserve,
                 temperature=self.options.temperature,
                 enable_thinking=self.options.enable_thinking,
+                preserve_thinking=self.options.preserve_thinking,
                 predicted_prompt_tokens=assembly.predicted_tokens,
             )
             self.recorder.write(

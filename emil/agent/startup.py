@@ -165,7 +165,7 @@ def agent_options(s: Settings) -> AgentOptions:
             hostile_urgent_distance=s.hostile_urgent_distance, chat_debounce_s=s.chat_debounce_s,
         ),
         step_limit=s.step_limit, action_timeout_s=s.action_timeout_s, output_reserve=s.output_reserve,
-        enable_thinking=s.enable_thinking, temperature=s.temperature,
+        enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking, temperature=s.temperature,
     )
 
 
@@ -183,7 +183,10 @@ def build_agent(
     system_prompt = load_system_prompt(
         s.prompts_dir, name=s.bot_name, tools=tool_names, operators=s.operators, allow_commands=s.allow_commands
     )
-    manager = ContextManager(model.counter, model.budget, system_prompt, tools, s.enable_thinking, template=model.template)
+    manager = ContextManager(
+        model.counter, model.budget, system_prompt, tools, s.enable_thinking,
+        template=model.template, preserve_thinking=s.preserve_thinking,
+    )
     context = ManagedContext(manager, system_prompt, tools, history=history)
     context.check_fits()
     recorder.write(
@@ -192,7 +195,7 @@ def build_agent(
             settings=s.public_dump(), model=model.served.id, tokenizer=model.counter.name,
             chat_template=model.template.source if s.chat_template else None, window=model.window,
             output_reserve=s.output_reserve, prompt_budget=model.budget.prompt_budget,
-            enable_thinking=s.enable_thinking, system_prompt=system_prompt, tools=tools, bot_name=s.bot_name,
+            enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking, system_prompt=system_prompt, tools=tools, bot_name=s.bot_name,
         )
     )
     if history is not None:

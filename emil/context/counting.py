@@ -24,13 +24,16 @@ def count_prompt_tokens(
     chat_template: str | None = None,
     enable_thinking: bool = False,
     add_generation_prompt: bool = True,
+    preserve_thinking: bool = False,
 ) -> int:
     """Tokens of the prompt vLLM builds from these OpenAI-format messages and tools.
 
     ``chat_template`` is Jinja source text (None = Emil's shipped Qwen3.5/3.6 template);
     ``tokenizer`` a model name, tokenizer.json path, model directory or a counter. Raises
     UnknownTokenizerError for an unknown tokenizer and TemplateError when the template refuses
-    the messages (e.g. no user query).
+    the messages (e.g. no user query). ``preserve_thinking`` is the template kwarg that keeps
+    earlier turns' reasoning (Qwen3.5/3.6 strip it before the last user query otherwise); it is
+    only passed to the template when true, as the server sees it.
     """
     counter = get_token_counter(tokenizer) if isinstance(tokenizer, str) else tokenizer
     template = ChatTemplate.default() if chat_template is None else _compiled(chat_template)
@@ -39,5 +42,6 @@ def count_prompt_tokens(
         tools,
         add_generation_prompt=add_generation_prompt,
         enable_thinking=enable_thinking,
+        **({"preserve_thinking": True} if preserve_thinking else {}),
     )
     return counter.count(text)

@@ -236,13 +236,20 @@ class ServerTokenizeCounter:
         *,
         enable_thinking: bool = False,
         add_generation_prompt: bool = True,
+        preserve_thinking: bool | None = None,
     ) -> int:
-        """Tokens of the whole chat prompt, the server's template included."""
+        """Tokens of the whole chat prompt, the server's template included.
+
+        ``preserve_thinking`` None leaves it out of the template kwargs (the template default).
+        """
+        template_kwargs: dict[str, Any] = {"enable_thinking": enable_thinking}
+        if preserve_thinking is not None:
+            template_kwargs["preserve_thinking"] = preserve_thinking
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "add_generation_prompt": add_generation_prompt,
-            "chat_template_kwargs": {"enable_thinking": enable_thinking},
+            "chat_template_kwargs": template_kwargs,
         }
         if tools:
             payload["tools"] = tools

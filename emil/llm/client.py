@@ -246,6 +246,8 @@ class OpenAIClient:
         extra: dict[str, Any] = dict(self.extra_body)
         template_kwargs = dict(extra.get("chat_template_kwargs") or {})
         template_kwargs["enable_thinking"] = request.enable_thinking
+        if request.preserve_thinking is not None:
+            template_kwargs["preserve_thinking"] = request.preserve_thinking
         if request.top_k is not None:
             extra["top_k"] = request.top_k
         for key, value in request.extra_body.items():
@@ -408,7 +410,8 @@ class OpenAIClient:
         counter = ServerTokenizeCounter(self.base_url, self.model, timeout=self.timeout)
         try:
             return await counter.count_prompt(
-                request.messages, request.tools, enable_thinking=request.enable_thinking
+                request.messages, request.tools, enable_thinking=request.enable_thinking,
+                preserve_thinking=request.preserve_thinking,
             )
         except (EmilError, httpx.HTTPError, ValueError, KeyError) as exc:
             _log.warning("llm: /tokenize failed, keeping the lower bound: %s", exc)

@@ -31,6 +31,9 @@ class ChatRequest(BaseModel):
     top_k: int | None = None
     enable_thinking: bool = False
     """Sent as ``chat_template_kwargs: {"enable_thinking": ...}``."""
+    preserve_thinking: bool | None = None
+    """Sent as ``chat_template_kwargs: {"preserve_thinking": ...}`` when set (None = not sent,
+    the server's template default). Defaulted so requests recorded before it existed load."""
     stream: bool = False
     extra_body: dict[str, Any] = Field(default_factory=dict)
     """Passed through verbatim (ignore_eos, min_tokens, structured_outputs, ...)."""

@@ -149,7 +149,7 @@ class Replayer:
         self.tools = list(header.tools)
         self.manager = ContextManager(
             self.counter, budget, header.system_prompt, self.tools, header.enable_thinking,
-            template=template,
+            template=template, preserve_thinking=header.preserve_thinking,
         )
         self.perception = Perception(PerceptionPolicy(bot_name=header.bot_name or "Emil"))
         self.llm = RecordedLLM(
@@ -309,6 +309,7 @@ class Replayer:
             tools=self.tools or None,
             max_completion_tokens=step.request.max_completion_tokens or self.manager.budget.output_reserve,
             enable_thinking=self.header.enable_thinking,
+            preserve_thinking=self.header.preserve_thinking,
             predicted_prompt_tokens=predicted,
         )
         try:

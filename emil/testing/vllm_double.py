@@ -8,7 +8,8 @@ client, the recovery policy and the benchmarks are exercised end to end without 
   ``GET /health``, ``GET /metrics`` (Prometheus text with spec-decode, load and prefix-cache
   counters), ``GET /version``.
 - The window is enforced with the project's exact counter (``emil.context.count_prompt_tokens``
-  unless ``counter=`` is given) and an overflow is answered in one vLLM era's wording and JSON
+  unless ``counter=`` is given; it honours ``chat_template_kwargs.enable_thinking`` and
+  ``preserve_thinking``, a ``counter=`` only the former) and an overflow is answered in one vLLM era's wording and JSON
   body shape (:mod:`emil.testing.vllm_wordings`): ``old``, ``request_has``, ``you_passed``,
   ``at_least`` (the (W-M)+1 tokenization cap) or ``clamp`` (0.33's silent clamp).
 - Replies come from a SCRIPTED policy (:mod:`emil.testing.brains`), never from a model.
@@ -59,6 +60,8 @@ _log = logging.getLogger(__name__)
 PromptCounter = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, bool], int]
 """(messages, tools, enable_thinking) -> prompt tokens, as the served model's template counts."""
 
+_PreservingCounter = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, bool, bool], int]
+
 _VERSIONS: dict[str, str] = {
     "old": "0.6.3",
     "request_has": "0.10.0",
@@ -99,14 +102,16 @@ class _Metrics:
     prefix_hits: int = 0
 
 
-def _project_counter(tokenizer: str) -> PromptCounter:
+def _project_counter(tokenizer: str) -> _PreservingCounter:
     # Resolved at start, not import, so the double can be imported before emil.context exists.
     count = importlib.import_module("emil.context").count_prompt_tokens
 
     def counter(
-        messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, thinking: bool
+        messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, thinking: bool,
+        preserve: bool,
     ) -> int:
-        return int(count(messages, tools, tokenizer=tokenizer, enable_thinking=thinking))
+        return int(count(messages, tools, tokenizer=tokenizer, enable_thinking=thinking,
+                         preserve_thinking=preserve))
 
     return counter
 
@@ -191,6 +196,7 @@ class VLLMDouble:
         self.wording: Wording = wording
         self.tokenizer = tokenizer
         self._counter = counter
+        self._project: _PreservingCounter | None = None
         self.auto_tool_choice = auto_tool_choice
         self.api_key = api_key
         self.decode_tps = decode_tps
@@ -237,8 +243,8 @@ class VLLMDouble:
 
     def start(self) -> VLLMDouble:
         """Bind 127.0.0.1 (a free port the first time, the same port after) and serve."""
-        if self._counter is None:
-            self._counter = _project_counter(self.tokenizer)
+        if self._counter is None and self._project is None:
+            self._project = _project_counter(self.tokenizer)
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", self.port))
@@ -327,11 +333,15 @@ class VLLMDouble:
     # ---- helpers ---------------------------------------------------------------------------
 
     def count(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, thinking: bool
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, thinking: bool,
+        preserve: bool = False,
     ) -> int:
-        """The prompt size this server sees."""
-        assert self._counter is not None
-        return self._counter(messages, tools, thinking)
+        """The prompt size this server sees (``preserve`` = ``chat_template_kwargs.preserve_thinking``;
+        a ``counter=`` given to the constructor does not take it)."""
+        if self._counter is not None:
+            return self._counter(messages, tools, thinking)
+        assert self._project is not None, "start the double first"
+        return self._project(messages, tools, thinking, preserve)
 
     def _error(self, status: int, message: str, *, flat: bool = False) -> JSONResponse:
         _log.info("%s HTTP %d: %s", _TAG, status, message)
@@ -378,7 +388,8 @@ class VLLMDouble:
             if "messages" in body:
                 kwargs = body.get("chat_template_kwargs") or {}
                 thinking = bool(kwargs.get("enable_thinking", True))
-                count = self.count(body["messages"], body.get("tools"), thinking)
+                preserve = bool(kwargs.get("preserve_thinking", False))
+                count = self.count(body["messages"], body.get("tools"), thinking, preserve)
             else:
                 count = self.count([{"role": "user", "content": str(body.get("prompt", ""))}],
                                    None, False)
@@ -421,6 +432,7 @@ class VLLMDouble:
         tools: list[dict[str, Any]] | None,
         prompt: int,
         thinking: bool,
+        preserve: bool = False,
     ) -> int:
         # A stand-in for vLLM's prefix cache: the tokens of the messages shared with the last
         # request, rounded down to whole 16-token KV blocks (an identical prompt re-uses all but
@@ -439,7 +451,7 @@ class VLLMDouble:
             shared_tokens = prompt - 1
         else:
             try:
-                shared_tokens = self.count(messages[:shared], tools, thinking)
+                shared_tokens = self.count(messages[:shared], tools, thinking, preserve)
             except Exception:  # a prefix the template refuses (no user turn yet) caches nothing
                 return 0
         return max(0, min(shared_tokens, prompt - 1)) // _KV_BLOCK * _KV_BLOCK
@@ -499,10 +511,12 @@ class VLLMDouble:
                 "to be set",
                 flat=flat,
             )
-        thinking = bool((body.get("chat_template_kwargs") or {}).get("enable_thinking", True))
+        template_kwargs = body.get("chat_template_kwargs") or {}
+        thinking = bool(template_kwargs.get("enable_thinking", True))
+        preserve = bool(template_kwargs.get("preserve_thinking", False))
         messages = body.get("messages") or []
         try:
-            prompt = self.count(messages, tools, thinking)
+            prompt = self.count(messages, tools, thinking, preserve)
         except Exception as exc:  # vLLM answers a template failure with a 400 too
             return self._error(400, f"{type(exc).__name__}: {exc}", flat=flat)
         self.prompt_sizes.append(prompt)
@@ -520,7 +534,7 @@ class VLLMDouble:
                                max_tokens=max_tokens, enable_thinking=thinking,
                                prompt_tokens=prompt, model=requested_model, body=body)
         reply = await anyio.to_thread.run_sync(self.policy, script)
-        cached = self._cached_prefix(messages, tools, prompt, thinking)
+        cached = self._cached_prefix(messages, tools, prompt, thinking, preserve)
         return await self._answer(body, reply, prompt, cached, limit)
 
     async def _answer(

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emil.agent.startup import build_agent, check_model, new_client
+from emil.agent.startup import agent_options, build_agent, check_model, new_client
 from emil.config import Settings
 from emil.exceptions import (
     BudgetError,
@@ -106,3 +106,22 @@ async def test_endpoint_that_comes_up_late_is_picked_up() -> None:
     finally:
         double.stop()
     assert model.window == 32768
+
+
+@pytest.mark.parametrize("preserve", [True, False])
+async def test_preserve_thinking_reaches_the_manager_the_loop_and_the_header(tmp_path: Path, preserve: bool) -> None:
+    async with VLLMDouble(echo_brain, window=40960) as double:
+        s = Settings(endpoint=double.base_url, enable_thinking=True, preserve_thinking=preserve)
+        async with new_client(s) as llm:
+            model = await check_model(s, llm)
+            world = WorldDouble()
+            rec = Recorder(tmp_path / "r.jsonl")
+            agent = build_agent(s, model, world, SAY, rec)
+            rec.close()
+            world.close()
+    assert agent_options(s).preserve_thinking is preserve
+    assert agent.options.preserve_thinking is preserve
+    assert agent.context.manager.incremental.preserve_thinking is preserve  # type: ignore[attr-defined]
+    header = read_recording(tmp_path / "r.jsonl").records[0]
+    assert isinstance(header, HeaderRecord)
+    assert header.preserve_thinking is preserve and header.enable_thinking is True

@@ -91,3 +91,17 @@ def test_print_config_shows_every_value_with_source_and_masks_secrets() -> None:
     assert any(line.startswith("mc_port") and "25570" in line and "env EMIL_MC_PORT" in line for line in text.splitlines())
     assert any(line.startswith("window") and "resolved: 65536" in line for line in text.splitlines())
     assert sum(1 for line in text.splitlines() if not line.startswith("#")) == len(Settings.model_fields)
+
+
+def test_preserve_thinking_default_env_and_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no emil.toml here
+    assert load_settings(env={}).settings.preserve_thinking is True
+    from_env = load_settings(env={"EMIL_PRESERVE_THINKING": "false"})
+    assert from_env.settings.preserve_thinking is False
+    assert from_env.sources["preserve_thinking"] == "env EMIL_PRESERVE_THINKING"
+    parser = argparse.ArgumentParser()
+    add_settings_flags(parser)
+    flags = flags_from_namespace(parser.parse_args(["--no-preserve-thinking"]))
+    from_flag = load_settings(flags, env={"EMIL_PRESERVE_THINKING": "true"}, config_file=None)
+    assert from_flag.settings.preserve_thinking is False
+    assert from_flag.sources["preserve_thinking"] == "flag --preserve-thinking"

@@ -287,3 +287,16 @@ async def test_action_finished_echo_of_own_action_does_not_start_a_turn(tmp_path
     assert len(observations) == 2 and len(stats.turns) == 2
     assert "action collect finished failed: no oak_log" in observations[1]
     assert not any("action say" in o for o in observations)
+
+
+@pytest.mark.parametrize("preserve", [True, False])
+async def test_requests_carry_preserve_thinking_from_the_options(tmp_path: Path, preserve: bool) -> None:
+    def brain(req: ChatRequest) -> Completion:
+        return answer(content="noted")
+
+    agent, world, _context, requests, rec = _agent(tmp_path, brain, enable_thinking=True, preserve_thinking=preserve)
+    await world.send.send(Chat(sender="alex", text="hello there"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    rec.close()
+    assert requests and all(r.enable_thinking is True and r.preserve_thinking is preserve for r in requests)

@@ -176,3 +176,11 @@ def test_request_refs_by_id_skip_hashing_and_still_rebuild(tmp_path: Path) -> No
     assert [m for _, m in messages_for_request(read.records)] == [[system, a.to_openai()], [system, elided]]
     derived = [r for r in read.records if isinstance(r, MessageRecord) and r.origin == "derived"]
     assert [(r.ref, r.id) for r in derived] == [("x2", 11)]
+
+
+def test_a_header_written_before_preserve_thinking_reads_as_false(tmp_path: Path) -> None:
+    path = tmp_path / "old.jsonl"
+    path.write_text('{"t": 1.0, "turn": null, "kind": "header", "schema_version": 1, "enable_thinking": true}\n')
+    header = read_recording(path).records[0]
+    assert isinstance(header, HeaderRecord)
+    assert header.enable_thinking is True and header.preserve_thinking is False

@@ -131,3 +131,22 @@ def test_tokenizer_json_built_in_the_test(tmp_path: Path) -> None:
 def test_unknown_tokenizer_is_an_error_not_a_fallback() -> None:
     with pytest.raises(UnknownTokenizerError):
         count_prompt_tokens([{"role": "user", "content": "x"}], tokenizer="mystery-model-7b")
+
+
+def test_preserve_thinking_keeps_earlier_reasoning_in_the_count() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are Emil."},
+        {"role": "user", "content": "alex: get wood"},
+        {"role": "assistant", "content": None,
+         "reasoning": "Alex wants logs; the nearest oak is a few blocks east, so collect there.",
+         "tool_calls": [_call("collect_block", {"block": "oak_log", "count": 3}, "c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "collected 3 oak_log"},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "alex: thanks"},
+    ]
+    default = count_prompt_tokens(messages, TOOLS, enable_thinking=True)
+    stripped = count_prompt_tokens(messages, TOOLS, enable_thinking=True, preserve_thinking=False)
+    kept = count_prompt_tokens(messages, TOOLS, enable_thinking=True, preserve_thinking=True)
+    assert default == stripped < kept
+    text = ChatTemplate.default().render(messages, TOOLS, enable_thinking=True, preserve_thinking=True)
+    assert kept == len(REFERENCE.encode(text))

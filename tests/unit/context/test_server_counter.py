@@ -56,6 +56,17 @@ async def test_counts_prompts_at_the_root_tokenize_path() -> None:
     await client.aclose()
 
 
+async def test_preserve_thinking_is_sent_only_when_given() -> None:
+    client, seen = _tokenize_double()
+    counter = ServerTokenizeCounter("http://127.0.0.1:8000/v1", "qwen3.6", client=client)
+    messages = [{"role": "user", "content": "hello"}]
+    await counter.count_prompt(messages, enable_thinking=True, preserve_thinking=True)
+    await counter.count_prompt(messages, enable_thinking=True)
+    assert seen[0]["chat_template_kwargs"] == {"enable_thinking": True, "preserve_thinking": True}
+    assert seen[1]["chat_template_kwargs"] == {"enable_thinking": True}
+    await client.aclose()
+
+
 @pytest.mark.parametrize(
     ("status", "error"),
     [(503, EndpointUnavailable), (404, EndpointConfigError), (400, EndpointConfigError)],

@@ -187,3 +187,19 @@ async def test_both_paths_parse_the_same_answer() -> None:
         await client.aclose()
         assert _without_timings(mine) == _without_timings(theirs)
         assert recorder.requests[0].content == recorder.requests[1].content
+
+
+@pytest.mark.parametrize("preserve", [True, False])
+async def test_both_template_kwargs_are_sent(preserve: bool) -> None:
+    recorder = _Recorder()
+    client = _client(recorder)
+    await client.complete(ChatRequest(messages=_MESSAGES, enable_thinking=True,
+                                      preserve_thinking=preserve))
+    await client.aclose()
+    body = json.loads(recorder.requests[0].content)
+    assert body["chat_template_kwargs"] == {"enable_thinking": True, "preserve_thinking": preserve}
+
+
+def test_a_request_recorded_before_preserve_thinking_loads() -> None:
+    old = ChatRequest.model_validate({"messages": _MESSAGES, "enable_thinking": True})
+    assert old.preserve_thinking is None

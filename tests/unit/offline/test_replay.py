@@ -8,7 +8,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emil.replay import ReplayOptions, cli_main, replay_file
+from emil.recording import read_recording
+from emil.replay import RecordedSession, ReplayOptions, cli_main, replay_file
+from emil.replay.engine import Replayer
 from emil.replay.report import format_report
 from tests.unit.offline.agent_session import record_session
 
@@ -76,3 +78,22 @@ def test_cli_prints_json_and_exits_by_strictness(tmp_path: Path, capsys: pytest.
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--world" in err and "replay --help" in err
+
+
+def _with_header_preserve(path: Path, preserve: bool | None) -> RecordedSession:
+    """The recorded session with its header's preserve_thinking set (None: removed, as in a
+    file written before the setting existed)."""
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["kind"] == "header"
+    header.pop("preserve_thinking", None)
+    if preserve is not None:
+        header["preserve_thinking"] = preserve
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    return RecordedSession.from_read(read_recording(path))
+
+
+@pytest.mark.parametrize("preserve", [True, False, None])
+async def test_the_replay_renders_with_the_recorded_preserve_thinking(recording: Path, preserve: bool | None) -> None:
+    replayer = Replayer(_with_header_preserve(recording, preserve))
+    assert replayer.manager.incremental.preserve_thinking is bool(preserve)
