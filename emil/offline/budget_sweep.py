@@ -23,7 +23,7 @@ from emil.context.history import History, Message
 from emil.context.incremental import IncrementalCounter
 from emil.context.manager import ContextManager
 from emil.context.template import ChatTemplate
-from emil.context.tokens import TokenCounter
+from emil.context.tokens import QwenTiktokenCounter, TokenCounter
 from emil.exceptions import BudgetError
 from emil.offline.trace import SessionTrace
 
@@ -50,6 +50,35 @@ class _CharCounter:
         return [ord(c) for c in text]
 
 
+def line_pieces(text: str) -> list[str]:
+    """``text`` cut after each newline that starts a line beginning with a printable ASCII char.
+
+    For the Qwen3.5/3.6 tokenizer the count of ``text`` is the sum of its pieces' counts: every
+    pre-tokenizer chunk holding a newline ends with its run of newlines (``\\s*[\\r\\n]+``,
+    punctuation + ``[\\r\\n]*``; no other alternative takes a newline), so a chunk never spans
+    such a cut; special tokens hold no newline; and NFC cannot compose across a newline followed
+    by an ASCII char. A line that is empty or starts with ``\\r``, a space or non-ASCII stays
+    glued to the line before (not needed for the proof, cheap insurance). Checked against whole
+    counts in tests/unit/offline/test_line_pieces.py.
+    """
+    lines = text.split("\n")
+    out: list[str] = []
+    start = 0
+    pos = 0
+    last = len(lines) - 1
+    for i, line in enumerate(lines):
+        pos += len(line)
+        if i == last:
+            break
+        pos += 1  # the newline
+        nxt = lines[i + 1]
+        if nxt and " " < nxt[0] < "\x7f":
+            out.append(text[start:pos])
+            start = pos
+    out.append(text[start:])
+    return out
+
+
 class CachedCounter:
     """A token counter that remembers every text it counted.
 
@@ -60,6 +89,8 @@ class CachedCounter:
     def __init__(self, inner: TokenCounter) -> None:
         self.inner = inner
         self._cache: dict[str, int] = {}
+        # Only the Qwen3.5/3.6 tiktoken vocabulary is known to split at line starts (below).
+        self._by_lines = isinstance(inner, QwenTiktokenCounter)
 
     @property
     def name(self) -> str:
@@ -68,7 +99,17 @@ class CachedCounter:
     def count(self, text: str) -> int:
         n = self._cache.get(text)
         if n is None:
-            n = self._cache[text] = self.inner.count(text)
+            if self._by_lines and text.count("\n") > 1:
+                n = sum(self._piece(p) for p in line_pieces(text))
+            else:
+                n = self.inner.count(text)
+            self._cache[text] = n
+        return n
+
+    def _piece(self, piece: str) -> int:
+        n = self._cache.get(piece)
+        if n is None:
+            n = self._cache[piece] = self.inner.count(piece)
         return n
 
     def encode(self, text: str) -> list[int]:
