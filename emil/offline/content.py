@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from emil.recording import EventRecord, HeaderRecord, MessageRecord, Record
 
@@ -31,19 +31,8 @@ Category = Literal[
     "chat_lines",
 ]
 
-CATEGORIES: tuple[Category, ...] = (
-    "tool_results",
-    "tool_call_args",
-    "reasoning",
-    "tool_specs",
-    "chat",
-    "observations",
-    "system_prompt",
-    "assistant_text",
-    "memory",
-    "chat_lines",
-)
-"""Report order: the heavy, dense categories first."""
+CATEGORIES: tuple[Category, ...] = get_args(Category)
+"""Report order (the Literal's, written once): the heavy, dense categories first."""
 
 INSIDE_OTHERS: frozenset[Category] = frozenset({"chat_lines"})
 """Categories whose text is also part of another category's (players' chat lines are quoted
