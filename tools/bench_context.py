@@ -21,19 +21,19 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from emil.context.budget import Budget
-from emil.context.history import History, Message
+from emil.context.history import History
 from emil.context.manager import ContextManager
 from emil.context.synthetic import (
     SYSTEM_PROMPT,
-    SyntheticTurn,
     emil_tool_specs,
+    grow,
+    request_steps,
     synthetic_turns,
 )
 from emil.context.template import ChatTemplate
@@ -46,27 +46,6 @@ OUTPUT_RESERVE = 6144
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def _steps(turn: SyntheticTurn) -> Iterator[tuple[bool, list[Message]]]:
-    """How the agent loop grows history: the opening starts a turn and triggers a request;
-    each assistant message with its tool results is appended before the next request."""
-    yield True, [turn.messages[0]]
-    group: list[Message] = []
-    for message in turn.messages[1:]:
-        if message.role == "assistant" and group:
-            yield False, group
-            group = []
-        group.append(message)
-    if group:
-        yield False, group
-
-
-def _grow(history: History, new_turn: bool, messages: list[Message]) -> History:
-    if new_turn:
-        history = history.start_turn(messages[0])
-        messages = messages[1:]
-    return history.extend(messages)
 
 
 def _manager(counter: TokenCounter, preserve: bool) -> ContextManager:
@@ -87,7 +66,7 @@ def bench_cost(counter: TokenCounter, seed: int, steps: int, history_tokens: int
     session = synthetic_turns(seed)
     history = History()
     while not history.turns or manager.count(history) < history_tokens:
-        history = _grow(history, True, list(next(session).messages))
+        history = grow(history, True, list(next(session).messages))
     incremental_ms: list[float] = []
     naive_ms: list[float] = []
     sizes: list[int] = []
@@ -95,12 +74,12 @@ def bench_cost(counter: TokenCounter, seed: int, steps: int, history_tokens: int
     done = 0
     manager.assemble(history)  # warm: the history before the benchmark was already counted
     while done < steps:
-        for new_turn, messages in _steps(next(session)):
+        for new_turn, messages in request_steps(next(session)):
             if new_turn:
                 # Keep the history at its size (outside the timed region): the oldest turn goes.
                 while manager.count(history) > history_tokens and len(history.turns) > 1:
                     history = History(history.turns[1:], history.memory)
-            history = _grow(history, new_turn, messages)
+            history = grow(history, new_turn, messages)
             t0 = time.perf_counter()
             assembly = manager.assemble(history)
             t1 = time.perf_counter()
@@ -142,8 +121,8 @@ def bench_prefix(counter: TokenCounter, seed: int, hours: float, preserve: bool)
         start = turn.t if start is None else start
         if turn.t - start > hours * 3600:
             break
-        for new_turn, messages in _steps(turn):
-            history = _grow(history, new_turn, messages)
+        for new_turn, messages in request_steps(turn):
+            history = grow(history, new_turn, messages)
             t0 = time.perf_counter()
             assembly = manager.assemble(history, now=turn.t)
             elapsed_ms = (time.perf_counter() - t0) * 1000

@@ -21,7 +21,9 @@ __all__ = [
     "SYSTEM_PROMPT",
     "SyntheticTurn",
     "emil_tool_specs",
+    "grow",
     "history_of",
+    "request_steps",
     "synthetic_turns",
 ]
 
@@ -262,3 +264,26 @@ def synthetic_turns(
 def history_of(turns: list[SyntheticTurn]) -> History:
     """A History holding these turns."""
     return History(tuple(turn.messages for turn in turns))
+
+
+def request_steps(turn: SyntheticTurn) -> Iterator[tuple[bool, list[Message]]]:
+    """How the agent loop grows history within one turn, request by request: the opening starts
+    the turn (``True``); each assistant message with its tool results is appended (``False``)
+    before the next request."""
+    yield True, [turn.messages[0]]
+    group: list[Message] = []
+    for message in turn.messages[1:]:
+        if message.role == "assistant" and group:
+            yield False, group
+            group = []
+        group.append(message)
+    if group:
+        yield False, group
+
+
+def grow(history: History, new_turn: bool, messages: list[Message]) -> History:
+    """Apply one :func:`request_steps` step to a history."""
+    if new_turn:
+        history = history.start_turn(messages[0])
+        messages = messages[1:]
+    return history.extend(messages)

@@ -16,7 +16,13 @@ import pytest
 from emil.context.budget import Budget
 from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
-from emil.context.synthetic import SYSTEM_PROMPT, emil_tool_specs, synthetic_turns
+from emil.context.synthetic import (
+    SYSTEM_PROMPT,
+    emil_tool_specs,
+    grow,
+    request_steps,
+    synthetic_turns,
+)
 from emil.context.tokens import get_token_counter
 from emil.offline.budget_sweep import CachedCounter, simulate
 from emil.offline.synthetic import synthetic_trace
@@ -28,25 +34,8 @@ TOOLS = emil_tool_specs()
 
 
 def _steps(seed: int, turns: int) -> Iterator[tuple[bool, list[Message]]]:
-    """How the agent loop grows history: a turn's opening, then each assistant message with
-    its tool results, each followed by a request."""
     for turn in itertools.islice(synthetic_turns(seed), turns):
-        yield True, [turn.messages[0]]
-        group: list[Message] = []
-        for message in turn.messages[1:]:
-            if message.role == "assistant" and group:
-                yield False, group
-                group = []
-            group.append(message)
-        if group:
-            yield False, group
-
-
-def _grow(history: History, new_turn: bool, messages: list[Message]) -> History:
-    if new_turn:
-        history = history.start_turn(messages[0])
-        messages = messages[1:]
-    return history.extend(messages)
+        yield from request_steps(turn)
 
 
 def _content(history: History) -> tuple[list[str], str | None]:
@@ -80,8 +69,8 @@ def test_fast_assemblies_equal_the_reference_over_synthetic_play(
     fast_history = slow_history = History()
     requests = trims = 0
     for index, (new_turn, messages) in enumerate(_steps(seed, 90)):
-        fast_history = _grow(fast_history, new_turn, messages)
-        slow_history = _grow(slow_history, new_turn, messages)
+        fast_history = grow(fast_history, new_turn, messages)
+        slow_history = grow(slow_history, new_turn, messages)
         now = 2e9 + index
         # Now and then an overflow-recovery request with a forced smaller limit.
         limit = budget.prompt_budget - 3000 if index % 37 == 36 else None
