@@ -51,6 +51,8 @@ def _parser() -> _Parser:
         prog="run_emil.py",
         description="Emil: a local LLM playing Minecraft as a non-player character.",
         epilog="Settings come from emil.toml < EMIL_<NAME> environment variables < these flags.",
+        # A misspelt flag must be an error, not silently taken as the setting it abbreviates.
+        allow_abbrev=False,
     )
     p.add_argument("command", nargs="?", default="live", choices=COMMANDS, help="what to run (default: live)")
     p.add_argument("--version", action="version", version=f"emil {__version__}")

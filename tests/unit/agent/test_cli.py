@@ -34,6 +34,7 @@ def test_print_config_shows_values_and_sources(capsys: pytest.CaptureFixture[str
     [
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         (["fly"], "invalid choice: 'fly'"),
+        (["--output-reserv=5", "--print-config"], "unrecognized arguments: --output-reserv"),
         (["--output-reserve", "many", "--print-config"], "bad setting output_reserve='many' (flag --output-reserve)"),
         (["--config", "missing.toml", "--print-config"], "cannot read config file missing.toml"),
         (["--endpoint", "localhost:8000", "--print-config"], "bad setting endpoint="),
