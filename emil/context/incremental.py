@@ -26,7 +26,7 @@ import json
 import logging
 from collections.abc import Sequence
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import Any
 
 from emil.context.history import Message
@@ -102,6 +102,8 @@ class _TurnInfo:
 
 _BAD = attrgetter("bad")
 _TOTAL = attrgetter("total")
+_COUNTS = attrgetter("counts")
+_KEYS = attrgetter("keys")
 
 
 class IncrementalCounter:
@@ -133,6 +135,13 @@ class IncrementalCounter:
         self._tools_cache: tuple[list[dict[str, Any]], str] | None = None
         self._turns: dict[int, _TurnInfo] = {}
         self._infos = PerTurn(self._turn_info)
+        # The last tail walked by measure_turns: the objects it was made of (held, so their
+        # identities stay unique) and its block counts, keys and sum.
+        self._tail: tuple[tuple[Any, ...], list[int], list[BlockKey], int] = ((), [], [], 0)
+        # The last turn sequences known to take the cached path of measure_turns (no turn opens
+        # with a tool result, some turn holds a query), with the index of their last query turn:
+        # the ladder's current state and its latest candidate (kept or not).
+        self._good: list[tuple[tuple[tuple[Message, ...], ...], int]] = []
         self.stats = {"misses": 0, "whole_renders": 0}
 
     # -- whole render (the reference, and the fallback) ----------------------------------------
@@ -391,9 +400,9 @@ class IncrementalCounter:
         # Turns opening with a tool result would take their framing from the previous turn.
         if split == len(turns) or any(map(_BAD, infos)):
             return self._measure_flat(head, turns, tools)
-        tail_counts, tail_keys = self.block_counts_and_keys(
-            [*head, *(m for turn in turns[split:] for m in turn)], tools
-        )
+        if isinstance(turns, tuple):
+            self._good = [(turns, split)]
+        tail_counts, tail_keys, tail_total = self._tail_blocks(head, turns[split:], tools)
         old = infos[:split]
         totals = list(map(_TOTAL, old))
         if totals and min(totals) < 0:
@@ -401,13 +410,86 @@ class IncrementalCounter:
                 if info.total < 0:
                     self._fill(info)
             totals = list(map(_TOTAL, old))
-        total = sum(tail_counts) + sum(totals) + self.generation_tokens()
+        total = tail_total + sum(totals) + self.generation_tokens()
         if not blocks:
             return total, [], []
         n = len(head)
-        counts = list(chain(tail_counts[:n], *(i.counts for i in old), tail_counts[n:]))
-        keys = list(chain(tail_keys[:n], *(i.keys for i in old), tail_keys[n:]))
+        counts = list(chain(tail_counts[:n], *map(_COUNTS, old), tail_counts[n:]))
+        keys = list(chain(tail_keys[:n], *map(_KEYS, old), tail_keys[n:]))
         return total, counts, keys
+
+    def _old_total(self, turn: tuple[Message, ...]) -> int:
+        info = self._turn_info(turn)
+        if info.total < 0:
+            self._fill(info)
+        return info.total
+
+    def swap_turn(
+        self,
+        turns: tuple[tuple[Message, ...], ...],
+        index: int,
+        turn: tuple[Message, ...],
+    ) -> tuple[tuple[tuple[Message, ...], ...], int | None]:
+        """``turns`` with ``turns[index]`` replaced, and the exact change that makes to
+        :meth:`measure_turns` (any head opening with the system message), or None when it
+        is not known without a full count.
+
+        Known when ``turns`` was last measured (or built here) on the cached path and the
+        turn sits before the last query: old turns render alike wherever they sit, so the
+        prompt changes by exactly the difference of the two turns' cached totals.
+        """
+        out = (*turns[:index], turn, *turns[index + 1 :])
+        split = self._good_split(turns)
+        if split is None or index >= split or self._turn_info(turn).bad:
+            return out, None
+        delta = self._old_total(turn) - self._old_total(turns[index])
+        self._good = [(turns, split), (out, split)]
+        return out, delta
+
+    def drop_oldest(
+        self, turns: tuple[tuple[Message, ...], ...]
+    ) -> tuple[tuple[tuple[Message, ...], ...], int | None]:
+        """``turns`` without its first turn, and the exact change to :meth:`measure_turns`
+        (head unchanged), or None when unknown (see :meth:`swap_turn`)."""
+        out = turns[1:]
+        split = self._good_split(turns)
+        if split is None or split < 1:
+            return out, None
+        delta = -self._old_total(turns[0])
+        self._good = [(turns, split), (out, split - 1)]
+        return out, delta
+
+    def _good_split(self, turns: tuple[tuple[Message, ...], ...]) -> int | None:
+        if self.mode != "incremental":
+            return None
+        for good, split in self._good:
+            if good is turns:
+                return split
+        return None
+
+    def _tail_blocks(
+        self,
+        head: Sequence[MessageLike],
+        tail: Sequence[tuple[Message, ...]],
+        tools: list[dict[str, Any]] | None,
+    ) -> tuple[list[int], list[BlockKey], int]:
+        """Blocks of ``head`` + the turns from the last query on, reused while they are the
+        very same objects: the trim ladder measures hundreds of candidates that differ only in
+        an old turn or the memory note, with the same head and tail each time."""
+        parts = (*head, *tail, tools)
+        held, counts, keys, total = self._tail
+        if (
+            len(held) == len(parts)
+            and all(map(is_, held, parts))
+            and all(isinstance(m, Message) for m in head)  # dicts could be edited in place
+        ):
+            return counts, keys, total
+        counts, keys = self.block_counts_and_keys(
+            [*head, *(m for turn in tail for m in turn)], tools
+        )
+        total = sum(counts)
+        self._tail = (parts, counts, keys, total)
+        return counts, keys, total
 
     def measure_turns_reference(
         self,

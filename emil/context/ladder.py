@@ -25,12 +25,15 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from emil.context.history import History, Message, Turn
 
 __all__ = [
     "LadderConfig",
     "LadderState",
+    "Measure",
+    "Measurer",
     "Summariser",
     "TrimRecord",
     "collapse_status",
@@ -213,28 +216,78 @@ def _fold(memory: Message | None, turn: Turn, config: LadderConfig) -> Message:
 Measure = Callable[[LadderState], int]
 
 
+class Measurer(Protocol):
+    """Exact sizes of ladder states, with two steps a counter may answer without a full count.
+
+    ``swap`` and ``fold`` must return exactly ``measure`` of the state they build; a counter
+    that knows the size of one old turn can answer them in O(1) (the ladder tries hundreds of
+    one-turn changes per trim, most of which free nothing).
+    """
+
+    def measure(self, state: LadderState) -> int: ...
+
+    def swap(
+        self, state: LadderState, tokens: int, index: int, turn: Turn
+    ) -> tuple[LadderState, int]:
+        """``state`` (of size ``tokens``) with ``turns[index]`` replaced by ``turn``."""
+        ...
+
+    def fold(
+        self, state: LadderState, tokens: int, memory: Message | None
+    ) -> tuple[LadderState, int]:
+        """``state`` without its oldest turn, and with ``memory`` as its memory note."""
+        ...
+
+
+class _Plain:
+    """A :class:`Measurer` that measures every state it builds."""
+
+    def __init__(self, measure: Measure) -> None:
+        self.measure = measure
+
+    def swap(
+        self, state: LadderState, tokens: int, index: int, turn: Turn
+    ) -> tuple[LadderState, int]:
+        candidate = _replace_turn(state, index, turn)
+        return candidate, self.measure(candidate)
+
+    def fold(
+        self, state: LadderState, tokens: int, memory: Message | None
+    ) -> tuple[LadderState, int]:
+        candidate = LadderState(state.turns[1:], memory)
+        return candidate, self.measure(candidate)
+
+
 class _Run:
     """Mutable bookkeeping of one ladder run; the rungs themselves stay pure."""
 
-    def __init__(self, state: LadderState, measure: Measure, target: int, now: float) -> None:
+    def __init__(self, state: LadderState, sizes: Measurer, target: int, now: float) -> None:
         self.state = state
-        self.measure = measure
+        self.sizes = sizes
         self.target = target
         self.now = now
-        self.tokens = measure(state)
+        self.tokens = sizes.measure(state)
         self.records: list[TrimRecord] = []
 
     @property
     def over(self) -> bool:
         return self.tokens > self.target
 
-    def try_state(self, candidate: LadderState) -> bool:
+    def _keep(self, candidate: LadderState, tokens: int) -> bool:
         """Keep a candidate only if it is smaller: a step that frees nothing changes nothing."""
-        tokens = self.measure(candidate)
         if tokens >= self.tokens:
             return False
         self.state, self.tokens = candidate, tokens
         return True
+
+    def try_state(self, candidate: LadderState) -> bool:
+        return self._keep(candidate, self.sizes.measure(candidate))
+
+    def try_swap(self, index: int, turn: Turn) -> bool:
+        return self._keep(*self.sizes.swap(self.state, self.tokens, index, turn))
+
+    def try_fold(self, memory: Message | None) -> bool:
+        return self._keep(*self.sizes.fold(self.state, self.tokens, memory))
 
     def record(self, rung: str, touched: int, before: int) -> None:
         if touched and before > self.tokens:
@@ -294,7 +347,7 @@ def _per_turn(
             break
         old = run.state.turns[index]
         new = _rewrite(name, transform, old, cfg)
-        if new is not None and run.try_state(_replace_turn(run.state, index, new)):
+        if new is not None and run.try_swap(index, new):
             touched += _changed(old, new)
     run.record(name, touched, before)
 
@@ -302,9 +355,9 @@ def _per_turn(
 def _fold_or_evict(run: _Run, name: str, config: LadderConfig, fold: bool) -> None:
     before, touched = run.tokens, 0
     while run.over and len(run.state.turns) > 1:
-        oldest, rest = run.state.turns[0], run.state.turns[1:]
+        oldest = run.state.turns[0]
         memory = _fold(run.state.memory, oldest, config) if fold else run.state.memory
-        if not run.try_state(LadderState(rest, memory)):
+        if not run.try_fold(memory):
             break
         touched += len(oldest)
     if (
@@ -329,7 +382,7 @@ def _cut_newest(run: _Run, config: LadderConfig, ceiling: int) -> None:
             break
         old = run.state.turns[index]
         new = transform(old)
-        if new is not None and run.try_state(_replace_turn(run.state, index, new)):
+        if new is not None and run.try_swap(index, new):
             touched += _changed(old, new)
     # Then whole groups, oldest first; the opening message is pinned.
     while run.over:
@@ -338,7 +391,7 @@ def _cut_newest(run: _Run, config: LadderConfig, ceiling: int) -> None:
             break
         dropped = groups[1]
         kept = tuple(m for g in (groups[0], *groups[2:]) for m in g)
-        if not run.try_state(_replace_turn(run.state, index, kept)):
+        if not run.try_swap(index, kept):
             break
         touched += len(dropped)
     run.record("cut_newest", touched, before)
@@ -356,7 +409,7 @@ def run_ladder(
     history: History,
     *,
     target: int,
-    measure: Measure,
+    measure: Measure | Measurer,
     config: LadderConfig | None = None,
     now: float | None = None,
     ceiling: int | None = None,
@@ -368,12 +421,16 @@ def run_ladder(
     in progress, is cut only while the prompt is above ``ceiling``: what it loses are actions
     the model would repeat.
 
+    ``measure`` is a function of a state, or a :class:`Measurer` that can also size the
+    ladder's one-turn steps without a full count.
+
     Returns the trimmed history, one record per rung that freed tokens, and the final count.
     If even the last rung cannot reach the target the result is as small as the ladder can
     make it; the caller decides whether that fits its hard budget.
     """
     cfg = config or LadderConfig()
-    run = _Run(LadderState.of(history), measure, target, time.time() if now is None else now)
+    sizes = _Plain(measure) if callable(measure) else measure
+    run = _Run(LadderState.of(history), sizes, target, time.time() if now is None else now)
     if run.over:
         old_turns = max(len(run.state.turns) - 1, 0)
         _per_turn(run, "drop_reasoning", drop_reasoning, old_turns, cfg)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import chain, compress, count
 from operator import ne
 from typing import Any
@@ -21,7 +22,14 @@ from typing import Any
 from emil.context.budget import Budget, Calibration, CalibrationReport
 from emil.context.history import History, Message, Turn
 from emil.context.incremental import BlockKey, IncrementalCounter
-from emil.context.ladder import LadderConfig, LadderState, TrimRecord, run_ladder
+from emil.context.ladder import (
+    LadderConfig,
+    LadderState,
+    Measure,
+    Measurer,
+    TrimRecord,
+    run_ladder,
+)
 from emil.context.template import ChatTemplate
 from emil.context.tokens import TokenCounter, get_token_counter
 from emil.context.turn_cache import PerTurn
@@ -38,8 +46,8 @@ class Assembly:
 
     history: History
     """The history the caller must keep from now on (trims persist)."""
-    messages: list[dict[str, Any]]
-    """OpenAI-format messages: system, memory note (if any), then the history."""
+    wire: Callable[[], list[dict[str, Any]]] = field(repr=False, compare=False)
+    """Builds :attr:`messages` (read that instead)."""
     predicted_tokens: int
     """Exact prompt size by the local template + tokenizer (generation prompt included)."""
     trims: list[TrimRecord]
@@ -52,6 +60,15 @@ class Assembly:
     extends_previous: bool = False
     """True when the previous prompt's messages are an unchanged prefix of this one's."""
     block_tokens: list[int] = field(default_factory=list, repr=False)
+
+    @cached_property
+    def messages(self) -> list[dict[str, Any]]:
+        """OpenAI-format messages: system, memory note (if any), then the history.
+
+        Built on first read: the agent loop reads it at once, while a budget sweep, which
+        only wants sizes, never pays for thousands of wire dicts per simulated hour.
+        """
+        return self.wire()
 
 
 class ContextManager:
@@ -133,6 +150,11 @@ class ContextManager:
         head = [self.system] if state.memory is None else [self.system, state.memory]
         return self.incremental.count_turns(head, state.turns, self.tools)
 
+    def _ladder_sizes(self) -> Measure | Measurer:
+        """What the ladder measures its candidates with (the reference manager in the tests
+        overrides this with the plain full count)."""
+        return _Sizes(self)
+
     def effective_budget(self, limit: int | None = None) -> int:
         margin = max(self.budget.margin, self.calibration.margin)
         budget = self.budget.window - self.budget.output_reserve - margin
@@ -180,7 +202,7 @@ class ContextManager:
         if tokens > budget:
             target = int(budget * self.budget.low_water)
             history, trims, tokens = run_ladder(
-                history, target=target, measure=self._measure, config=self.ladder, now=now,
+                history, target=target, measure=self._ladder_sizes(), config=self.ladder, now=now,
                 ceiling=budget,
             )
             if tokens > budget:
@@ -202,7 +224,7 @@ class ContextManager:
         self._previous_keys = keys
         return Assembly(
             history=history,
-            messages=self._messages(history),
+            wire=lambda: self._messages(history),
             predicted_tokens=tokens,
             trims=trims,
             shared_prefix_tokens=shared,
@@ -235,3 +257,37 @@ class ContextManager:
 
     def calibration_report(self) -> CalibrationReport:
         return self.calibration.report()
+
+
+class _Sizes:
+    """The manager's :class:`Measurer`: one-turn ladder steps sized from cached turn totals
+    when the incremental counter knows them, a full count otherwise (same numbers either way)."""
+
+    def __init__(self, manager: ContextManager) -> None:
+        self._manager = manager
+        self._inc = manager.incremental
+
+    def measure(self, state: LadderState) -> int:
+        return self._manager._measure(state)
+
+    def swap(
+        self, state: LadderState, tokens: int, index: int, turn: Turn
+    ) -> tuple[LadderState, int]:
+        turns, delta = self._inc.swap_turn(state.turns, index, turn)
+        candidate = LadderState(turns, state.memory)
+        if delta is None:
+            return candidate, self.measure(candidate)
+        return candidate, tokens + delta
+
+    def fold(
+        self, state: LadderState, tokens: int, memory: Message | None
+    ) -> tuple[LadderState, int]:
+        turns, delta = self._inc.drop_oldest(state.turns)
+        candidate = LadderState(turns, memory)
+        if delta is None:
+            return candidate, self.measure(candidate)
+        # The memory note is a user block of its own after the system turn.
+        return candidate, tokens + delta + self._note(memory) - self._note(state.memory)
+
+    def _note(self, memory: Message | None) -> int:
+        return 0 if memory is None else self._inc.message_tokens(memory)

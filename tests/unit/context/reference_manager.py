@@ -2,7 +2,7 @@
 must match exactly (tests only).
 
 ``ReferenceContextManager`` runs the same ``assemble`` but measures every prompt by walking
-every message (no per-turn cache), builds the wire list message by message, finds the shared
+every message (no per-turn cache; every ladder candidate is measured whole), builds the wire list message by message, finds the shared
 prefix key by key, and forgets the ladder's rewrite memo before every assembly (within one
 assembly a rung tries each turn once, so the memo is never hit: the ladder then rewrites and
 measures every candidate from scratch, as it used to). ``naive_oldest_event_time`` is the old
@@ -16,7 +16,7 @@ from typing import Any
 from emil.context import ladder
 from emil.context.history import History
 from emil.context.incremental import BlockKey
-from emil.context.ladder import LadderState
+from emil.context.ladder import LadderState, Measure, Measurer
 from emil.context.manager import Assembly, ContextManager
 
 __all__ = ["ReferenceContextManager", "naive_oldest_event_time"]
@@ -37,6 +37,9 @@ class ReferenceContextManager(ContextManager):
     def _measure(self, state: LadderState) -> int:
         head = [self.system] if state.memory is None else [self.system, state.memory]
         return self.incremental.measure_turns_reference(head, state.turns, self.tools)[0]
+
+    def _ladder_sizes(self) -> Measure | Measurer:
+        return self._measure
 
     def _messages(self, history: History) -> list[dict[str, Any]]:
         return [dict(m.to_openai()) for m in self._sequence(history.turns, history.memory)]
