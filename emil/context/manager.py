@@ -77,6 +77,10 @@ class ContextManager:
     ``counter`` is a TokenCounter or a spec for :func:`get_token_counter` (a model name such as
     the served model id). ``preserve_thinking`` must match what the server renders with
     (``chat_template_kwargs``); True keeps every prompt append-only between trims.
+
+    ``incremental``: an exact counter to share with other managers of the same counter,
+    template and thinking settings (a budget sweep runs one session through many managers;
+    its caches are keyed by content and identity, so sharing changes nothing but speed).
     """
 
     def __init__(
@@ -91,6 +95,7 @@ class ContextManager:
         preserve_thinking: bool = False,
         ladder: LadderConfig | None = None,
         calibration: Calibration | None = None,
+        incremental: IncrementalCounter | None = None,
     ) -> None:
         self.counter = get_token_counter(counter) if isinstance(counter, str) else counter
         self.budget = budget
@@ -98,12 +103,21 @@ class ContextManager:
         self.system = Message.system(system_prompt)
         self.tools = list(tools) if tools else None
         self.enable_thinking = enable_thinking
-        self.incremental = IncrementalCounter(
-            self.counter,
-            template,
-            enable_thinking=enable_thinking,
-            preserve_thinking=preserve_thinking,
-        )
+        if incremental is None:
+            incremental = IncrementalCounter(
+                self.counter,
+                template,
+                enable_thinking=enable_thinking,
+                preserve_thinking=preserve_thinking,
+            )
+        elif (
+            incremental.counter is not self.counter
+            or incremental.enable_thinking != enable_thinking
+            or incremental.preserve_thinking != preserve_thinking
+            or (template is not None and incremental.template.source != template.source)
+        ):
+            raise ValueError("a shared IncrementalCounter must count with this manager's settings")
+        self.incremental = incremental
         self.ladder = ladder or LadderConfig(tokens_of=self.counter.count)
         self.calibration = calibration or Calibration(base_margin=budget.margin)
         self._previous_keys: list[BlockKey] = []

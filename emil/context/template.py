@@ -12,7 +12,6 @@ tool specs are normalised as vLLM's pydantic round trip leaves them (:func:`prep
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 from datetime import datetime
@@ -97,16 +96,31 @@ def _parse_arguments(arguments: Any) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {}
 
 
+def _copy_call(call: Any) -> Any:
+    if not isinstance(call, dict):
+        return call
+    out = dict(call)
+    if isinstance(out.get("function"), dict):
+        out["function"] = dict(out["function"])
+    return out
+
+
 def prepare_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Copy OpenAI-format messages into what the server hands the template."""
     prepared: list[dict[str, Any]] = []
     for original in messages:
-        message = copy.deepcopy(original)
+        # Only what is edited below is copied (the top level, and an assistant's tool calls):
+        # the sandboxed template cannot edit the rest, and a deep copy of every message was the
+        # largest cost of counting a fresh assistant message.
+        message = dict(original)
         if message.get("role") == "assistant":
             calls = message.get("tool_calls")
             if isinstance(calls, list):
                 if not calls:
                     message.pop("tool_calls", None)
+                calls = [_copy_call(call) for call in calls]
+                if calls:
+                    message["tool_calls"] = calls
                 for call in calls:
                     function = call.get("function") if isinstance(call, dict) else None
                     if isinstance(function, dict):

@@ -21,6 +21,7 @@ from typing import Any
 from emil.context.budget import Budget
 from emil.context.history import History, Message
 from emil.context.incremental import IncrementalCounter
+from emil.context.ladder import LadderConfig
 from emil.context.manager import ContextManager
 from emil.context.template import ChatTemplate
 from emil.context.tokens import QwenTiktokenCounter, TokenCounter
@@ -30,6 +31,7 @@ from emil.offline.trace import SessionTrace
 __all__ = [
     "BudgetPoint",
     "CachedCounter",
+    "SharedCaches",
     "SweepResult",
     "default_budgets",
     "recommend",
@@ -48,6 +50,40 @@ class _CharCounter:
 
     def encode(self, text: str) -> list[int]:
         return [ord(c) for c in text]
+
+
+_CHARS = _CharCounter()
+
+
+class SharedCaches:
+    """Exact counters and ladder settings shared by every manager of one sweep.
+
+    Each budget runs the same session through a fresh manager; with one shared
+    :class:`IncrementalCounter` (its caches are keyed by content and object identity, so what
+    one budget learnt is true for the next) and one :class:`LadderConfig` (the ladder memoises
+    its rewrites per config, handing back the same rewritten turns the counter already knows),
+    every budget after the first counts almost nothing again. Changes speed, not results.
+    """
+
+    def __init__(self) -> None:
+        self._counters: dict[tuple[int, str | None, bool], IncrementalCounter] = {}
+        self._ladders: dict[int, tuple[TokenCounter, LadderConfig]] = {}
+
+    def incremental(
+        self, counter: TokenCounter, template: ChatTemplate | None, enable_thinking: bool
+    ) -> IncrementalCounter:
+        key = (id(counter), None if template is None else template.source, enable_thinking)
+        found = self._counters.get(key)
+        if found is None or found.counter is not counter:
+            found = IncrementalCounter(counter, template, enable_thinking=enable_thinking)
+            self._counters[key] = found
+        return found
+
+    def ladder(self, counter: TokenCounter) -> LadderConfig:
+        entry = self._ladders.get(id(counter))
+        if entry is None or entry[0] is not counter:
+            entry = self._ladders[id(counter)] = (counter, LadderConfig(tokens_of=counter.count))
+        return entry[1]
 
 
 def line_pieces(text: str) -> list[str]:
@@ -178,6 +214,7 @@ def simulate(
     *,
     manager_factory: ManagerFactory | None = None,
     assume_chars_per_token: float | None = None,
+    shared: SharedCaches | None = None,
 ) -> BudgetPoint:
     """Assemble every request of ``trace`` under ``budget`` and measure the outcome.
 
@@ -185,6 +222,9 @@ def simulate(
     in the field notes did, while ``counter`` stays the truth: peak and overflow are then the
     real sizes of what the estimate let through. (The manager counts characters against a
     budget scaled by the same factor: exactly chars / N, and still additive, so still fast.)
+
+    ``shared``: caches to share with the other simulations of a sweep (see
+    :class:`SharedCaches`); the default manager then uses them.
     """
     started = time.perf_counter()
     template = ChatTemplate.from_source(trace.chat_template) if trace.chat_template else None
@@ -193,8 +233,12 @@ def simulate(
     manager_counter: TokenCounter = counter
     if assume_chars_per_token is not None:
         a = assume_chars_per_token
-        truth = IncrementalCounter(counter, template, enable_thinking=trace.enable_thinking)
-        manager_counter = _CharCounter()
+        truth = (
+            IncrementalCounter(counter, template, enable_thinking=trace.enable_thinking)
+            if shared is None
+            else shared.incremental(counter, template, trace.enable_thinking)
+        )
+        manager_counter = _CHARS
         managed_budget = Budget(
             window=round(budget.window * a), output_reserve=round(budget.output_reserve * a),
             margin=round(budget.margin * a), low_water=budget.low_water,
@@ -203,6 +247,10 @@ def simulate(
         manager = ContextManager(
             manager_counter, managed_budget, trace.system_prompt, trace.tools,
             trace.enable_thinking, template=template,
+            incremental=None if shared is None else shared.incremental(
+                manager_counter, template, trace.enable_thinking
+            ),
+            ladder=None if shared is None else shared.ladder(manager_counter),
         )
     else:
         manager = manager_factory(managed_budget, trace)
@@ -216,12 +264,27 @@ def simulate(
     trimmed_once = False
     first_now: float | None = None
     last_now: float | None = None
-    for step in trace.steps:
+    turn_after = trace.turn_after
+    grown: tuple[Message, ...] | None = None  # the trace's newest turn, as the last step left it
+    for index, step in enumerate(trace.steps):
         if step.op != "request":
-            assert step.message is not None
-            history = (
-                history.start_turn(step.message) if step.op == "turn" else history.append(step.message)
-            )
+            canon = turn_after[index]
+            assert step.message is not None and canon is not None
+            # History.start_turn / append, but with the trace's own turn tuples (the same
+            # messages) while the newest turn is untrimmed: every budget then shares its turns,
+            # so what the counter and the ladder cached about a turn under one budget holds
+            # for the next.
+            turns = history.turns
+            if step.op == "turn":
+                turns = (*turns, canon)
+            elif turns and turns[-1] is grown:
+                turns = (*turns[:-1], canon)
+            elif turns:
+                turns = (*turns[:-1], (*turns[-1], step.message))
+            else:
+                turns = ((step.message,),)
+            history = History(turns, history.memory)
+            grown = canon
             new_tokens += _text_tokens(counter, step.message)
             continue
         requests += 1
@@ -421,7 +484,10 @@ def _run_point(args: tuple[int, int, int]) -> tuple[BudgetPoint, int]:
     traces: Sequence[SessionTrace] = _WORK["traces"]
     b = Budget(window=window, output_reserve=reserve, margin=window - reserve - prompt_budget, **_WORK["extra"])
     per_trace = [
-        simulate(t, b, _WORK["counter"], manager_factory=_WORK["factory"], assume_chars_per_token=_WORK["assume"])
+        simulate(
+            t, b, _WORK["counter"], manager_factory=_WORK["factory"],
+            assume_chars_per_token=_WORK["assume"], shared=_WORK["shared"],
+        )
         for t in traces
     ]
     return _merge(per_trace), sum(p.requests for p in per_trace)
@@ -449,6 +515,7 @@ def sweep(
     started = time.perf_counter()
     _WORK.update(
         traces=traces, counter=CachedCounter(counter), factory=manager_factory,
+        shared=SharedCaches(),
         assume=assume_chars_per_token,
         extra={} if low_water is None else {"low_water": low_water},
     )

@@ -78,8 +78,11 @@ def test_prepare_messages_mirrors_vllm() -> None:
     assert args == [{"x": 1}, {}, {}, {}]
     assert prepared[0]["reasoning_content"] == "think"
     assert "tool_calls" not in prepared[1]
-    # the caller's dicts are untouched
+    # the caller's dicts are untouched (only what is edited is copied)
     assert messages[0]["tool_calls"][0]["function"]["arguments"] == '{"x": 1}'
+    assert [c["function"]["arguments"] for c in messages[0]["tool_calls"]][1:] == ["not json", "[1]", ""]
+    assert "reasoning_content" not in messages[0]
+    assert messages[1]["tool_calls"] == []
 
 
 def test_default_template_plain_chat() -> None:
