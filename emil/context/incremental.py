@@ -143,6 +143,10 @@ class IncrementalCounter:
         # the ladder's current state and its latest candidate (kept or not).
         self._good: list[tuple[tuple[tuple[Message, ...], ...], int]] = []
         self.stats = {"misses": 0, "whole_renders": 0}
+        self.max_blocks = 200_000
+        """Block counts kept before the cache starts over (recounting is cheap; an offline
+        sweep, which holds its whole session anyway, raises this and :attr:`max_turns`)."""
+        self.max_turns = 50_000
 
     # -- whole render (the reference, and the fallback) ----------------------------------------
 
@@ -234,7 +238,7 @@ class IncrementalCounter:
             value = self._probe([u, t, wire, t]) - self._constant("tt")
         else:  # pragma: no cover - internal names only
             raise KeyError(variant)
-        if len(self._blocks) > 200_000:  # a bound for very long sessions; recounting is cheap
+        if len(self._blocks) > self.max_blocks:  # a bound for very long sessions
             self._blocks.clear()
         self._blocks[key] = value
         return value
@@ -512,7 +516,7 @@ class IncrementalCounter:
         info = self._turns.get(id(turn))
         if info is None or info.turn is not turn:
             info = _TurnInfo(turn)
-            if len(self._turns) > 50_000:  # a bound for very long sessions
+            if len(self._turns) > self.max_turns:  # a bound for very long sessions
                 self._turns.clear()
             self._turns[id(turn)] = info  # holds the turn, so the id stays unique
         return info

@@ -90,6 +90,13 @@ class LadderConfig:
     """None: the deterministic :func:`digest_turn`."""
     tokens_of: Callable[[str], int] = field(default=lambda text: len(text) // 3)
     """Text token counter used for stub and memory sizes (the manager passes the exact one)."""
+    memo_limit: int = 20_000
+    """Per-turn rewrites remembered (see :func:`_rewrite`) before the memo starts over: a bound
+    for very long live sessions; an offline sweep, which holds its whole session anyway,
+    raises it so that one day of play never starts over."""
+    _memo: dict[tuple[str, int], tuple[Turn, Turn | None]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
 
 # -- per-message and per-turn transforms (pure) -------------------------------------------------
@@ -313,25 +320,23 @@ def _changed(old: Turn, new: Turn) -> int:
     return sum(1 for a, b in zip(old, new, strict=False) if a is not b) + abs(len(old) - len(new))
 
 
-# Results of the per-turn rungs by (rung, turn identity, config identity). The rungs are pure,
-# so this changes nothing but speed: a turn a rung left unchanged (or whose rewrite freed
+# Results of the per-turn rungs by (rung, turn identity), kept on the config. The rungs are
+# pure, so this changes nothing but speed: a turn a rung left unchanged (or whose rewrite freed
 # nothing, e.g. reasoning the template already hides) is tried again at every later trim, and
 # handing back the same rewritten turn object lets the exact counter find it in its per-turn
-# cache instead of counting fresh messages again. Entries hold the turn and the config, so the
-# identities in the key stay unique.
-_rewrites: dict[tuple[str, int, int], tuple[Turn, LadderConfig, Turn | None]] = {}
-
-
+# cache instead of counting fresh messages again. Entries hold the turn, so the identities in
+# the key stay unique.
 def _rewrite(
     name: str, transform: Callable[[Turn], Turn | None], old: Turn, cfg: LadderConfig
 ) -> Turn | None:
-    key = (name, id(old), id(cfg))
-    entry = _rewrites.get(key)
-    if entry is None or entry[0] is not old or entry[1] is not cfg:
-        if len(_rewrites) > 20_000:  # a bound for very long sessions
-            _rewrites.clear()
-        entry = _rewrites[key] = (old, cfg, transform(old))
-    return entry[2]
+    memo = cfg._memo
+    key = (name, id(old))
+    entry = memo.get(key)
+    if entry is None or entry[0] is not old:
+        if len(memo) >= cfg.memo_limit:
+            memo.clear()
+        entry = memo[key] = (old, transform(old))
+    return entry[1]
 
 
 def _per_turn(

@@ -24,13 +24,13 @@ from emil.context.incremental import IncrementalCounter
 from emil.context.ladder import LadderConfig
 from emil.context.manager import ContextManager
 from emil.context.template import ChatTemplate
-from emil.context.tokens import QwenTiktokenCounter, TokenCounter
+from emil.context.tokens import TokenCounter
 from emil.exceptions import BudgetError
+from emil.offline.piece_counter import CachedCounter
 from emil.offline.trace import SessionTrace
 
 __all__ = [
     "BudgetPoint",
-    "CachedCounter",
     "SharedCaches",
     "SweepResult",
     "default_budgets",
@@ -53,6 +53,7 @@ class _CharCounter:
 
 
 _CHARS = _CharCounter()
+_NO_LIMIT = 1 << 62
 
 
 class SharedCaches:
@@ -76,80 +77,17 @@ class SharedCaches:
         found = self._counters.get(key)
         if found is None or found.counter is not counter:
             found = IncrementalCounter(counter, template, enable_thinking=enable_thinking)
+            # The sweep holds every message of its sessions anyway: never start over.
+            found.max_blocks = found.max_turns = _NO_LIMIT
             self._counters[key] = found
         return found
 
     def ladder(self, counter: TokenCounter) -> LadderConfig:
         entry = self._ladders.get(id(counter))
         if entry is None or entry[0] is not counter:
-            entry = self._ladders[id(counter)] = (counter, LadderConfig(tokens_of=counter.count))
+            config = LadderConfig(tokens_of=counter.count, memo_limit=_NO_LIMIT)
+            entry = self._ladders[id(counter)] = (counter, config)
         return entry[1]
-
-
-def line_pieces(text: str) -> list[str]:
-    """``text`` cut after each newline that starts a line beginning with a printable ASCII char.
-
-    For the Qwen3.5/3.6 tokenizer the count of ``text`` is the sum of its pieces' counts: every
-    pre-tokenizer chunk holding a newline ends with its run of newlines (``\\s*[\\r\\n]+``,
-    punctuation + ``[\\r\\n]*``; no other alternative takes a newline), so a chunk never spans
-    such a cut; special tokens hold no newline; and NFC cannot compose across a newline followed
-    by an ASCII char. A line that is empty or starts with ``\\r``, a space or non-ASCII stays
-    glued to the line before (not needed for the proof, cheap insurance). Checked against whole
-    counts in tests/unit/offline/test_line_pieces.py.
-    """
-    lines = text.split("\n")
-    out: list[str] = []
-    start = 0
-    pos = 0
-    last = len(lines) - 1
-    for i, line in enumerate(lines):
-        pos += len(line)
-        if i == last:
-            break
-        pos += 1  # the newline
-        nxt = lines[i + 1]
-        if nxt and " " < nxt[0] < "\x7f":
-            out.append(text[start:pos])
-            start = pos
-    out.append(text[start:])
-    return out
-
-
-class CachedCounter:
-    """A token counter that remembers every text it counted.
-
-    A sweep runs the same session through many managers; they render the same probe texts, so
-    one shared cache makes every budget after the first nearly free of tokenisation.
-    """
-
-    def __init__(self, inner: TokenCounter) -> None:
-        self.inner = inner
-        self._cache: dict[str, int] = {}
-        # Only the Qwen3.5/3.6 tiktoken vocabulary is known to split at line starts (below).
-        self._by_lines = isinstance(inner, QwenTiktokenCounter)
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def count(self, text: str) -> int:
-        n = self._cache.get(text)
-        if n is None:
-            if self._by_lines and text.count("\n") > 1:
-                n = sum(self._piece(p) for p in line_pieces(text))
-            else:
-                n = self.inner.count(text)
-            self._cache[text] = n
-        return n
-
-    def _piece(self, piece: str) -> int:
-        n = self._cache.get(piece)
-        if n is None:
-            n = self._cache[piece] = self.inner.count(piece)
-        return n
-
-    def encode(self, text: str) -> list[int]:
-        return self.inner.encode(text)
 
 
 @dataclass(frozen=True)
@@ -256,7 +194,7 @@ def simulate(
         manager = manager_factory(managed_budget, trace)
     history = History()
     have_previous = False
-    new_tokens = 0
+    arrived: list[Message] = []  # messages since the previous request
     requests = trims = evicted = overflows = appends = compared = peak = 0
     first_tokens = 0
     reprefill = 0
@@ -285,7 +223,7 @@ def simulate(
                 turns = ((step.message,),)
             history = History(turns, history.memory)
             grown = canon
-            new_tokens += _text_tokens(counter, step.message)
+            arrived.append(step.message)
             continue
         requests += 1
         now = step.now
@@ -322,9 +260,12 @@ def simulate(
             else:
                 # Everything after the shared prefix is prefilled again; the part of it that
                 # is new since the last request would have been prefilled anyway.
+                # (Counted only here: nearly every request appends, and counting every message's
+                # text was a third of the tokenising of a cold sweep.)
+                new_tokens = sum(_text_tokens(counter, m) for m in arrived)
                 reprefill += max(0, tokens - assembly.shared_prefix_tokens - new_tokens)
         have_previous = True
-        new_tokens = 0
+        arrived.clear()
         if trimmed_once and now is not None:
             horizon = history.horizon(now)
             if horizon is not None:

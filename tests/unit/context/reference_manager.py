@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from emil.context import ladder
 from emil.context.history import History
 from emil.context.incremental import BlockKey
 from emil.context.ladder import LadderState, Measure, Measurer
@@ -59,5 +58,5 @@ class ReferenceContextManager(ContextManager):
     def assemble(
         self, history: History, *, limit: int | None = None, now: float | None = None
     ) -> Assembly:
-        ladder._rewrites.clear()
+        self.ladder._memo.clear()
         return super().assemble(history, limit=limit, now=now)

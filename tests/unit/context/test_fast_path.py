@@ -24,7 +24,8 @@ from emil.context.synthetic import (
     synthetic_turns,
 )
 from emil.context.tokens import get_token_counter
-from emil.offline.budget_sweep import CachedCounter, simulate
+from emil.offline.budget_sweep import simulate
+from emil.offline.piece_counter import CachedCounter
 from emil.offline.synthetic import synthetic_trace
 from emil.offline.trace import SessionTrace
 from tests.unit.context.reference_manager import ReferenceContextManager, naive_oldest_event_time

@@ -5,13 +5,15 @@ from __future__ import annotations
 import random
 
 from emil.context.tokens import get_token_counter
-from emil.offline.budget_sweep import CachedCounter, line_pieces
+from emil.offline.piece_counter import CachedCounter, line_pieces
 
 QWEN = get_token_counter("qwen3.6")
 
 _ALPHABET = [
     "a", "Zed", " ", "  ", "\t", "\n", "\n\n", "\r\n", "\r", ".", ")", "->", '"', "'s", "7", "42",
     "é", "e\u0301", "\u0301", "日本", "<|im_end|>", "<|im_start|>", "- ", "[", "}", "  \n", ".\n",
+    "<think>", "</think>", "<tool_call>", "<tool_response>", "<|endoftext|>", ">", "<", "|",
+    "\u0338", "\u0340", "user", "<tts_text_bos>", "_single>",
 ]
 
 
