@@ -14,6 +14,7 @@ import itertools
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Literal
 
 from emil.context.turn_cache import PerTurn
@@ -227,6 +228,11 @@ class History:
         return sum(len(turn) for turn in self.turns)
 
     def oldest_event_time(self) -> float | None:
+        return self._oldest_event_time
+
+    @cached_property
+    def _oldest_event_time(self) -> float | None:
+        # Once per history object: the manager and its callers ask on every request.
         times = [t for t in _oldest_per_turn.values(self.turns) if t is not None]
         return min(times) if times else None
 

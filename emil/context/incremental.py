@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from itertools import chain
-from operator import attrgetter, is_
+from itertools import chain, compress, count, islice
+from operator import attrgetter, is_, is_not, ne
 from typing import Any
 
 from emil.context.history import Message
@@ -35,7 +35,7 @@ from emil.context.template import ChatTemplate, TemplateError, prepare_messages,
 from emil.context.tokens import TokenCounter
 from emil.context.turn_cache import PerTurn
 
-__all__ = ["BlockKey", "IncrementalCounter", "MessageLike"]
+__all__ = ["BlockKey", "BlockLayout", "IncrementalCounter", "MessageLike"]
 
 _log = logging.getLogger(__name__)
 
@@ -104,6 +104,75 @@ _BAD = attrgetter("bad")
 _TOTAL = attrgetter("total")
 _COUNTS = attrgetter("counts")
 _KEYS = attrgetter("keys")
+
+
+def _flat_shared(previous: list[BlockKey], keys: list[BlockKey], counts: list[int]) -> tuple[int, bool]:
+    n = len(previous)
+    # Mostly the very same key objects, so the list comparison runs at C speed.
+    if n and n <= len(keys) and keys[:n] == previous:
+        return sum(counts[:n]), True
+    same = next(compress(count(), map(ne, previous, keys)), min(n, len(keys)))
+    return sum(counts[:same]), bool(previous) and same == n
+
+
+class BlockLayout:
+    """Per-block token counts and keys of one measured prompt (equal keys at equal positions
+    mean identical rendered text), kept in the parts they were measured in: the head and tail
+    blocks, and the cached lists of the old turns between them. Flattened only when read, and
+    compared with the previous prompt turn by turn, so a request costs O(turns), not
+    O(messages)."""
+
+    __slots__ = ("head", "old", "tail_counts", "tail_keys")
+
+    def __init__(
+        self,
+        head: int,
+        tail_counts: list[int],
+        tail_keys: list[BlockKey],
+        old: Sequence[_TurnInfo] = (),
+    ) -> None:
+        self.head = head
+        """How many leading entries of the tail lists are the head (system, memory note)."""
+        self.tail_counts = tail_counts
+        self.tail_keys = tail_keys
+        self.old = old
+
+    @classmethod
+    def flat(cls, counts: list[int], keys: list[BlockKey]) -> BlockLayout:
+        return cls(len(counts), counts, keys)
+
+    def counts(self) -> list[int]:
+        h = self.head
+        return list(chain(self.tail_counts[:h], *map(_COUNTS, self.old), self.tail_counts[h:]))
+
+    def keys(self) -> list[BlockKey]:
+        h = self.head
+        return list(chain(self.tail_keys[:h], *map(_KEYS, self.old), self.tail_keys[h:]))
+
+    def shared_prefix(self, previous: BlockLayout | None) -> tuple[int, bool]:
+        """Leading tokens identical to ``previous`` (block-granular), and whether all of
+        ``previous`` is a prefix of this prompt (the request only appends)."""
+        if previous is None:
+            return 0, False
+        h = self.head
+        if not (self.old or previous.old) or previous.head != h:
+            return _flat_shared(previous.keys(), self.keys(), self.counts())
+        if previous.tail_keys[:h] != self.tail_keys[:h]:
+            return _flat_shared(previous.keys(), self.keys(), self.counts())
+        # Same head; the old turns agree up to the first one that is not the same object
+        # (the same object has the same blocks); from there on, block by block.
+        old_p, old_c = previous.old, self.old
+        i = next(compress(count(), map(is_not, old_p, old_c)), min(len(old_p), len(old_c)))
+        tokens = sum(self.tail_counts[:h]) + sum(map(_TOTAL, old_c[:i]))
+        rest_p = old_p[i:]
+        rest_c = old_c[i:]
+        n_p = sum(map(len, map(_KEYS, rest_p))) + len(previous.tail_keys) - h
+        n_c = sum(map(len, map(_KEYS, rest_c))) + len(self.tail_keys) - h
+        keys_p = chain(chain.from_iterable(map(_KEYS, rest_p)), islice(previous.tail_keys, h, None))
+        keys_c = chain(chain.from_iterable(map(_KEYS, rest_c)), islice(self.tail_keys, h, None))
+        same = next(compress(count(), map(ne, keys_p, keys_c)), min(n_p, n_c))
+        counts_c = chain(chain.from_iterable(map(_COUNTS, rest_c)), islice(self.tail_counts, h, None))
+        return tokens + sum(islice(counts_c, same)), same == n_p
 
 
 class IncrementalCounter:
@@ -381,20 +450,47 @@ class IncrementalCounter:
         *,
         blocks: bool = True,
     ) -> tuple[int, list[int], list[BlockKey]]:
+        """:meth:`measure` of ``head + flattened turns`` (see :meth:`measure_layout`).
+        ``blocks=False`` skips the per-block lists (returned empty) when only the total is
+        wanted."""
+        total, layout = self._layout(head, turns, tools, blocks=blocks)
+        if layout is None:
+            return total, [], []
+        return total, layout.counts(), layout.keys()
+
+    def measure_layout(
+        self,
+        head: Sequence[MessageLike],
+        turns: Sequence[tuple[Message, ...]],
+        tools: list[dict[str, Any]] | None = None,
+    ) -> tuple[int, BlockLayout]:
+        """Exact prompt tokens of ``head + flattened turns`` and its :class:`BlockLayout`
+        (empty in whole-render mode)."""
+        total, layout = self._layout(head, turns, tools, blocks=True)
+        assert layout is not None
+        return total, layout
+
+    def _layout(
+        self,
+        head: Sequence[MessageLike],
+        turns: Sequence[tuple[Message, ...]],
+        tools: list[dict[str, Any]] | None,
+        *,
+        blocks: bool,
+    ) -> tuple[int, BlockLayout | None]:
         """:meth:`measure` of ``head + flattened turns``, with whole old turns cached.
 
         A turn wholly before the last user query renders the same wherever it sits, so its
         block counts, keys and total are cached by the turn itself (by identity: History keeps
         old turn tuples, and the trim ladder measures hundreds of candidates that differ in one
         turn). Only the head and the turns from the last query on are walked message by
-        message; the rest costs one cache look-up per turn. ``blocks=False`` skips building the
-        per-block lists (returned empty) when only the total is wanted.
+        message; the rest costs one cache look-up per turn.
         """
         if self.mode == "whole" or not self._verified or not head:
-            return self._measure_flat(head, turns, tools)
+            return self._layout_flat(head, turns, tools)
         first = head[0]
         if (first.role if isinstance(first, Message) else first.get("role")) != "system":
-            return self._measure_flat(head, turns, tools)
+            return self._layout_flat(head, turns, tools)
         infos = self._infos.values(turns)
         split = len(turns)
         for index in range(len(infos) - 1, -1, -1):
@@ -403,7 +499,7 @@ class IncrementalCounter:
                 break
         # Turns opening with a tool result would take their framing from the previous turn.
         if split == len(turns) or any(map(_BAD, infos)):
-            return self._measure_flat(head, turns, tools)
+            return self._layout_flat(head, turns, tools)
         if isinstance(turns, tuple):
             self._good = [(turns, split)]
         tail_counts, tail_keys, tail_total = self._tail_blocks(head, turns[split:], tools)
@@ -416,11 +512,17 @@ class IncrementalCounter:
             totals = list(map(_TOTAL, old))
         total = tail_total + sum(totals) + self.generation_tokens()
         if not blocks:
-            return total, [], []
-        n = len(head)
-        counts = list(chain(tail_counts[:n], *map(_COUNTS, old), tail_counts[n:]))
-        keys = list(chain(tail_keys[:n], *map(_KEYS, old), tail_keys[n:]))
-        return total, counts, keys
+            return total, None
+        return total, BlockLayout(len(head), tail_counts, tail_keys, old)
+
+    def _layout_flat(
+        self,
+        head: Sequence[MessageLike],
+        turns: Sequence[tuple[Message, ...]],
+        tools: list[dict[str, Any]] | None,
+    ) -> tuple[int, BlockLayout]:
+        total, counts, keys = self._measure_flat(head, turns, tools)
+        return total, BlockLayout.flat(counts, keys)
 
     def _old_total(self, turn: tuple[Message, ...]) -> int:
         info = self._turn_info(turn)

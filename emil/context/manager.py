@@ -15,13 +15,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import chain, compress, count
-from operator import ne
+from itertools import chain
 from typing import Any
 
 from emil.context.budget import Budget, Calibration, CalibrationReport
 from emil.context.history import History, Message, Turn
-from emil.context.incremental import BlockKey, IncrementalCounter
+from emil.context.incremental import BlockLayout, IncrementalCounter
 from emil.context.ladder import (
     LadderConfig,
     LadderState,
@@ -59,7 +58,13 @@ class Assembly:
     """The budget this prompt was fitted to (limit and calibrated margin applied)."""
     extends_previous: bool = False
     """True when the previous prompt's messages are an unchanged prefix of this one's."""
-    block_tokens: list[int] = field(default_factory=list, repr=False)
+    layout: BlockLayout | None = field(default=None, repr=False, compare=False)
+    """Per-block sizes as measured (see :attr:`block_tokens`)."""
+
+    @cached_property
+    def block_tokens(self) -> list[int]:
+        """Tokens per message of :attr:`messages` (empty when counted by whole renders)."""
+        return [] if self.layout is None else self.layout.counts()
 
     @cached_property
     def messages(self) -> list[dict[str, Any]]:
@@ -120,7 +125,7 @@ class ContextManager:
         self.incremental = incremental
         self.ladder = ladder or LadderConfig(tokens_of=self.counter.count)
         self.calibration = calibration or Calibration(base_margin=budget.margin)
-        self._previous_keys: list[BlockKey] = []
+        self._previous_layout: BlockLayout | None = None
         self._wires: dict[int, tuple[Turn, list[dict[str, Any]]]] = {}
         self._wires_per_turn = PerTurn(self._turn_wires)
 
@@ -152,13 +157,13 @@ class ContextManager:
         """Exact prompt tokens of this history as this manager would send it."""
         return self._measure(LadderState(history.turns, history.memory))
 
-    def _measure_all(self, history: History) -> tuple[int, list[int], list[BlockKey]]:
+    def _measure_all(self, history: History) -> tuple[int, BlockLayout]:
         head = [self.system] if history.memory is None else [self.system, history.memory]
-        return self.incremental.measure_turns(head, history.turns, self.tools)
+        return self.incremental.measure_layout(head, history.turns, self.tools)
 
-    def _whole_keys(self, history: History) -> tuple[list[int], list[BlockKey]]:
+    def _whole_keys(self, history: History) -> BlockLayout:
         sequence = self._sequence(history.turns, history.memory)
-        return [0] * len(sequence), [("whole", m.fingerprint) for m in sequence]
+        return BlockLayout.flat([0] * len(sequence), [("whole", m.fingerprint) for m in sequence])
 
     def _measure(self, state: LadderState) -> int:
         head = [self.system] if state.memory is None else [self.system, state.memory]
@@ -211,7 +216,7 @@ class ContextManager:
         pinned = self._pinned(history.turns[-1][0])
         if sum(pinned.values()) > budget:
             raise self._budget_error(budget, limit, pinned, None)
-        tokens, blocks, keys = self._measure_all(history)
+        tokens, layout = self._measure_all(history)
         trims: list[TrimRecord] = []
         if tokens > budget:
             target = int(budget * self.budget.low_water)
@@ -231,11 +236,12 @@ class ContextManager:
                     record.tokens_after,
                     record.horizon_after_s,
                 )
-            tokens, blocks, keys = self._measure_all(history)
-        if not keys:  # whole-render mode: no block sizes, so no prefix figure either
-            blocks, keys = self._whole_keys(history)
-        shared, extends = self._shared_prefix(keys, blocks)
-        self._previous_keys = keys
+            tokens, layout = self._measure_all(history)
+        if not layout.tail_keys and not layout.old:
+            # Whole-render mode: no block sizes, so no prefix figure either.
+            layout = self._whole_keys(history)
+        shared, extends = self._shared_prefix(layout)
+        self._previous_layout = layout
         return Assembly(
             history=history,
             wire=lambda: self._messages(history),
@@ -245,18 +251,11 @@ class ContextManager:
             horizon_s=history.horizon(now),
             prompt_budget=budget,
             extends_previous=extends,
-            block_tokens=blocks,
+            layout=layout,
         )
 
-    def _shared_prefix(self, keys: list[BlockKey], blocks: list[int]) -> tuple[int, bool]:
-        previous = self._previous_keys
-        n = len(previous)
-        # Between trims the previous keys are a prefix of these (mostly the very same key
-        # objects, so the list comparison runs at C speed); only after a trim walk them.
-        if n and n <= len(keys) and keys[:n] == previous:
-            return sum(blocks[:n]), True
-        same = next(compress(count(), map(ne, previous, keys)), min(n, len(keys)))
-        return sum(blocks[:same]), bool(previous) and same == n
+    def _shared_prefix(self, layout: BlockLayout) -> tuple[int, bool]:
+        return layout.shared_prefix(self._previous_layout)
 
     def observe_usage(self, predicted: int, actual: int) -> None:
         """Feed the server's count for a prompt we predicted; widens the margin on disagreement."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from emil.context.history import History
-from emil.context.incremental import BlockKey
+from emil.context.incremental import BlockLayout
 from emil.context.ladder import LadderState, Measure, Measurer
 from emil.context.manager import Assembly, ContextManager
 
@@ -29,9 +29,10 @@ def naive_oldest_event_time(history: History) -> float | None:
 class ReferenceContextManager(ContextManager):
     """A ContextManager with every fast path replaced by the plain one."""
 
-    def _measure_all(self, history: History) -> tuple[int, list[int], list[BlockKey]]:
+    def _measure_all(self, history: History) -> tuple[int, BlockLayout]:
         head = [self.system] if history.memory is None else [self.system, history.memory]
-        return self.incremental.measure_turns_reference(head, history.turns, self.tools)
+        total, counts, keys = self.incremental.measure_turns_reference(head, history.turns, self.tools)
+        return total, BlockLayout.flat(counts, keys)
 
     def _measure(self, state: LadderState) -> int:
         head = [self.system] if state.memory is None else [self.system, state.memory]
@@ -43,11 +44,11 @@ class ReferenceContextManager(ContextManager):
     def _messages(self, history: History) -> list[dict[str, Any]]:
         return [dict(m.to_openai()) for m in self._sequence(history.turns, history.memory)]
 
-    def _shared_prefix(self, keys: list[BlockKey], blocks: list[int]) -> tuple[int, bool]:
-        previous = self._previous_keys
+    def _shared_prefix(self, layout: BlockLayout) -> tuple[int, bool]:
+        previous = [] if self._previous_layout is None else self._previous_layout.keys()
         shared = 0
         same = 0
-        for old, new, tokens in zip(previous, keys, blocks, strict=False):
+        for old, new, tokens in zip(previous, layout.keys(), layout.counts(), strict=False):
             if old != new:
                 break
             shared += tokens
