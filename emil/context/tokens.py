@@ -93,7 +93,13 @@ class QwenTiktokenCounter:
     def encode(self, text: str) -> list[int]:
         if not unicodedata.is_normalized("NFC", text):
             text = unicodedata.normalize("NFC", text)
-        ids: list[int] = self._encoding.encode(text, allowed_special="all")
+        ids: list[int]
+        if "<" not in text:  # every special token has one; skip tiktoken's special handling
+            ids = self._encoding.encode_ordinary(text)
+        else:
+            # allowed_special="all" would rebuild the set of specials (and the set of the
+            # disallowed ones) on every call.
+            ids = self._encoding.encode(text, allowed_special=self._special, disallowed_special=())
         return ids
 
     def count(self, text: str) -> int:
