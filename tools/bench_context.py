@@ -82,6 +82,7 @@ def bench_cost(counter: TokenCounter, seed: int, steps: int, history_tokens: int
             history = grow(history, new_turn, messages)
             t0 = time.perf_counter()
             assembly = manager.assemble(history)
+            _wire = assembly.messages  # built on first read; a live request reads it
             t1 = time.perf_counter()
             wire = [manager.system.to_openai(), *(m.to_openai() for m in history.messages())]
             naive = counter.count(template.render(wire, tools))
