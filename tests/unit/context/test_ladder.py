@@ -175,3 +175,12 @@ def test_newest_turn_is_cut_only_above_the_hard_budget() -> None:
     cut, records, _ = run_ladder(history, target=alone - 50, measure=_chars, config=CONFIG, now=2000.0)
     assert "cut_newest" in [r.rung for r in records]
     assert cut.turns[-1] != newest
+
+
+def test_rewrite_memo_is_bounded_per_config() -> None:
+    config = LadderConfig(elide_over_tokens=200, tokens_of=len, memory_max_tokens=600, memo_limit=3)
+    turns = [_turn(i) for i in range(8)]
+    history = History(tuple(turns))
+    run_ladder(history, target=1, measure=_chars, config=config, now=2000.0)
+    assert 0 < len(config._memo) <= 3
+    assert len(LadderConfig()._memo) == 0  # each config has its own memo

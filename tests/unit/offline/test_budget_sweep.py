@@ -15,7 +15,16 @@ from emil.context.ladder import LadderConfig
 from emil.context.manager import ContextManager
 from emil.context.tokens import get_token_counter
 from emil.offline.budget_report import format_sweep, plot_sweep
-from emil.offline.budget_sweep import SweepResult, default_budgets, recommend, simulate, sweep
+from emil.offline.budget_sweep import (
+    SharedCaches,
+    SweepResult,
+    default_budgets,
+    recommend,
+    simulate,
+    sweep,
+)
+from emil.offline.piece_counter import CachedCounter
+from emil.offline.synthetic import synthetic_trace
 from emil.offline.trace import SessionTrace
 
 SYSTEM = "You are Emil, a helpful NPC."
@@ -171,3 +180,20 @@ def test_a_budget_in_estimated_tokens_lets_real_prompts_overflow() -> None:
     assert guessed.overflows > 0
     result = sweep([trace], counter, windows=[window], output_reserves=[reserve], budgets=[estimated], assume_chars_per_token=4.0)
     assert "ESTIMATED tokens (chars / 4)" in format_sweep(result)
+
+
+def test_shared_caches_change_nothing_but_speed() -> None:
+    """A budget simulated after another one with the sweep's shared counter, ladder memo and
+    turn objects gives the very same figures as the same budget simulated alone."""
+    trace = synthetic_trace(hours=0.5, seed=3)
+    counter = CachedCounter(get_token_counter("qwen3.6"))
+    shared = SharedCaches()
+
+    def budget(prompt_budget: int) -> Budget:
+        return Budget(window=WINDOW, output_reserve=RESERVE, margin=WINDOW - RESERVE - prompt_budget)
+
+    simulate(trace, budget(9000), counter, shared=shared)  # warms the shared caches
+    warm = simulate(trace, budget(6000), counter, shared=shared)
+    alone = simulate(trace, budget(6000), get_token_counter("qwen3.6"))
+    assert warm.trims > 3  # the ladder really ran
+    assert replace(warm, seconds=0.0) == replace(alone, seconds=0.0)
