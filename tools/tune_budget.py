@@ -3,7 +3,8 @@
 
     python tools/tune_budget.py RECORDING.jsonl [...] [--window 65536 ...]
         [--output-reserve 6144 ...] [--budgets 16000,24000,36000 | --budgets 8000:59000:4000]
-        [--slack 4096] [--low-water 0.8] [--tokenizer qwen3.6] [--plot sweep.png] [--json]
+        [--slack 4096] [--low-water 0.8] [--tokenizer qwen3.6] [--[no-]preserve-thinking]
+        [--plot sweep.png] [--json]
     python tools/tune_budget.py --synthetic-hours 24 --plot day.png
 
 For each budget: trims per hour, messages evicted per trim, memory horizon (median and
@@ -18,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fresh clone too
@@ -61,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         help="budget in estimated tokens (chars / this, e.g. 4.0 as the field notes' harness "
         "did); peak and overflow stay in real tokens of --tokenizer",
     )
+    parser.add_argument(
+        "--preserve-thinking", action=argparse.BooleanOptionalAction, default=None,
+        help="keep earlier turns' reasoning in the prompt (default: as recorded; synthetic "
+        "sessions: Emil's default, on)",
+    )
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="processes (default: one per CPU)")
     parser.add_argument("--replot", type=Path, help="only redraw --plot (and the table) from a --json output file")
     parser.add_argument("--plot", type=Path, help="write a PNG of horizon and trim rate against budget")
@@ -88,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             from emil.offline.synthetic import synthetic_trace
 
             traces.append(synthetic_trace(hours=args.synthetic_hours, seed=args.seed))
+        if args.preserve_thinking is not None:
+            traces = [replace(t, preserve_thinking=args.preserve_thinking) for t in traces]
         first = traces[0]
         counter = (
             counter_for(first.header, args.tokenizer) if first.header is not None

@@ -26,6 +26,11 @@ def format_sweep(result: SweepResult) -> str:
     lines = [
         f"sessions: {', '.join(result.sessions)}",
         f"tokenizer: {result.tokenizer}",
+        *(
+            [f"preserve_thinking: {', '.join('on' if p else 'off' for p in result.preserve_thinking)}"]
+            if result.preserve_thinking
+            else []
+        ),
         "horizon = minutes of game time Emil still holds verbatim, over requests from the first "
         "trim on ('>N' = never trimmed in N minutes)",
         *(

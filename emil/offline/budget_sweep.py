@@ -67,16 +67,24 @@ class SharedCaches:
     """
 
     def __init__(self) -> None:
-        self._counters: dict[tuple[int, str | None, bool], IncrementalCounter] = {}
+        self._counters: dict[tuple[int, str | None, bool, bool], IncrementalCounter] = {}
         self._ladders: dict[int, tuple[TokenCounter, LadderConfig]] = {}
 
     def incremental(
-        self, counter: TokenCounter, template: ChatTemplate | None, enable_thinking: bool
+        self,
+        counter: TokenCounter,
+        template: ChatTemplate | None,
+        enable_thinking: bool,
+        preserve_thinking: bool,
     ) -> IncrementalCounter:
-        key = (id(counter), None if template is None else template.source, enable_thinking)
+        source = None if template is None else template.source
+        key = (id(counter), source, enable_thinking, preserve_thinking)
         found = self._counters.get(key)
         if found is None or found.counter is not counter:
-            found = IncrementalCounter(counter, template, enable_thinking=enable_thinking)
+            found = IncrementalCounter(
+                counter, template, enable_thinking=enable_thinking,
+                preserve_thinking=preserve_thinking,
+            )
             # The sweep holds every message of its sessions anyway: never start over.
             found.max_blocks = found.max_turns = _NO_LIMIT
             self._counters[key] = found
@@ -172,9 +180,14 @@ def simulate(
     if assume_chars_per_token is not None:
         a = assume_chars_per_token
         truth = (
-            IncrementalCounter(counter, template, enable_thinking=trace.enable_thinking)
+            IncrementalCounter(
+                counter, template, enable_thinking=trace.enable_thinking,
+                preserve_thinking=trace.preserve_thinking,
+            )
             if shared is None
-            else shared.incremental(counter, template, trace.enable_thinking)
+            else shared.incremental(
+                counter, template, trace.enable_thinking, trace.preserve_thinking
+            )
         )
         manager_counter = _CHARS
         managed_budget = Budget(
@@ -184,9 +197,9 @@ def simulate(
     if manager_factory is None:
         manager = ContextManager(
             manager_counter, managed_budget, trace.system_prompt, trace.tools,
-            trace.enable_thinking, template=template,
+            trace.enable_thinking, template=template, preserve_thinking=trace.preserve_thinking,
             incremental=None if shared is None else shared.incremental(
-                manager_counter, template, trace.enable_thinking
+                manager_counter, template, trace.enable_thinking, trace.preserve_thinking
             ),
             ladder=None if shared is None else shared.ladder(manager_counter),
         )
@@ -337,6 +350,8 @@ class SweepResult:
     seconds: float
     assume_chars_per_token: float | None = None
     """Set when budgets were in estimated tokens (chars / this); sizes stay real tokens."""
+    preserve_thinking: tuple[bool, ...] = ()
+    """Per session, whether earlier turns' reasoning stayed in the prompt."""
 
     @property
     def turns_per_s(self) -> float:
@@ -353,6 +368,7 @@ class SweepResult:
             "seconds": round(self.seconds, 3),
             "turns_per_s": round(self.turns_per_s, 1),
             "assume_chars_per_token": self.assume_chars_per_token,
+            "preserve_thinking": list(self.preserve_thinking),
         }
 
     @classmethod
@@ -369,6 +385,7 @@ class SweepResult:
             requests_simulated=data["requests_simulated"],
             seconds=data["seconds"],
             assume_chars_per_token=data.get("assume_chars_per_token"),
+            preserve_thinking=tuple(data.get("preserve_thinking", ())),
         )
 
 
@@ -498,6 +515,7 @@ def sweep(
         _WORK.clear()
     return SweepResult(
         sessions=tuple(t.name for t in traces),
+        preserve_thinking=tuple(t.preserve_thinking for t in traces),
         tokenizer=counter.name,
         slack=slack,
         points=tuple(points),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import takewhile
 
+from emil.config import Settings
 from emil.context.synthetic import SYSTEM_PROMPT, emil_tool_specs, synthetic_turns
 from emil.offline.content import Piece, message_pieces
 from emil.offline.trace import SessionTrace
@@ -14,8 +15,21 @@ __all__ = ["synthetic_pieces", "synthetic_trace"]
 _START = 1_780_000_000.0
 
 
-def synthetic_trace(hours: float, *, seed: int = 7, reasoning: bool = True) -> SessionTrace:
-    """``hours`` of seeded Emil-like play (about 170 turns an hour), with Emil's tool specs."""
+_PRESERVE_THINKING: bool = Settings.model_fields["preserve_thinking"].default
+
+
+def synthetic_trace(
+    hours: float,
+    *,
+    seed: int = 7,
+    reasoning: bool = True,
+    preserve_thinking: bool = _PRESERVE_THINKING,
+) -> SessionTrace:
+    """``hours`` of seeded Emil-like play (about 170 turns an hour), with Emil's tool specs.
+
+    Assistant messages carry reasoning (a thinking model), and the session runs with Emil's
+    default ``preserve_thinking`` unless told otherwise.
+    """
     if hours <= 0:
         raise ValueError(f"--synthetic-hours must be positive, got {hours}")
     end = _START + hours * 3600.0
@@ -25,6 +39,7 @@ def synthetic_trace(hours: float, *, seed: int = 7, reasoning: bool = True) -> S
         name=f"synthetic {hours:g} h (seed {seed})",
         system_prompt=SYSTEM_PROMPT,
         tools=emil_tool_specs(),
+        preserve_thinking=preserve_thinking,
     )
 
 

@@ -55,6 +55,9 @@ class SessionTrace:
     system_prompt: str = ""
     tools: list[dict[str, Any]] = field(default_factory=list)
     enable_thinking: bool = False
+    preserve_thinking: bool = False
+    """``chat_template_kwargs.preserve_thinking`` the session ran with (recorded in the header;
+    earlier turns' reasoning stays in the prompt when on)."""
     window: int | None = None
     """The served window recorded in the header, if any."""
     output_reserve: int | None = None
@@ -123,6 +126,7 @@ class SessionTrace:
                 "system_prompt": header.system_prompt,
                 "tools": list(header.tools),
                 "enable_thinking": header.enable_thinking,
+                "preserve_thinking": header.preserve_thinking,
                 "window": header.window,
                 "output_reserve": header.output_reserve,
                 "prompt_budget": header.prompt_budget,
@@ -143,6 +147,7 @@ class SessionTrace:
         system_prompt: str = "",
         tools: Sequence[dict[str, Any]] = (),
         enable_thinking: bool = False,
+        preserve_thinking: bool = False,
         turn_seconds: float = 10.0,
         start: float = 0.0,
     ) -> SessionTrace:
@@ -166,7 +171,7 @@ class SessionTrace:
                 steps.append(Step("request", now=now))
         return cls(
             name, tuple(steps), system_prompt=system_prompt, tools=list(tools),
-            enable_thinking=enable_thinking,
+            enable_thinking=enable_thinking, preserve_thinking=preserve_thinking,
         )
 
 

@@ -90,12 +90,16 @@ def test_fast_assemblies_equal_the_reference_over_synthetic_play(
     assert trims >= 5, (requests, trims)
 
 
-def test_a_sweep_point_is_the_same_with_the_reference_manager() -> None:
-    trace: SessionTrace = synthetic_trace(hours=1.0, seed=3)
+@pytest.mark.parametrize("preserve", [True, False])
+def test_a_sweep_point_is_the_same_with_the_reference_manager(preserve: bool) -> None:
+    trace: SessionTrace = synthetic_trace(hours=1.0, seed=3, preserve_thinking=preserve)
     budget = Budget(window=24000, output_reserve=6144)
 
     def reference(b: Budget, t: SessionTrace) -> ContextManager:
-        return ReferenceContextManager(COUNTER, b, t.system_prompt, t.tools, t.enable_thinking)
+        return ReferenceContextManager(
+            COUNTER, b, t.system_prompt, t.tools, t.enable_thinking,
+            preserve_thinking=t.preserve_thinking,
+        )
 
     fast = simulate(trace, budget, COUNTER)
     slow = simulate(trace, budget, COUNTER, manager_factory=reference)

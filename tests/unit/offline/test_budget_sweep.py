@@ -197,3 +197,33 @@ def test_shared_caches_change_nothing_but_speed() -> None:
     alone = simulate(trace, budget(6000), get_token_counter("qwen3.6"))
     assert warm.trims > 3  # the ladder really ran
     assert replace(warm, seconds=0.0) == replace(alone, seconds=0.0)
+
+
+def test_a_recorded_session_is_swept_with_its_own_preserve_thinking(tmp_path: Path) -> None:
+    sample = Path(__file__).resolve().parents[3] / "emil" / "data" / "samples" / "demo-session.jsonl"
+    lines = sample.read_text().splitlines()
+    for preserve in (True, False):
+        header = {**json.loads(lines[0]), "preserve_thinking": preserve}
+        path = tmp_path / f"{preserve}.jsonl"
+        path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+        assert SessionTrace.from_recording(path).preserve_thinking is preserve
+
+
+def test_kept_reasoning_makes_every_turn_bigger_and_every_prompt_append_only() -> None:
+    """A thinking session swept with and without preserve_thinking: kept reasoning costs tokens
+    (more trims at the same budget) and keeps prompts append-only between trims."""
+    budget = Budget(window=24000, output_reserve=6144)
+    qwen = get_token_counter("qwen3.6")
+    kept = simulate(synthetic_trace(hours=1.0, seed=3, preserve_thinking=True), budget, qwen)
+    dropped = simulate(synthetic_trace(hours=1.0, seed=3, preserve_thinking=False), budget, qwen)
+    assert kept.trims > dropped.trims > 0
+    assert kept.append_only_share > 0.95 > dropped.append_only_share
+
+
+def test_tune_budget_says_which_preserve_thinking_it_swept(capsys: pytest.CaptureFixture[str]) -> None:
+    from tools.tune_budget import main
+
+    assert main(["--synthetic-hours", "0.2", "--budgets", "9000", "--jobs", "1", "--no-preserve-thinking"]) == 0
+    assert "preserve_thinking: off" in capsys.readouterr().out
+    assert main(["--synthetic-hours", "0.2", "--budgets", "9000", "--jobs", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["preserve_thinking"] == [True]
