@@ -10,7 +10,8 @@
                         stops at the hard budget (``ceiling``), not at the low-water target:
                         the newest turn is the one in progress, and a call group cut from it
                         is an action the model no longer knows it took, so it takes it again
-                        (Emil answered one chat line twice after an overflow recovery)
+                        (Emil answered one chat line twice after an overflow recovery); each
+                        dropped group leaves a line saying what it did in the opening message
 
 Every rung is a pure function (turns in, turns out); :func:`run_ladder` applies them oldest turn
 first, measures after every step with the exact counter, stops at the target (the low-water
@@ -41,6 +42,7 @@ __all__ = [
     "drop_reasoning",
     "elide_result",
     "elide_results",
+    "note_dropped",
     "run_ladder",
     "split_groups",
 ]
@@ -184,12 +186,11 @@ def _clock(t: float | None) -> str:
     return "--:--:--" if t is None else time.strftime("%H:%M:%S", time.gmtime(t))
 
 
-def digest_turn(turn: Turn) -> str:
-    """One deterministic line: when, what started the turn, what Emil did and how it went."""
-    opening = turn[0]
-    parts = [f"{_clock(opening.event_time)} {_clip(opening.content or '', 100)}"]
-    results = {m.tool_call_id: m for m in turn if m.role == "tool"}
-    for message in turn[1:]:
+def _actions(messages: Sequence[Message]) -> list[str]:
+    """What the assistant messages among ``messages`` said and did, and how each call went."""
+    results = {m.tool_call_id: m for m in messages if m.role == "tool"}
+    parts: list[str] = []
+    for message in messages:
         if message.role != "assistant":
             continue
         if message.content:
@@ -198,7 +199,30 @@ def digest_turn(turn: Turn) -> str:
             result = results.get(call["id"])
             outcome = _clip(result.content or "", 50) if result else "no result"
             parts.append(f"{call['name']}({_clip(call['arguments'], 40)}) -> {outcome}")
-    return "- " + "; ".join(parts)
+    return parts
+
+
+def digest_turn(turn: Turn) -> str:
+    """One deterministic line: when, what started the turn, what Emil did and how it went."""
+    opening = turn[0]
+    parts = [f"{_clock(opening.event_time)} {_clip(opening.content or '', 100)}"]
+    return "- " + "; ".join(parts + _actions(turn[1:]))
+
+
+_DONE_NOTE = "\n\n[cut for space; already done earlier in this turn: "
+
+
+def note_dropped(opening: Message, group: Sequence[Message]) -> Message:
+    """The opening message of the turn in progress, with a note of what a call group cut from
+    that turn did: without it the model no longer knows it took those actions, and takes them
+    again (Emil answered one chat line twice after an overflow recovery)."""
+    done = _actions(group)
+    if not done:
+        return opening
+    content = opening.content or ""
+    base, sep, earlier = content.partition(_DONE_NOTE)
+    items = [earlier.removesuffix("]"), *done] if sep else done
+    return opening.with_changes(content=f"{base}{_DONE_NOTE}{'; '.join(items)}]")
 
 
 def _fold(memory: Message | None, turn: Turn, config: LadderConfig) -> Message:
@@ -389,14 +413,16 @@ def _cut_newest(run: _Run, config: LadderConfig, ceiling: int) -> None:
         new = transform(old)
         if new is not None and run.try_swap(index, new):
             touched += _changed(old, new)
-    # Then whole groups, oldest first; the opening message is pinned.
+    # Then whole groups, oldest first; the opening message is pinned, and notes what each
+    # dropped group did (unless the note would cost more than the group frees).
     while run.over:
         groups = split_groups(run.state.turns[index])
         if len(groups) <= 1:
             break
         dropped = groups[1]
-        kept = tuple(m for g in (groups[0], *groups[2:]) for m in g)
-        if not run.try_swap(index, kept):
+        rest = tuple(m for g in (groups[0][1:], *groups[2:]) for m in g)
+        noted = (note_dropped(groups[0][0], dropped), *rest)
+        if not run.try_swap(index, noted) and not run.try_swap(index, (groups[0][0], *rest)):
             break
         touched += len(dropped)
     run.record("cut_newest", touched, before)

@@ -12,6 +12,7 @@ from emil.context.ladder import (
     digest_turn,
     drop_reasoning,
     elide_results,
+    note_dropped,
     run_ladder,
     split_groups,
 )
@@ -184,3 +185,33 @@ def test_rewrite_memo_is_bounded_per_config() -> None:
     run_ladder(history, target=1, measure=_chars, config=config, now=2000.0)
     assert 0 < len(config._memo) <= 3
     assert len(LadderConfig()._memo) == 0  # each config has its own memo
+
+
+def test_a_group_cut_from_the_newest_turn_is_noted_in_its_opening() -> None:
+    opening = Message.observation("alex says: fetch wood", event_time=1000.0)
+    groups: list[Message] = []
+    for i in range(4):
+        call = {"id": f"g{i}", "name": "dig", "arguments": json.dumps({"x": i})}
+        groups += [
+            Message.assistant(None, tool_calls=[call], event_time=1000.0),
+            Message.tool_result(f"g{i}", json.dumps({"ok": True, "dug": "oak_log", "pad": "x" * 300})),
+        ]
+    history = History(((opening, *groups),))
+    whole = _chars(LadderState(history.turns))
+    target = whole // 4  # eliding the results alone is not enough: groups must go
+    cut, records, size = run_ladder(history, target=target, measure=_chars, config=CONFIG, now=2000.0)
+    assert "cut_newest" in [r.rung for r in records] and size <= target
+    (turn,) = cut.turns
+    note = turn[0].content or ""
+    assert note.startswith("alex says: fetch wood\n\n[cut for space; already done earlier in this turn: ")
+    kept_calls = {c["id"] for m in turn for c in m.tool_calls}
+    for i in range(4):
+        # every call is either still there (with its result) or named in the note
+        assert (f"g{i}" in kept_calls) != (f'dig({{"x": {i}}})' in note)
+    assert "g0" not in kept_calls  # oldest group first
+    first = note_dropped(opening, groups[:2])
+    line = 'dig({"x": 0}) -> {"ok": true, "dug": "oak_log", "pad": "xxxxxxxxxx…'
+    assert first.content == f"alex says: fetch wood\n\n[cut for space; already done earlier in this turn: {line}]"
+    # a second cut adds to the same note
+    assert (note_dropped(first, groups[2:4]).content or "").endswith(f"{line}; {line.replace('0', '1')}]")
+    assert note_dropped(opening, ()) is opening
