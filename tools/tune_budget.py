@@ -33,10 +33,17 @@ from emil.offline.trace import SessionTrace
 
 
 def _budgets(text: str) -> list[int]:
-    if ":" in text:
-        lo, hi, step = (int(v) for v in text.split(":"))
-        return list(range(lo, hi + 1, step))
-    return [int(v) for v in text.split(",") if v.strip()]
+    try:
+        if ":" in text:
+            lo, hi, step = (int(v) for v in text.split(":"))
+            if step <= 0:
+                raise ValueError
+            return list(range(lo, hi + 1, step))
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected integers a,b,c or lo:hi:step (step > 0), got {text!r}"
+        ) from None
 
 
 def _progress(p: BudgetPoint) -> None:

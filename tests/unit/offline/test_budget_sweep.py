@@ -227,3 +227,13 @@ def test_tune_budget_says_which_preserve_thinking_it_swept(capsys: pytest.Captur
     assert "preserve_thinking: off" in capsys.readouterr().out
     assert main(["--synthetic-hours", "0.2", "--budgets", "9000", "--jobs", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["preserve_thinking"] == [True]
+
+
+@pytest.mark.parametrize("spec", ["abc", "1:9:0", "8000:9000"])
+def test_a_bad_budget_list_is_refused_with_the_expected_form(spec: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from tools.tune_budget import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--synthetic-hours", "0.1", "--budgets", spec])
+    assert exit_.value.code == 2
+    assert "a,b,c or lo:hi:step" in capsys.readouterr().err

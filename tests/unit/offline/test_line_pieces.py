@@ -1,9 +1,12 @@
-"""The sweep's counter sums per-line counts: exactly the whole text's count, for Qwen3.5/3.6."""
+"""The sweep's counter sums the counts of pieces cut at special tokens and line starts: exactly
+the whole text's count, for Qwen3.5/3.6."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
+from emil.context.synthetic import synthetic_turns
 from emil.context.tokens import get_token_counter
 from emil.offline.piece_counter import CachedCounter, line_pieces
 
@@ -34,6 +37,19 @@ def _notes(seed: int, n: int) -> list[str]:
     return out
 
 
+def _game_texts() -> list[str]:
+    """Real shapes: the synthetic session's tool results, observations and arguments, raw and
+    framed as the blocks the template renders."""
+    raw: list[str] = []
+    for turn in itertools.islice(synthetic_turns(11), 60):
+        for m in turn.messages:
+            raw += [m.text, m.reasoning or "", *(c["arguments"] for c in m.tool_calls)]
+    raw = [t for t in raw if t]
+    framed = [f"<|im_start|>user\n{t}<|im_end|>\n" for t in raw]
+    framed += [f"\n<tool_response>\n{t}\n</tool_response>" for t in raw]
+    return raw + framed
+
+
 def test_pieces_rebuild_the_text() -> None:
     for text in _texts(1, 500):
         assert "".join(line_pieces(text)) == text
@@ -41,7 +57,7 @@ def test_pieces_rebuild_the_text() -> None:
 
 def test_sum_of_piece_counts_equals_the_whole_count() -> None:
     cached = CachedCounter(QWEN)
-    texts = _texts(2, 3000) + _notes(3, 300)
+    texts = _texts(2, 3000) + _notes(3, 300) + _game_texts()
     for text in texts:
         assert cached.count(text) == QWEN.count(text), repr(text)
 
