@@ -76,7 +76,7 @@ class CachedCounter:
         for segment in parts[::2]:
             if not segment:
                 continue
-            for piece in _LINE_START.split(segment) if "\n" in segment else (segment,):
+            for piece in line_pieces(segment) if "\n" in segment else (segment,):
                 c = cache.get(piece)
                 if c is None:
                     c = cache[piece] = self.inner.count(piece)
