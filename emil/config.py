@@ -68,7 +68,16 @@ class Settings(BaseModel):
     """
     temperature: float | None = Field(default=None, ge=0)
     request_timeout_s: float = Field(default=120.0, gt=0)
+    """Longest wait for one whole answer; past it the request counts as a transient failure."""
+    stream: bool = True
+    """Stream answers (SSE): gives the time to first token, and a hung server is noticed by
+    first_token_timeout_s instead of request_timeout_s."""
+    first_token_timeout_s: float = Field(default=60.0, gt=0)
+    """Longest wait for the first generated token of a streamed answer (prefill included)."""
     max_overflow_retries: int = Field(default=2, ge=0, le=5)
+    max_server_fault_retries: int = Field(default=3, ge=0, le=10)
+    """Resends of a request answered with a 200 that is not a valid completion, before the
+    turn fails."""
     endpoint_wait_s: float | None = Field(default=None, gt=0)
     """How long to wait for an unreachable endpoint at start; unset = wait until stopped."""
 
@@ -83,6 +92,11 @@ class Settings(BaseModel):
     """Let say/whisper send text starting with "/"."""
     reflexes: tuple[Literal["defend", "flee", "eat", "unstuck"], ...] = ("defend", "flee", "eat", "unstuck")
     """Reflexes switched on in the bot module (they act without the model)."""
+    world_patience_s: float | None = Field(default=None, gt=0)
+    """How long to wait for the Minecraft server (at start and after losing it) before the
+    session stops with exit code 3; unset = wait until stopped."""
+    world_restarts_per_hour: int = Field(default=10, ge=0)
+    """Restarts of the bot's Node process allowed within any hour; one more stops the session."""
 
     # --- Agent loop ---------------------------------------------------------------------
     step_limit: int = Field(default=8, ge=1)
@@ -91,12 +105,22 @@ class Settings(BaseModel):
     """Backstop per tool call; each tool has its own, shorter limit in the bot bridge."""
     chat_debounce_s: float = Field(default=0.4, ge=0)
     """Wait this long after a chat line for more lines before starting a turn."""
+    urgent_interval_s: float = Field(default=10.0, ge=0)
+    """An urgent line from one player interrupts Emil at most once per this many seconds."""
+    interrupt_grace_s: float = Field(default=1.0, ge=0)
+    """An urgent event lets a model call in flight finish for this long, then cancels it."""
+    observation_cap_tokens: int | None = Field(default=None, gt=0)
+    """Token cap of one turn's observation (floods are coalesced to fit); unset = a quarter of
+    the prompt budget."""
     low_health: float = Field(default=6.0, ge=0)
     """Health at or below this is urgent (20 = full)."""
     hostile_urgent_distance: float = Field(default=8.0, ge=0)
     prompts_dir: Path | None = None
     """Persona and rules templates; unset = the prompts/ shipped with Emil."""
     recording_dir: Path = Path("recordings")
+    recording_append: bool = False
+    """Continue an existing recording (--recording PATH) instead of refusing to start; a torn
+    last line is cut first."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("endpoint")
@@ -106,7 +130,8 @@ class Settings(BaseModel):
             raise ValueError("must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1)")
         return v.rstrip("/")
 
-    @field_validator("window", "prompt_budget", "endpoint_wait_s", "chat_template", "prompts_dir", "temperature", mode="before")
+    @field_validator("window", "prompt_budget", "endpoint_wait_s", "chat_template", "prompts_dir", "temperature",
+                     "world_patience_s", "observation_cap_tokens", mode="before")
     @classmethod
     def _auto_is_unset(cls, v: Any) -> Any:
         return None if isinstance(v, str) and v.strip().lower() in ("auto", "", "none") else v
@@ -249,7 +274,7 @@ def format_settings(loaded: LoadedSettings, resolved: Mapping[str, Any] | None =
     if loaded.config_file is not None:
         lines.append(f"# config file: {loaded.config_file}")
     for name, value in data.items():
-        shown = "auto" if value is None and name in ("window", "prompt_budget", "endpoint_wait_s", "chat_template", "prompts_dir", "temperature") else value
+        shown = "auto" if value is None and name in ("window", "prompt_budget", "endpoint_wait_s", "chat_template", "prompts_dir", "temperature", "world_patience_s", "observation_cap_tokens") else value
         text = f"{name:<{width}} = {_toml_value(shown)}"
         note = loaded.sources[name]
         if resolved and name in resolved:

@@ -18,7 +18,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from emil.llm.client import OpenAIClient
-from emil.llm.retry import RecoveryEvent, complete_with_recovery
+from emil.llm.recovery import RecoveryEvent, complete_with_recovery
 from emil.testing.brains import fixed_reply
 from emil.testing.script import Reply
 from emil.testing.vllm_double import VLLMDouble

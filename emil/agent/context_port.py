@@ -1,4 +1,9 @@
-"""The context port over the real context manager (emil.context): history + budgeted assembly."""
+"""The context port over the real context manager (emil.context): history + budgeted assembly.
+
+Every message enters history here, so this is the one choke point where untrusted text (chat,
+names, signs, books, items, tool results that echo them, the model's echoes of them) is
+neutralised against the served vocabulary's special tokens (emil.context.untrusted).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ from emil.agent.ports import NewMessage
 from emil.context.history import History, Message
 from emil.context.ladder import TrimRecord
 from emil.context.manager import Assembly, ContextManager
-from emil.exceptions import BudgetError
+from emil.context.untrusted import Neutraliser, special_tokens_of
+from emil.exceptions import BudgetError, ContextOverflowError
 
 __all__ = ["ContextAssembly", "ManagedContext"]
 
@@ -63,24 +69,50 @@ class ManagedContext:
         self.tools = tools
         self.history = history or History()
         self.last: Assembly | None = None
+        self.neutralise = Neutraliser(special_tokens_of(manager.counter))
+        """Applied to every text of every message added (the served vocabulary's specials)."""
+
+    def _safe(self, text: str | None) -> str | None:
+        return None if text is None else self.neutralise(text)
 
     def add(self, message: NewMessage, *, new_turn: bool = False) -> Message:
+        safe = self.neutralise
         msg = Message(
             role=message.role,
-            content=message.content,
+            content=self._safe(message.content),
             kind=message.kind,
-            tool_calls=tuple({k: str(v) for k, v in c.items()} for c in message.tool_calls),
+            # tool-call ids are the server's own; names and arguments are model text that may
+            # echo a player (arguments are JSON the server decodes before rendering)
+            tool_calls=tuple(
+                {k: str(v) if k == "id" else safe.json_text(str(v)) if k == "arguments" else safe(str(v))
+                 for k, v in c.items()}
+                for c in message.tool_calls
+            ),
             tool_call_id=message.tool_call_id,
-            name=message.name,
-            reasoning=message.reasoning,
+            name=self._safe(message.name),
+            reasoning=self._safe(message.reasoning),
             event_time=message.event_time,
-            status=message.status,
+            status=self._safe(message.status),
         )
         self.history = self.history.start_turn(msg) if new_turn else self.history.append(msg)
         return msg
 
+    def count_text(self, text: str) -> int:
+        """Tokens of ``text`` in the served vocabulary (sizing an observation before it is added)."""
+        return self.manager.counter.count(self.neutralise(text))
+
+    @property
+    def prompt_budget(self) -> int:
+        """The prompt budget now (calibration may have widened the margin)."""
+        return self.manager.effective_budget()
+
     def assemble(self, limit: int | None = None) -> ContextAssembly:
-        assembly = self.manager.assemble(self.history, limit=limit)
+        try:
+            assembly = self.manager.assemble(self.history, limit=limit)
+        except BudgetError as e:
+            # At start the pinned prompt was checked to fit (check_fits); now it is this turn's
+            # own opening that does not: the turn fails, the session goes on.
+            raise ContextOverflowError(f"this turn cannot fit the prompt budget: {e}") from e
         self.history = assembly.history
         self.last = assembly
         # The manager renders [system, memory note?, *history]; their ids let the recorder

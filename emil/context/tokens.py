@@ -123,6 +123,11 @@ class HFTokenizerCounter:
     def name(self) -> str:
         return f"tokenizer.json at {self._path}"
 
+    @property
+    def special_tokens(self) -> frozenset[str]:
+        """Surface forms of the added tokens (matched in raw text whether "special" or not)."""
+        return frozenset(t.content for t in self._tokenizer.get_added_tokens_decoder().values())
+
     def encode(self, text: str) -> list[int]:
         ids: list[int] = self._tokenizer.encode(text, add_special_tokens=False).ids
         return ids

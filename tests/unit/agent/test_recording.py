@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from emil.llm.types import Completion, Timings, ToolCall, Usage
 from emil.recording import (
     RECORD_ADAPTER,
@@ -184,3 +186,54 @@ def test_a_header_written_before_preserve_thinking_reads_as_false(tmp_path: Path
     header = read_recording(path).records[0]
     assert isinstance(header, HeaderRecord)
     assert header.enable_thinking is True and header.preserve_thinking is False
+
+
+def test_a_new_session_never_appends_to_an_existing_file(tmp_path: Path) -> None:
+    from emil.recording import RecordingExists
+
+    path = tmp_path / "s.jsonl"
+    Recorder(path).close("first")
+    with pytest.raises(RecordingExists, match="recording_append"):
+        Recorder(path)
+    assert [r.kind for r in read_recording(path).records] == ["end"]
+    empty = tmp_path / "empty.jsonl"
+    empty.touch()
+    Recorder(empty).close("fine")  # an empty file holds no session to lose
+
+
+@pytest.mark.parametrize("torn", [b'{"kind": "turn", "tu', b"\xff\xfe garbage", b'{"kind": "turn"}'])
+def test_appending_repairs_a_torn_tail_first(tmp_path: Path, torn: bytes) -> None:
+    from emil.recording import ErrorRecord
+
+    path = tmp_path / "s.jsonl"
+    with Recorder(path) as rec:
+        rec.write(HeaderRecord(session_id="one"))
+        rec.write(TurnRecord(turn=1))
+    whole = path.read_bytes()
+    path.write_bytes(whole + torn)  # killed mid-write (the last case: whole JSON, no newline)
+    rec = Recorder(path, append=True)
+    rec.write(HeaderRecord(session_id="two"))
+    rec.close("stopped", exit_code=0)
+    read = read_recording(path)
+    assert read.problem is None and read.complete
+    kinds = [r.kind for r in read.records]
+    assert kinds == ["header", "turn", "end", "error", "header", "end"]
+    repair = read.records[3]
+    assert isinstance(repair, ErrorRecord) and f"cut {len(torn)} bytes" in repair.message
+    last = read.records[-1]
+    assert isinstance(last, EndRecord) and last.exit_code == 0
+
+
+def test_repair_cuts_only_the_tail(tmp_path: Path) -> None:
+    from emil.recording import repair_tail
+
+    path = tmp_path / "s.jsonl"
+    good = b'{"kind": "turn", "turn": 1}\n'
+    path.write_bytes(good + b"not json\n" + good)
+    assert repair_tail(path) == 0  # a bad line in the middle is not a torn tail
+    path.write_bytes(good + b"x" * 200_000)  # a long torn line, past the reading window
+    assert repair_tail(path) == 200_000 and path.read_bytes() == good
+    path.write_bytes(b"torn")
+    assert repair_tail(path) == 4 and path.read_bytes() == b""
+    path.write_bytes(good + b"\n")  # a blank last line is whole
+    assert repair_tail(path) == 0

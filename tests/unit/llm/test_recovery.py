@@ -1,30 +1,32 @@
-"""The recovery policy without I/O: driven by hand and by an in-process fake (unit tests only)."""
+"""The recovery flow without I/O: driven by hand and by an in-process fake (unit tests only)."""
 
 from __future__ import annotations
 
 import math
-import random
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emil.exceptions import ContextOverflowError, EndpointConfigError, EndpointUnavailable
+from emil.backoff import Backoff, Patience
+from emil.exceptions import (
+    ContextOverflowError,
+    EndpointConfigError,
+    EndpointUnavailable,
+    ServerFault,
+)
 from emil.llm import parse_overflow
-from emil.llm.retry import (
+from emil.llm.classify import OverflowRejected
+from emil.llm.recovery import (
     Assemble,
-    Backoff,
     Calibrate,
     CountExactly,
     Notify,
-    OverflowRejected,
     RecoveryEvent,
     Send,
-    classify_failure,
+    Wait,
     complete_with_recovery,
-    config_hint,
     recovery_flow,
-    retry_transient,
 )
 from emil.llm.types import ChatRequest, Completion, Usage
 from emil.testing.vllm_wordings import WORDINGS, Wording, judge_overflow
@@ -188,99 +190,64 @@ def test_clamped_completion_is_an_overflow() -> None:
     assert isinstance(step, Assemble) and step.limit is not None and step.limit < 28000
 
 
-@pytest.mark.parametrize(
-    "exc",
-    [EndpointUnavailable("refused", status=None),
-     EndpointConfigError("fix it", status=401, server_message="Unauthorized")],
-)
-def test_transient_and_config_errors_propagate_at_once(exc: Exception) -> None:
+def test_a_configuration_error_propagates_at_once() -> None:
     flow = recovery_flow(window=W)
     next(flow)
     flow.send(_req(1000))
+    exc = EndpointConfigError("fix it", status=401, server_message="Unauthorized")
     step = flow.send(exc)
-    assert isinstance(step, Notify) and step.event.kind in ("transient", "config")
-    with pytest.raises(type(exc)):
+    assert isinstance(step, Notify) and step.event.kind == "config"
+    with pytest.raises(EndpointConfigError):
         flow.send(None)
 
 
-@pytest.mark.parametrize(
-    ("status", "message", "expected"),
-    [
-        (400, "This model's maximum context length is 4096 tokens. However, your request has "
-              "5000 input tokens.", "overflow"),
-        (502, "Input length (5000) exceeds model's maximum context length (4096).", "overflow"),
-        (None, "Connection refused", "transient"),
-        (429, "Too Many Requests", "transient"),
-        (500, "Internal Server Error", "transient"),
-        (502, "Bad Gateway", "transient"),
-        (503, "Service Unavailable", "transient"),
-        (504, "Gateway Timeout", "transient"),
-        (400, "engine loading, try again", "transient"),
-        (401, "Unauthorized", "config"),
-        (403, "Forbidden", "config"),
-        (404, "The model `x` does not exist.", "config"),
-        (400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to '
-              "be set", "config"),
-        (422, "Unprocessable", "config"),
-    ],
-)
-def test_classify_failure(status: int | None, message: str, expected: str) -> None:
-    assert classify_failure(status, message) == expected
+def test_a_transient_failure_waits_and_resends_the_same_request() -> None:
+    flow = recovery_flow(window=W)
+    next(flow)
+    request = _req(1000)
+    flow.send(request)
+    for send in (1, 2, 3):
+        down = EndpointUnavailable("refused", status=None)
+        step = flow.send(down)
+        assert isinstance(step, Notify) and step.event.kind == "transient"
+        assert step.event.send == send and step.event.attempt == 0
+        assert flow.send(None) == Wait(down)
+        step = flow.send(None)
+        assert step == Send(request, 0, send + 1)  # the same request: one request, attempts
+    with pytest.raises(StopIteration):
+        flow.send(_ok())
 
 
-def test_config_hints_say_what_to_change() -> None:
-    msg = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
-    assert "--enable-auto-tool-choice" in config_hint(400, msg)
-    assert msg in config_hint(400, msg)
-    assert "/v1/models" in config_hint(404, "no such model", model="qwen")
-    assert "api_key" in config_hint(401, "Unauthorized")
+def test_server_faults_are_resent_a_bounded_number_of_times() -> None:
+    flow = recovery_flow(window=W, max_fault_retries=2)
+    next(flow)
+    request = _req(1000)
+    flow.send(request)
+    kinds: list[str] = []
+    with pytest.raises(ServerFault, match="garbage"):
+        step = flow.send(ServerFault("garbage 1"))
+        while True:
+            if isinstance(step, Notify):
+                kinds.append(step.event.kind)
+            value = ServerFault(f"garbage {len(kinds)}") if isinstance(step, Send) else None
+            if isinstance(step, Send):
+                assert step.request is request
+            step = flow.send(value)
+    # 1 send + 2 resends, each a fault; the third fault ends it
+    assert kinds == ["server_fault", "server_fault", "server_fault", "gave_up"]
 
 
-def test_backoff_is_full_jitter_exponential_and_capped() -> None:
-    b = Backoff(base=0.5, cap=4.0, rng=random.Random(1))
-    ceilings = []
-    for _ in range(8):
-        ceilings.append(b.ceiling())
-        d = b.next_delay()
-        assert 0.0 <= d <= ceilings[-1]
-    assert ceilings == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0, 4.0, 4.0]
-    b.reset()
-    assert b.ceiling() == 0.5
-    nj = Backoff(base=0.5, cap=4.0, jitter=False)
-    assert [nj.next_delay() for _ in range(4)] == [0.5, 1.0, 2.0, 4.0]
-    with pytest.raises(ValueError, match="base"):
-        Backoff(base=2.0, cap=1.0)
-
-
-async def test_retry_transient_waits_then_succeeds_and_stops_on_config() -> None:
-    calls = 0
-
-    async def flaky() -> str:
-        nonlocal calls
-        calls += 1
-        if calls < 3:
-            raise EndpointUnavailable("503 loading", status=503)
-        return "up"
-
-    b = Backoff(base=0.001, cap=0.004)
-    events: list[RecoveryEvent] = []
-    assert await retry_transient(flaky, backoff=b, on_event=events.append) == "up"
-    assert calls == 3 and b.waits == 2 and b.attempt == 0
-    assert [e.kind for e in events] == ["transient", "transient"]
-
-    async def misconfigured() -> str:
-        raise EndpointConfigError("set the key", status=401)
-
-    b2 = Backoff(base=0.001, cap=0.004)
-    with pytest.raises(EndpointConfigError):
-        await retry_transient(misconfigured, backoff=b2)
-    assert b2.waits == 0
-
-    async def down() -> str:
-        raise EndpointUnavailable("refused")
-
-    with pytest.raises(EndpointUnavailable):
-        await retry_transient(down, backoff=Backoff(base=0.001, cap=0.002), give_up_after_s=0.02)
+def test_a_server_fault_then_an_answer_recovers() -> None:
+    flow = recovery_flow(window=W)
+    next(flow)
+    flow.send(_req(1000))
+    step = flow.send(ServerFault("html"))
+    assert isinstance(step, Notify) and step.event.kind == "server_fault"
+    assert isinstance(flow.send(None), Wait)
+    assert isinstance(flow.send(None), Send)
+    with pytest.raises(StopIteration) as stop:
+        flow.send(_ok())
+    assert stop.value.value.content == "ok"
 
 
 class _FakeServer:
@@ -329,3 +296,53 @@ async def test_recovers_within_two_retries_with_strictly_shrinking_prompts(
     assert server.sent == sorted(set(server.sent), reverse=True)
     assert server.sent[-1] + M <= W
     assert len(calibrations) == len(server.sent) - 1
+
+
+class _Flaky:
+    """In-process fake: fails the first sends with ``failures``, then answers."""
+
+    def __init__(self, *failures: Exception) -> None:
+        self.failures = list(failures)
+        self.sent: list[ChatRequest] = []
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        self.sent.append(request)
+        if self.failures:
+            raise self.failures.pop(0)
+        return _ok()
+
+
+async def test_the_driver_waits_out_transients_with_the_services_patience() -> None:
+    llm = _Flaky(EndpointUnavailable("refused"), ServerFault("<html>"), EndpointUnavailable("503", status=503))
+    events: list[RecoveryEvent] = []
+    assembled: list[int | None] = []
+    patience = Patience("llm endpoint", backoff=Backoff(0.001, 0.002))
+
+    def assemble(limit: int | None) -> ChatRequest:
+        assembled.append(limit)
+        return _req(1000)
+
+    out = await complete_with_recovery(llm, assemble, window=W, on_event=events.append,
+                                       patience=patience)
+    assert out.content == "ok"
+    assert assembled == [None]  # assembled once: the same request went four times
+    assert len(llm.sent) == 4 and all(r is llm.sent[0] for r in llm.sent)
+    assert [e.kind for e in events] == ["transient", "server_fault", "transient"]
+    assert [e.send for e in events] == [1, 2, 3]
+    assert patience.episodes == 1 and not patience.down
+
+
+async def test_without_patience_a_transient_failure_propagates() -> None:
+    llm = _Flaky(EndpointUnavailable("refused"))
+    with pytest.raises(EndpointUnavailable):
+        await complete_with_recovery(llm, lambda _limit: _req(1000), window=W)
+    assert len(llm.sent) == 1
+
+
+async def test_an_overflow_answer_means_the_server_is_up() -> None:
+    msg = "Input length (40000) exceeds model's maximum context length (32768)."
+    llm = _Flaky(EndpointUnavailable("refused"), _rejected(msg))
+    patience = Patience("llm endpoint", backoff=Backoff(0.001, 0.002))
+    sizes = iter([30000, 20000])
+    await complete_with_recovery(llm, lambda _limit: _req(next(sizes)), window=W, patience=patience)
+    assert not patience.down and patience.episodes == 1

@@ -1,0 +1,68 @@
+"""What a failed exchange with the LLM server means (emil.llm.classify)."""
+
+from __future__ import annotations
+
+import pytest
+
+from emil.llm.classify import TRANSIENT_STATUSES, classify_failure, config_hint, excerpt
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "expected"),
+    [
+        (400, "This model's maximum context length is 4096 tokens. However, your request has "
+              "5000 input tokens.", "overflow"),
+        (502, "Input length (5000) exceeds model's maximum context length (4096).", "overflow"),
+        (None, "Connection refused", "transient"),
+        (408, "Request Timeout", "transient"),
+        (425, "Too Early", "transient"),
+        (429, "Too Many Requests", "transient"),
+        (500, "Internal Server Error", "transient"),
+        (502, "Bad Gateway", "transient"),
+        (503, "Service Unavailable", "transient"),
+        (504, "Gateway Timeout", "transient"),
+        (400, "engine loading, try again", "transient"),
+        (400, "model not ready", "transient"),
+        (409, "Starting up", "transient"),
+        (400, "Warming up the engine", "transient"),
+        (401, "Unauthorized", "config"),
+        (403, "Forbidden", "config"),
+        (404, "The model `x` does not exist.", "config"),
+        (400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to '
+              "be set", "config"),
+        (407, "Proxy Authentication Required", "config"),
+        (409, "Conflict", "config"),
+        (422, "Unprocessable", "config"),
+        (501, "Not Implemented", "config"),
+        (505, "HTTP Version Not Supported", "config"),
+    ],
+)
+def test_classify_failure(status: int | None, message: str, expected: str) -> None:
+    assert classify_failure(status, message) == expected
+
+
+def test_the_transient_statuses_are_exactly_these() -> None:
+    assert frozenset({408, 425, 429, 500, 502, 503, 504}) == TRANSIENT_STATUSES
+
+
+def test_config_hints_say_what_to_change() -> None:
+    msg = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+    assert "--enable-auto-tool-choice" in config_hint(400, msg)
+    assert msg in config_hint(400, msg)
+    assert "/v1/models" in config_hint(404, "no such model", model="qwen")
+    assert "'qwen'" in config_hint(404, "no such model", model="qwen")
+    assert "api_key" in config_hint(401, "Unauthorized")
+    assert "api_key" in config_hint(403, "Forbidden")
+    assert "--reasoning-parser" in config_hint(400, "reasoning parser is not set")
+    assert "request options" in config_hint(400, "bad top_k")
+    assert config_hint(418, "teapot").endswith("Server said (HTTP 418): teapot")
+
+
+def test_excerpt_is_one_line_and_bounded() -> None:
+    page = "<html>\n<body>" + "x" * 1000 + "</body></html>"
+    short = excerpt(page.encode(), limit=50)
+    assert "\n" not in short and short.startswith("<html> <body>xxx")
+    assert short.endswith(f"… ({len(page)} chars)")
+    assert excerpt("fine", limit=4) == "fine"
+    assert excerpt("fine!", limit=4) == "fine… (5 chars)"
+    assert excerpt(b"\xff ok") == "\ufffd ok"
