@@ -341,7 +341,7 @@ class Agent:
                     self._fail_turn(stats, e, where="world")
                 except Exception as e:  # a bug: this turn fails, the session goes on (and says so)
                     self._fail_turn(stats, e, where="turn", bug=True)
-            if scope.cancelled_caught:
+            if scope.cancelled_caught or (self._stop.is_set() and not stats.interrupted):
                 self._interrupted(stats, self.stop_reason or "stop")
                 with anyio.move_on_after(self.options.stop_abort_s, shield=True):
                     await self._abort()

@@ -1,0 +1,102 @@
+"""Floods become an observation within its token cap (emil.observation)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emil.context.tokens import get_token_counter
+from emil.events import (
+    ActionFinished,
+    Chat,
+    Damage,
+    GameEvent,
+    HostileNearby,
+    ItemCollected,
+    PlayerJoined,
+)
+from emil.observation import compose_events
+from emil.perception import Perception, Triaged, format_events
+
+COUNT = get_token_counter("qwen3.6").count
+
+
+def _triage(events: list[GameEvent]) -> list[Triaged]:
+    p = Perception()
+    out = []
+    for i, e in enumerate(events):
+        out.append(p.add(e, now=float(i)))
+    return [t for t in out if t.priority != "ambient"]
+
+
+def test_within_the_cap_it_is_the_plain_rendering() -> None:
+    events = _triage([Chat(sender="alex", text="hi Emil"), PlayerJoined(username="bob")])
+    composed = compose_events(events, cap_tokens=1000, count=COUNT)
+    assert composed.text == format_events(events) and composed.shown == composed.events == 2
+    assert compose_events(events, cap_tokens=None, count=COUNT).text == format_events(events)
+
+
+def test_exactly_at_the_cap_nothing_is_coalesced() -> None:
+    events = _triage([Chat(sender="alex", text=f"line {i}") for i in range(20)])
+    size = COUNT(format_events(events))
+    assert compose_events(events, cap_tokens=size, count=COUNT).shown == 20
+    assert compose_events(events, cap_tokens=size - 1, count=COUNT).shown < 20
+
+
+def test_other_events_are_counted_first_and_chat_kept() -> None:
+    events = _triage(
+        [ItemCollected(item="dirt", count=1) for _ in range(40)]
+        + [PlayerJoined(username=f"p{i}") for i in range(10)]
+        + [Chat(sender="alex", text="Emil, are you there?")]
+    )
+    composed = compose_events(events, cap_tokens=120, count=COUNT)
+    assert "50 other events not shown: 40 item_collected, 10 player_joined" in composed.text
+    assert 'alex says: "Emil, are you there?"' in composed.text
+    assert COUNT(composed.text) <= 120
+
+
+def test_repeated_hits_fold_into_one_line_and_sightings_to_the_latest() -> None:
+    events = _triage(
+        [Damage(amount=2, health=20 - 2 * i, attacker="alex") for i in range(1, 8)]
+        + [HostileNearby(name="zombie", distance=d) for d in (7, 5, 3)]
+        + [ActionFinished(action="go_to", ok=True) for _ in range(30)]
+    )
+    composed = compose_events(events, cap_tokens=100, count=COUNT)
+    assert "(!) you were hit 7 times by alex: -14 health in all, now 6/20" in composed.text
+    assert composed.text.count("zombie") == 1 and "3 blocks away" in composed.text
+
+
+def test_each_player_keeps_the_latest_lines_and_the_rest_is_counted() -> None:
+    events = _triage([Chat(sender=who, text=f"{who} line {i}") for i in range(30) for who in ("alex", "bob")])
+    composed = compose_events(events, cap_tokens=150, count=COUNT)
+    assert "alex line 29" in composed.text and "bob line 29" in composed.text
+    assert "alex line 0" not in composed.text
+    assert "earlier lines, not shown" in composed.text and COUNT(composed.text) <= 150
+
+
+def test_many_players_keep_only_the_most_recent_speakers() -> None:
+    events = _triage([Chat(sender=f"player{i}", text=f"hello number {i}") for i in range(300)])
+    composed = compose_events(events, cap_tokens=200, count=COUNT)
+    assert COUNT(composed.text) <= 200
+    assert "player299" in composed.text and "more players said" in composed.text
+    assert not composed.cut
+
+
+def test_a_tiny_cap_cuts_and_says_so() -> None:
+    events = _triage([Chat(sender="alex", text="x" * 200)])
+    composed = compose_events(events, cap_tokens=12, count=COUNT)
+    assert composed.cut and COUNT(composed.text) <= 12 and composed.text.endswith("[... cut to fit]")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(st.tuples(st.sampled_from(["alex", "bob", "cy", "Emil2"]), st.text(max_size=80)), max_size=200),
+    others=st.integers(0, 50),
+    cap=st.integers(30, 2000),
+)
+def test_the_cap_always_holds(lines: list[tuple[str, str]], others: int, cap: int) -> None:
+    events = _triage([Chat(sender=who, text=text) for who, text in lines]
+                     + [ItemCollected(item="stick", count=1)] * others)
+    composed = compose_events(events, cap_tokens=cap, count=COUNT)
+    assert COUNT(composed.text) <= cap
+    assert composed.events == len(events) and composed.shown <= len(events)
