@@ -401,6 +401,8 @@ class Bot:
             self._trouble = anyio.Event()
             if self._closing:
                 return
+            if self._connected and rt.alive():
+                continue  # signalled while a recovery was under way, which has dealt with it
             try:
                 if not rt.alive():
                     await self._restart_node()
