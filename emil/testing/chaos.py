@@ -14,13 +14,12 @@ The slow fault suite (tests/integration/agent/test_faults.py) asserts each outco
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ __all__ = [
     "ChaosBrain",
     "EmilProcess",
     "Rig",
+    "Scenario",
     "ScenarioResult",
     "chaos_rig",
     "serve_chaos_double",
@@ -321,13 +321,4 @@ class ScenarioResult:
 
 
 Scenario = Callable[[Rig], Awaitable[ScenarioResult]]
-
-
-def dump_json(results: list[ScenarioResult]) -> str:
-    return json.dumps([r.row() | {"detail": r.detail} for r in results], indent=2, default=str)
-
-
-@contextlib.contextmanager
-def timed() -> Iterator[Callable[[], float]]:
-    started = time.monotonic()
-    yield lambda: time.monotonic() - started
+"""One fault class: inject it, then say what Emil did (emil/testing/chaos_scenarios.py)."""

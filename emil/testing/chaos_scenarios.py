@@ -14,7 +14,6 @@ import os
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -342,5 +341,3 @@ EXITS: dict[str, Scenario] = {
     "world_gone": _world_gone,
     "recording_reused": _recording_reused,
 }
-
-Check = Callable[[ScenarioResult], bool]
