@@ -24,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 import httpx
 
 from emil.exceptions import EndpointConfigError, EndpointUnavailable, UnknownTokenizerError
+from emil.llm.classify import classify_failure
 
 __all__ = [
     "HFTokenizerCounter",
@@ -279,7 +280,8 @@ class ServerTokenizeCounter:
                     response = await client.post(url, json=payload, headers=self._headers)
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             raise EndpointUnavailable(f"POST {url} failed: {exc!r}") from exc
-        if response.status_code in (429, 502, 503, 504):
+        # one classification for every exchange with the server (emil.llm.classify)
+        if response.status_code != 200 and classify_failure(response.status_code, response.text) == "transient":
             raise EndpointUnavailable(
                 f"POST {url} -> {response.status_code}", status=response.status_code
             )

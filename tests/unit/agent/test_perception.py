@@ -15,10 +15,17 @@ from emil.events import (
     HostileNearby,
     ItemCollected,
     PlayerJoined,
+    Respawn,
     TimeOfDay,
     Weather,
 )
-from emil.perception import Perception, PerceptionPolicy, format_observation, format_status
+from emil.perception import (
+    Perception,
+    PerceptionPolicy,
+    asks_to_stop,
+    format_observation,
+    format_status,
+)
 
 
 @pytest.mark.parametrize(
@@ -133,3 +140,37 @@ def test_status_reads_the_bot_snapshot_shape() -> None:
         "pos 0,-60,2 | health 20/20 food 20/20 | time dusk | inventory: bread x2 | players near: alex 3m"
         " | mobs near: none | blocks near: oak_log x4 7m | following alex"
     )
+
+
+def test_a_hostile_at_exactly_the_urgent_distance_is_urgent() -> None:
+    p = Perception(PerceptionPolicy(hostile_urgent_distance=8))
+    assert p.classify(HostileNearby(name="zombie", distance=8))[0] == "urgent"
+    assert p.classify(HostileNearby(name="zombie", distance=8.01))[0] == "normal"
+    assert p.classify(HostileNearby(name="zombie", distance=8))[1] == "zombie within 8 blocks"
+
+
+def test_health_from_exactly_the_low_mark_is_no_new_crossing() -> None:
+    p = Perception(PerceptionPolicy(low_health=6))
+    assert p.add(Health(health=6, food=20)).priority == "urgent"  # first report at the mark
+    assert p.add(Health(health=5, food=20)).priority == "ambient"  # was at the mark already
+    p2 = Perception(PerceptionPolicy(low_health=6))
+    p2.add(Health(health=6.5, food=20))
+    assert p2.add(Health(health=6, food=20)).priority == "urgent"  # just above -> at: crossing
+    assert p2.add(Health(health=6, food=20)).priority == "ambient"
+
+
+def test_damage_remembers_health_for_the_crossing() -> None:
+    p = Perception(PerceptionPolicy(low_health=6))
+    p.add(Damage(amount=15, health=5, attacker="zombie"))
+    assert p.add(Health(health=4, food=20)).priority == "ambient"  # the hit already took it low
+    p.add(Respawn())
+    assert p.add(Health(health=3, food=20)).priority == "urgent"  # a new life, a new crossing
+
+
+@pytest.mark.parametrize(("text", "stop"), [
+    ("Emil, stop!", True), ("STOP", True), ("wait a second", True), ("hold on emil", True),
+    ("never mind", True), ("nevermind", True), ("cancel that", True), ("Emil freeze", True),
+    ("unstoppable", False), ("a bus stop", True), ("waiting room", False), ("hello Emil", False),
+])
+def test_asks_to_stop(text: str, stop: bool) -> None:
+    assert asks_to_stop(text) is stop

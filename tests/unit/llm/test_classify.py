@@ -66,3 +66,24 @@ def test_excerpt_is_one_line_and_bounded() -> None:
     assert excerpt("fine", limit=4) == "fine"
     assert excerpt("fine!", limit=4) == "fine… (5 chars)"
     assert excerpt(b"\xff ok") == "\ufffd ok"
+
+
+@pytest.mark.parametrize(("status", "transient"), [
+    (408, True), (425, True), (429, True), (500, True), (502, True), (503, True), (504, True),
+    (400, False), (401, False), (404, False), (422, False), (501, False),
+])
+async def test_tokenize_failures_are_classified_like_every_other_exchange(status: int, transient: bool) -> None:
+    import httpx
+
+    from emil.context.tokens import ServerTokenizeCounter
+    from emil.exceptions import EndpointConfigError, EndpointUnavailable
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, text="nope")
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        counter = ServerTokenizeCounter("http://127.0.0.1:9/v1", "m", client=client)
+        expected = EndpointUnavailable if transient else EndpointConfigError
+        with pytest.raises(expected) as err:
+            await counter.count("hi")
+    assert err.value.status == status  # type: ignore[attr-defined]

@@ -210,3 +210,16 @@ def test_detect_clamp_fires_only_for_the_silent_form() -> None:
     assert detect_clamp(M, Usage(prompt_tokens=1000, completion_tokens=10), "length", W) is None
     assert detect_clamp(M, clamped, "stop", W) is None
     assert detect_clamp(M, None, "length", W) is None
+
+
+def test_clamp_detection_at_exactly_the_window() -> None:
+    from emil.llm.types import Usage
+
+    # prompt + maximum == window: the server had room for the whole maximum, so a short
+    # "length" answer is not a clamp; one token more and it is.
+    assert detect_clamp(M, Usage(prompt_tokens=W - M, completion_tokens=10), "length", W) is None
+    assert detect_clamp(M, Usage(prompt_tokens=W - M + 1, completion_tokens=10), "length", W) == Overflow(
+        W, M, W - M + 1, False, "v0.33-clamp")
+    # the full maximum generated is a real length stop, never a clamp
+    assert detect_clamp(M, Usage(prompt_tokens=W, completion_tokens=M), "length", W) is None
+    assert detect_clamp(M, Usage(prompt_tokens=W, completion_tokens=M - 1), "length", W) is not None

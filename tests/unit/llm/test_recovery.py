@@ -346,3 +346,47 @@ async def test_an_overflow_answer_means_the_server_is_up() -> None:
     sizes = iter([30000, 20000])
     await complete_with_recovery(llm, lambda _limit: _req(next(sizes)), window=W, patience=patience)
     assert not patience.down and patience.episodes == 1
+
+
+def _limit_after(flow_window: int, request: ChatRequest, rejection: Exception, *, count: int | None = None,
+                 **kw: float) -> int | None:
+    flow = recovery_flow(window=flow_window, **kw)  # type: ignore[arg-type]
+    next(flow)
+    flow.send(request)
+    step = flow.send(rejection)
+    while not isinstance(step, Assemble):
+        step = flow.send(count if isinstance(step, CountExactly) else None)
+    return step.limit
+
+
+def test_the_retry_margin_is_two_percent_of_the_room_or_64_tokens() -> None:
+    exact = "Input length (30000) exceeds model's maximum context length (32768)."
+    # room 26624, margin max(64, ceil(2 % of it) = 533) = 533: (26624 - 533) * 24000 / 30000
+    assert _limit_after(W, _req(24000), _rejected(exact)) == 20872
+    small = ChatRequest(messages=[{"role": "user", "content": "x"}], max_completion_tokens=1024,
+                        predicted_prompt_tokens=3000)
+    # room 3072: 2 % is 62 < 64, so the floor of 64 applies: (3072 - 64) * 3000 / 4000
+    assert _limit_after(4096, small, _rejected("Input length (4000) exceeds model's maximum context length (4096).")) == 2256
+
+
+def test_a_lower_bound_is_shrunk_past_by_15_percent_then_30() -> None:
+    at_least = ("This model's maximum context length is 32768 tokens. However, you requested 6144 "
+                "output tokens and your prompt contains at least 26625 input tokens, for a total of "
+                "at least 32769 tokens.")
+    # the floor taken 15 % higher: ceil(26625 * 1.15) = 30619; (26624 - 533) * 18000 / 30619
+    assert _limit_after(W, _req(18000), _rejected(at_least)) == 15338
+    flow = recovery_flow(window=W)
+    next(flow)
+    flow.send(_req(18000))
+    step = _drive_to_next_assemble_plain(flow, _rejected(at_least))
+    step = flow.send(_req(15000))
+    step = _drive_to_next_assemble_plain(flow, _rejected(at_least))
+    # the second time 30 %: ceil(26625 * 1.30) = 34613; (26624 - 533) * 15000 / 34613
+    assert isinstance(step, Assemble) and step.limit == 11306
+
+
+def _drive_to_next_assemble_plain(flow, value):  # type: ignore[no-untyped-def]
+    step = flow.send(value)
+    while not isinstance(step, Assemble):
+        step = flow.send(None)
+    return step
