@@ -366,7 +366,7 @@ class OpenAIClient:
         if self.model in (None, "auto"):
             return None
         assert self.model is not None
-        counter = ServerTokenizeCounter(self.base_url, self.model, timeout=self.timeout)
+        counter = ServerTokenizeCounter(self.base_url, self.model, timeout=self.timeout, api_key=self.api_key)
         try:
             return await counter.count_prompt(
                 request.messages, request.tools, enable_thinking=request.enable_thinking,
