@@ -13,7 +13,12 @@ import httpx2
 import pytest
 from openai import AsyncOpenAI
 
-from emil.exceptions import EndpointConfigError, EndpointUnavailable, ModelNotServedError, ServerFault
+from emil.exceptions import (
+    EndpointConfigError,
+    EndpointUnavailable,
+    ModelNotServedError,
+    ServerFault,
+)
 from emil.llm.client import OpenAIClient, _is_transport_error, _map_error, _status_message
 from emil.llm.types import ChatRequest
 
