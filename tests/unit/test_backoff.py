@@ -125,3 +125,73 @@ async def test_wait_out_retries_transients_and_stops_on_config() -> None:
 
     with pytest.raises(PatienceExhausted, match="refused"):
         await wait_out(down, Patience("x", backoff=Backoff(0.001, 0.002), limit_s=0.02))
+
+
+def test_the_defaults() -> None:
+    b = Backoff(jitter=False)
+    assert [b.next_delay() for _ in range(8)] == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+    p = Patience("x")
+    p.backoff.jitter = False
+    assert [p.failed("e") for _ in range(7)] == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    assert p.attempts == 7 and p.fix == "" and p.limit_s is None
+    assert Patience("y").attempts == 0 and Patience("y").episodes == 0
+
+
+def test_every_event_and_log_line_word_for_word(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    import emil.backoff as backoff_module
+
+    class _Now:
+        @staticmethod
+        def now() -> object:
+            import datetime as dt
+
+            return dt.datetime(2026, 1, 1, 12, 0, 0)
+
+    monkeypatch.setattr(backoff_module, "datetime", _Now)
+    clock = _Clock()
+    events: list[OutageEvent] = []
+    p = Patience("llm endpoint", backoff=Backoff(2.0, 2.0, jitter=False), limit_s=10, fix="start vLLM",
+                 on_event=events.append, clock=clock)
+    caplog.set_level(logging.DEBUG, logger="emil.backoff")
+    p.failed("refused")
+    clock.now += 2.0
+    p.failed("refused again")
+    clock.now += 2.5
+    p.succeeded()
+    assert caplog.messages == [
+        "llm endpoint unavailable (refused); next attempt at 12:00:02 (in 2.0 s), giving up after 10 s",
+        "llm endpoint still unavailable after 2 attempts, 2 s (refused again); next attempt at 12:00:02",
+        "llm endpoint is back after 4.5 s (2 failed attempts)",
+    ]
+    assert events == [
+        OutageEvent("down", "llm endpoint", 1, "refused"),
+        OutageEvent("retry", "llm endpoint", 1, "refused", 2.0, 0.0),
+        OutageEvent("retry", "llm endpoint", 2, "refused again", 2.0, 2.0),
+        OutageEvent("up", "llm endpoint", 2, "", 0.0, 4.5),
+    ]
+    assert p.attempts == 0 and p.down_since is None
+    caplog.clear()
+    Patience("world", backoff=Backoff(1.0, 1.0, jitter=False), clock=clock).failed("x")
+    assert caplog.messages == ["world unavailable (x); next attempt at 12:00:01 (in 1.0 s)"]
+
+
+def test_gone_says_what_to_do_only_when_there_is_a_fix() -> None:
+    clock = _Clock()
+    events: list[OutageEvent] = []
+    p = Patience("world", backoff=Backoff(1.0, 1.0, jitter=False), limit_s=1, on_event=events.append, clock=clock)
+    p.failed("a")
+    clock.now += 1.5
+    with pytest.raises(PatienceExhausted) as err:
+        p.failed("b")
+    assert str(err.value) == "world unavailable for 2 s, longer than its patience of 1 s (last error: b)"
+    assert err.value.__cause__ is None
+    assert events[-1] == OutageEvent("gone", "world", 2, "b", 0.0, 1.5)
+
+
+async def test_wait_sleeps_the_delay_it_returns() -> None:
+    import time
+
+    p = Patience("x", backoff=Backoff(0.05, 0.05, jitter=False))
+    started = time.monotonic()
+    assert await p.wait("e") == 0.05
+    assert time.monotonic() - started >= 0.045

@@ -335,3 +335,71 @@ async def test_chat_from_several_players_names_every_sender(tmp_path: Path) -> N
     assert world.requesters == [None]  # several players: no single requester
     text = _last_user(requests[0])
     assert "alex says" in text and "bob says" in text
+
+
+async def test_failures_are_counted_logged_and_recorded_word_for_word(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    long = "x" * 300
+    outcomes: list[Exception] = [ServerFault(f"garbage {long}", body="<html>"), KeyError("a bug")]
+
+    async def step(request: ChatRequest) -> Completion:
+        raise outcomes.pop(0)
+
+    agent, world, _, rec = _agent(tmp_path, step)
+    caplog.set_level(logging.WARNING, logger="emil.agent")
+    for text in ("Emil one", "Emil two"):
+        await world.send.send(Chat(sender="alex", text=text))
+        with anyio.fail_after(10):
+            await agent.run(max_turns=len(agent.stats.turns) + 1)
+    rec.close()
+    assert agent.stats.errors == 2
+    first, second = agent.stats.turns
+    assert first.failed == f"ServerFault: garbage {long}"[:200] and len(first.failed) == 200
+    assert second.failed == "KeyError: 'a bug'"
+    fault_log, bug_log = [r for r in caplog.records if r.name == "emil.agent"]
+    assert fault_log.levelno == logging.WARNING and fault_log.getMessage() == f"turn 1 failed, the session goes on: garbage {long}"
+    assert bug_log.levelno == logging.ERROR and bug_log.getMessage() == "turn 2 failed on a bug, the session goes on: KeyError: 'a bug'"
+    assert bug_log.exc_info is not None and bug_log.exc_info[0] is KeyError
+    errors = [r for r in _records(tmp_path) if isinstance(r, ErrorRecord)]
+    assert (errors[0].message, errors[0].detail) == (f"garbage {long}", "<html>")
+    assert errors[1].message == "'a bug'" and errors[1].detail.startswith("Traceback (most recent call last):\n")
+    assert errors[1].detail.endswith("KeyError: 'a bug'\n")
+
+
+async def test_a_long_traceback_keeps_its_end(tmp_path: Path) -> None:
+    async def step(request: ChatRequest) -> Completion:
+        raise ValueError("y" * 5000)
+
+    agent, world, _, rec = _agent(tmp_path, step)
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    rec.close()
+    error = next(r for r in _records(tmp_path) if isinstance(r, ErrorRecord))
+    assert len(error.detail) == 4000 and error.detail.endswith("y" * 100 + "\n")
+
+
+async def test_outages_are_recorded_in_their_turn_and_step(tmp_path: Path) -> None:
+    from emil.backoff import OutageEvent
+    from emil.recording import RetryRecord, ServiceRecord
+
+    seen: list[tuple[int | None, int | None]] = []
+    agent_box: list[Agent] = []
+
+    async def step(request: ChatRequest) -> Completion:
+        agent_box[0].record_outage(OutageEvent("retry", "llm endpoint", 1, "refused", 0.5, 0.0))
+        return answer(content="ok")
+
+    agent, world, _, rec = _agent(tmp_path, step)
+    agent_box.append(agent)
+    agent.record_outage(OutageEvent("down", "minecraft server", 1, "refused"))  # between turns
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    rec.close()
+    records = _records(tmp_path)
+    service = next(r for r in records if isinstance(r, ServiceRecord))
+    retry = next(r for r in records if isinstance(r, RetryRecord))
+    seen = [(service.turn, None), (retry.turn, retry.step)]
+    assert seen == [(None, None), (1, 1)]

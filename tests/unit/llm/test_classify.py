@@ -87,3 +87,47 @@ async def test_tokenize_failures_are_classified_like_every_other_exchange(status
         with pytest.raises(expected) as err:
             await counter.count("hi")
     assert err.value.status == status  # type: ignore[attr-defined]
+
+
+HINTS = {
+    401: "the server refused the API key: set Emil's api_key (emil.toml, EMIL_API_KEY or --api-key) to the key "
+         "vLLM was started with, or start vLLM without --api-key",
+    404: "the server does not serve model 'qwen' (or the endpoint is wrong): set model (EMIL_MODEL / --model) to "
+         "an id listed by GET /v1/models, or 'auto', and make the endpoint (EMIL_ENDPOINT / --endpoint) end in /v1",
+}
+
+
+@pytest.mark.parametrize(("status", "message", "what"), [
+    (401, "Unauthorized", HINTS[401]),
+    (403, "Forbidden", HINTS[401]),
+    (404, "The model `qwen` does not exist.", HINTS[404]),
+    (400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+     "the server cannot parse tool calls: start vLLM with --enable-auto-tool-choice --tool-call-parser <parser "
+     "for this model> (qwen3_coder for Qwen3.5/3.6), or set tool_choice to 'required' or a named function"),
+    (400, "please set --tool-call-parser",
+     "the server cannot parse tool calls: start vLLM with --enable-auto-tool-choice --tool-call-parser <parser "
+     "for this model> (qwen3_coder for Qwen3.5/3.6), or set tool_choice to 'required' or a named function"),
+    (400, "Enable-Auto-Tool-Choice is off",
+     "the server cannot parse tool calls: start vLLM with --enable-auto-tool-choice --tool-call-parser <parser "
+     "for this model> (qwen3_coder for Qwen3.5/3.6), or set tool_choice to 'required' or a named function"),
+    (400, "Reasoning requires a Parser", "start vLLM with --reasoning-parser <parser for this model> (qwen3 for Qwen)"),
+    (400, "no parser for this", "the server rejected the request as invalid: check the request options "
+                                "(tool_choice, chat_template_kwargs, sampling settings, extra_body)"),
+    (400, "reasoning effort unsupported", "the server rejected the request as invalid: check the request options "
+                                          "(tool_choice, chat_template_kwargs, sampling settings, extra_body)"),
+])
+def test_each_hint_word_for_word(status: int, message: str, what: str) -> None:
+    assert config_hint(status, message, model="qwen") == f"{what}. Server said (HTTP {status}): {message}"
+
+
+def test_overflow_rejected_keeps_every_number() -> None:
+    from emil.llm import parse_overflow
+    from emil.llm.classify import OverflowRejected
+
+    msg = "Input length (5000) exceeds model's maximum context length (4096)."
+    overflow = parse_overflow(msg)
+    assert overflow is not None
+    err = OverflowRejected(overflow, status=502, server_message=msg)
+    assert str(err) == f"server rejected the prompt for size (HTTP 502): {msg}"
+    assert (err.window, err.requested_output, err.server_prompt_tokens) == (4096, overflow.requested_output, 5000)
+    assert (err.overflow, err.status, err.server_message) == (overflow, 502, msg)

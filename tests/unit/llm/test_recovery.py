@@ -390,3 +390,125 @@ def _drive_to_next_assemble_plain(flow, value):  # type: ignore[no-untyped-def]
     while not isinstance(step, Assemble):
         step = flow.send(None)
     return step
+
+
+def _events_of(flow, outcomes):  # type: ignore[no-untyped-def]
+    """Drive ``flow`` from its first Send with ``outcomes`` (one per Send); collect every step."""
+    steps = []
+    outcomes = list(outcomes)
+    step = flow.send(_req(1000))
+    try:
+        while True:
+            steps.append(step)
+            step = flow.send(outcomes.pop(0) if isinstance(step, Send) else None)
+    except (StopIteration, EndpointUnavailable, ServerFault, EndpointConfigError) as end:
+        return steps, end
+
+
+def test_every_attempt_of_one_request_is_numbered_and_says_why() -> None:
+    flow = recovery_flow(window=W, max_fault_retries=1)
+    next(flow)
+    down = EndpointUnavailable("HTTP 503: busy", status=503)
+    fault = ServerFault("garbage")
+    steps, end = _events_of(flow, [down, fault, fault])
+    assert isinstance(end, ServerFault)
+    sends = [s for s in steps if isinstance(s, Send)]
+    assert [(s.attempt, s.send) for s in sends] == [(0, 1), (0, 2), (0, 3)]
+    events = [s.event for s in steps if isinstance(s, Notify)]
+    assert events == [
+        RecoveryEvent("transient", 0, status=503, message="HTTP 503: busy", send=1),
+        RecoveryEvent("server_fault", 0, message="garbage", send=2),
+        RecoveryEvent("server_fault", 0, message="garbage", send=3),
+        RecoveryEvent("gave_up", 0, message="server fault 2 times", send=3),
+    ]
+    assert [s for s in steps if isinstance(s, Wait)] == [Wait(down), Wait(fault)]
+
+
+def test_a_config_error_after_a_wait_propagates_with_its_event() -> None:
+    flow = recovery_flow(window=W)
+    next(flow)
+    config = EndpointConfigError("fix it", status=404, server_message="no model")
+    steps, end = _events_of(flow, [EndpointUnavailable("refused"), config])
+    assert end is config
+    assert [s.event for s in steps if isinstance(s, Notify)][-1] == RecoveryEvent(
+        "config", 0, status=404, message="fix it")
+
+
+def test_overflow_events_carry_the_servers_numbers() -> None:
+    flow = recovery_flow(window=W)
+    next(flow)
+    flow.send(_req(24000))
+    msg = ("This model's maximum context length is 32768 tokens. However, you requested 36144 "
+           "tokens (30000 in the messages, 6144 in the completion).")
+    step = flow.send(_rejected(msg))
+    events = []
+    while not isinstance(step, Assemble):
+        if isinstance(step, Notify):
+            events.append(step.event)
+        step = flow.send(None)
+    overflow, retry = events
+    assert overflow == RecoveryEvent("overflow", 0, window=W, requested_output=6144, server_prompt_tokens=30000,
+                                     prompt_is_lower_bound=False, predicted_prompt_tokens=24000,
+                                     family=overflow.family, status=400)
+    assert overflow.family
+    assert retry == RecoveryEvent("retry", 1, window=W, server_prompt_tokens=30000, prompt_is_lower_bound=False,
+                                  predicted_prompt_tokens=24000, next_limit=20872, family=overflow.family)
+    step = flow.send(_req(20000))
+    assert step == Send(_req(20000), 1, 1)
+    with pytest.raises(StopIteration):
+        step = flow.send(_ok())
+        assert step == Notify(RecoveryEvent("recovered", 1, window=W, predicted_prompt_tokens=20000,
+                                            message="prompts tried [24000, 20000]"))
+        flow.send(None)
+
+
+def test_gave_up_events_say_which_limit(caplog: pytest.LogCaptureFixture) -> None:
+
+    flow = recovery_flow(window=W, max_overflow_retries=0)
+    next(flow)
+    flow.send(_req(30000))
+    step = flow.send(_rejected("Input length (40000) exceeds model's maximum context length (32768)."))
+    events = []
+    with pytest.raises(ContextOverflowError, match="0 smaller retries did not fit"):
+        while True:
+            if isinstance(step, Notify):
+                events.append(step.event)
+            step = flow.send(None)
+    assert events[-1] == RecoveryEvent("gave_up", 0, window=W, message="retries")
+
+
+async def test_the_driver_logs_outages_quietly_and_overflows_loudly(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    msg = "Input length (40000) exceeds model's maximum context length (32768)."
+    llm = _Flaky(EndpointUnavailable("refused"), ServerFault("<html>"), _rejected(msg))
+    sizes = iter([30000, 20000])
+    caplog.set_level(logging.DEBUG, logger="emil.llm.recovery")
+    await complete_with_recovery(llm, lambda _limit: _req(next(sizes)), window=W,
+                                 patience=Patience("llm endpoint", backoff=Backoff(0.001, 0.002)))
+    levels = {r.message.split(":")[0]: r.levelno for r in caplog.records if r.name == "emil.llm.recovery"}
+    assert levels == {"llm transient": logging.DEBUG, "llm server_fault": logging.INFO, "llm overflow": logging.WARNING,
+                      "llm retry": logging.INFO, "llm recovered": logging.INFO}
+    record = next(r for r in caplog.records if r.message.startswith("llm transient"))
+    assert record.message == f"llm transient: {RecoveryEvent('transient', 0, message='refused', send=1)}"
+
+
+async def test_the_driver_calibrates_counts_and_notifies() -> None:
+    at_least = ("This model's maximum context length is 32768 tokens. However, you requested 6144 "
+                "output tokens and your prompt contains at least 26625 input tokens")
+    llm = _Flaky(_rejected(at_least))
+    calibrations: list[tuple[int, int, bool]] = []
+    counted: list[ChatRequest] = []
+    events: list[RecoveryEvent] = []
+    sizes = iter([18000, 9000])
+
+    async def count(request: ChatRequest) -> int | None:
+        counted.append(request)
+        return 36000
+
+    out = await complete_with_recovery(llm, lambda _limit: _req(next(sizes)), window=W, on_event=events.append,
+                                       calibrate=lambda p, s, lb: calibrations.append((p, s, lb)), count_exact=count)
+    assert out.content == "ok" and calibrations == [(18000, 36000, False)]
+    assert len(counted) == 1 and counted[0].predicted_prompt_tokens == 18000
+    assert [e.kind for e in events] == ["overflow", "exact_count", "retry", "recovered"]
+    assert events[1].server_prompt_tokens == 36000

@@ -132,3 +132,30 @@ def test_a_truncated_stream_is_a_server_fault() -> None:
 def test_a_malformed_chunk_is_a_server_fault(chunk: Any) -> None:
     with pytest.raises(ServerFault, match="stream chunk"):
         StreamAssembler().add(chunk)
+
+
+def test_a_fault_says_where_the_answer_went_wrong() -> None:
+    with pytest.raises(ServerFault) as err:
+        _parse(MALFORMED["empty choices"])
+    assert str(err.value).startswith("the LLM server answered 200 with something that is not a chat completion (choices: ")
+    with pytest.raises(ServerFault) as err:
+        _parse(MALFORMED["content is a number"])
+    assert "(choices.0.message.content: " in str(err.value)
+    with pytest.raises(ServerFault) as err:
+        _parse(b"<html>")
+    assert "(body: Invalid JSON" in str(err.value) and str(err.value).endswith("; body: <html>")
+    assert err.value.body == "<html>"
+    with pytest.raises(ServerFault) as err:
+        parse_models(b"[]")
+    assert str(err.value).startswith("the LLM server answered 200 with something that is not a model list (body: ")
+
+
+def test_a_truncated_stream_counts_its_chunks_and_shows_the_first_three() -> None:
+    a = StreamAssembler()
+    for word in ("one", "two", "three", "four"):
+        a.add(_chunk({"content": word}))
+    assert a.chunks == 4
+    with pytest.raises(ServerFault) as err:
+        a.finish(tool_call=parse_tool_call, timings=Timings(total_s=1.0))
+    assert "ended after 4 chunks without finishing" in str(err.value)
+    assert "three" in err.value.body and "four" not in err.value.body and err.value.body.count(" | ") == 2
