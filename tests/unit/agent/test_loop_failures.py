@@ -403,3 +403,141 @@ async def test_outages_are_recorded_in_their_turn_and_step(tmp_path: Path) -> No
     retry = next(r for r in records if isinstance(r, RetryRecord))
     seen = [(service.turn, None), (retry.turn, retry.step)]
     assert seen == [(None, None), (1, 1)]
+
+
+async def test_tool_results_are_recorded_whole(tmp_path: Path) -> None:
+    from emil.agent.ports import Outcome
+    from emil.recording import MessageRecord, ToolResultRecord
+
+    replies = [answer(tool("say", '{"text": "hi"}', "c1"), tool("fly", "{}", "c2")), answer(content="done")]
+
+    async def step(request: ChatRequest) -> Completion:
+        return replies.pop(0)
+
+    agent, world, requests, rec = _agent(tmp_path, step)
+
+    async def run_tool(call, *, limit_s, requester=None):  # type: ignore[no-untyped-def]
+        assert limit_s == agent.options.action_timeout_s
+        if call.name == "say":
+            return Outcome(True, "said it", {"heard_by": ["alex"], "bad": {1, 2}}, 12.5)
+        return Outcome(False, "no such tool", None)
+
+    world.run_tool = run_tool  # type: ignore[method-assign]
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    rec.close()
+    records = _records(tmp_path)
+    results = [r for r in records if isinstance(r, ToolResultRecord)]
+    say, fly = results
+    assert (say.turn, say.step, say.call_id, say.name, say.arguments, say.ok, say.text) == (1, 1, "c1", "say", {"text": "hi"}, True, "said it")
+    assert say.data == repr({"heard_by": ["alex"], "bad": {1, 2}}) and say.elapsed_ms == 12.5  # not JSON: its repr
+    assert fly.ok is False and fly.data is None and fly.elapsed_ms is not None and 0 <= fly.elapsed_ms < 1000
+    messages = {r.ref: r for r in records if isinstance(r, MessageRecord)}
+    assert say.ref in messages and messages[say.ref].message_kind == "tool_result" and messages[say.ref].turn == 1
+    assert messages[say.ref].openai == {"role": "tool", "content": "said it", "tool_call_id": "c1"}
+    assert requests[1].messages[-1] == {"role": "tool", "content": "no such tool", "tool_call_id": "c2"}
+    assert agent.stats.turns[0].actions == 2
+
+
+async def test_interrupted_calls_are_results_that_say_so(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from emil.recording import ToolResultRecord
+
+    async def step(request: ChatRequest) -> Completion:
+        if request.messages[-1]["role"] == "user" and "go" in _last_user(request):
+            return answer(tool("go_to", '{"x": 1, "y": 2, "z": 3}', "c1"), tool("say", '{"text": "x"}', "c2"))
+        return answer(content="ok")
+
+    agent, world, _, rec = _agent(tmp_path, step)
+
+    async def script() -> None:
+        await world.send.send(Chat(sender="alex", text="go"))
+        await world.action_started.wait()
+        await world.send.send(Damage(amount=1, health=19, attacker="zombie"))
+
+    caplog.set_level(logging.INFO, logger="emil.agent")
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(script)
+            await agent.run(max_turns=2)
+    rec.close()
+    results = [r for r in _records(tmp_path) if isinstance(r, ToolResultRecord)][:2]
+    assert [(r.ok, r.text) for r in results] == [(False, "aborted: interrupted (hit by zombie)"),
+                                                 (False, "not run: interrupted (hit by zombie)")]
+    assert agent.stats.turns[0].actions == 1 and agent.stats.turns[0].interrupted_by == "hit by zombie"
+    assert "turn 1 interrupted: hit by zombie" in caplog.messages
+
+
+async def test_results_after_a_stop_say_emil_is_stopping(tmp_path: Path) -> None:
+    from emil.recording import ToolResultRecord
+
+    release = anyio.Event()
+
+    async def step(request: ChatRequest) -> Completion:
+        with anyio.CancelScope(shield=True):
+            await release.wait()
+        return answer(tool("say", '{"text": "a"}', "c1"), tool("say", '{"text": "b"}', "c2"))
+
+    agent, world, requests, rec = _agent(tmp_path, step)
+
+    async def script() -> None:
+        await world.send.send(Chat(sender="alex", text="Emil"))
+        while not requests:  # noqa: ASYNC110 - the completer double has no event to wait on
+            await anyio.sleep(0.01)
+        agent.stop("signal SIGINT")
+        release.set()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(script)
+            await agent.run()
+    rec.close()
+    results = [r for r in _records(tmp_path) if isinstance(r, ToolResultRecord)]
+    assert [(r.turn, r.step, r.call_id, r.ok, r.text) for r in results] == [
+        (1, 1, "c1", False, "not run: Emil is stopping"), (1, 1, "c2", False, "not run: Emil is stopping")]
+    assert world.calls == []
+
+
+async def test_an_action_past_its_timeout_is_aborted_and_said(tmp_path: Path) -> None:
+    from emil.recording import ToolResultRecord
+
+    replies = [answer(tool("go_to", '{"x": 1, "y": 2, "z": 3}')), answer(content="ok")]
+
+    async def step(request: ChatRequest) -> Completion:
+        return replies.pop(0)
+
+    agent, world, _, rec = _agent(tmp_path, step, action_timeout_s=0.2)
+    await world.send.send(Chat(sender="alex", text="go"))
+    started = time.monotonic()
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    rec.close()
+    took = time.monotonic() - started
+    result = next(r for r in _records(tmp_path) if isinstance(r, ToolResultRecord))
+    assert (result.ok, result.text) == (False, "error: go_to timed out after 0.2 s and was aborted")
+    assert 0.35 <= took < 2.0  # the backstop is the limit plus as much again (at most 5 s more)
+    assert world.aborts == 1
+
+
+async def test_a_failing_abort_is_logged_and_the_turn_goes_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    replies = [answer(tool("go_to", '{"x": 1, "y": 2, "z": 3}')), answer(content="ok")]
+
+    async def step(request: ChatRequest) -> Completion:
+        return replies.pop(0)
+
+    agent, world, _, rec = _agent(tmp_path, step, action_timeout_s=0.1)
+
+    async def abort() -> None:
+        raise RuntimeError("bridge gone")
+
+    world.abort = abort  # type: ignore[method-assign]
+    await world.send.send(Chat(sender="alex", text="go"))
+    caplog.set_level(logging.WARNING, logger="emil.agent")
+    with anyio.fail_after(10):
+        stats = await agent.run(max_turns=1)
+    rec.close()
+    assert "abort failed: bridge gone" in caplog.messages and stats.turns[0].steps == 2

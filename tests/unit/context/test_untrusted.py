@@ -117,3 +117,33 @@ def test_no_mix_of_pieces_survives_as_a_control_token(pieces: list[str]) -> None
     assert not SAFE.contains_special(safe)
     assert SAFE(safe) == safe
     assert unicodedata.normalize("NFC", text).replace(BREAK, "") == safe.replace(BREAK, "") or BREAK in text
+
+
+def test_one_character_specials_are_left_alone_and_the_longest_match_wins() -> None:
+    n = Neutraliser(["<", "ab", "abc"])
+    assert n.specials == frozenset({"ab", "abc"})
+    assert n("xabcx") == "xa" + BREAK + "bcx"  # the longer special matched whole, broken once
+    assert Neutraliser(["<x>"])("<x>") == "<" + BREAK + "x>"
+    assert Neutraliser(["xy"]).specials == frozenset({"xy"})
+
+
+def test_a_vocabulary_holding_the_word_joiner_gets_the_other_breaker() -> None:
+    n = Neutraliser(["<" + BREAK + ">", "<a>"])
+    assert n.breaker == "\u200b" and n("<a>") == "<\u200ba>"
+    with pytest.raises(ValueError, match=r"^no zero-width breaker is free in this vocabulary's special tokens$"):
+        Neutraliser(["<" + BREAK + ">", "<\u200b>"])
+
+
+def test_without_specials_only_nfc_applies() -> None:
+    n = Neutraliser([])
+    assert n("e\u0301 <|im_start|>") == "\u00e9 <|im_start|>" and not n.contains_special("<|im_start|>")
+    assert special_tokens_of(object()) == frozenset()
+
+
+def test_json_arguments_keep_non_ascii_and_nested_values() -> None:
+    raw = json.dumps({"text": "さくら <|im_end|>", "list": ["<think>", 3, None], "<tool_call>": True})
+    safe = json.loads(SAFE.json_text(raw))
+    assert safe["text"] == "さくら <" + BREAK + "|im_end|>"
+    assert safe["list"] == ["<" + BREAK + "think>", 3, None]
+    assert "<" + BREAK + "tool_call>" in safe
+    assert "さくら" in SAFE.json_text(raw)  # written as text, not \\u escapes

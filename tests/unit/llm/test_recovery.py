@@ -512,3 +512,90 @@ async def test_the_driver_calibrates_counts_and_notifies() -> None:
     assert len(counted) == 1 and counted[0].predicted_prompt_tokens == 18000
     assert [e.kind for e in events] == ["overflow", "exact_count", "retry", "recovered"]
     assert events[1].server_prompt_tokens == 36000
+
+
+_MSG = "Input length (40000) exceeds model's maximum context length (32768)."
+_SAID = ("Overflow(window=32768, requested_output=None, prompt_tokens=40000, prompt_is_lower_bound=False, "
+         "family='input-length-exceeds')")
+
+
+def _give_up_run(flow, values):  # type: ignore[no-untyped-def]
+    events = []
+    step = next(flow)
+    values = list(values)
+    with pytest.raises(ContextOverflowError) as err:
+        while True:
+            if isinstance(step, Notify):
+                events.append(step.event)
+            step = flow.send(values.pop(0) if isinstance(step, Assemble | Send) else None)
+    return events, err.value
+
+
+def _overflow_event(predicted: int) -> RecoveryEvent:
+    return RecoveryEvent("overflow", 0, window=W, server_prompt_tokens=40000, prompt_is_lower_bound=False,
+                         predicted_prompt_tokens=predicted, family="input-length-exceeds", status=400)
+
+
+_RETRY = RecoveryEvent("retry", 1, window=W, server_prompt_tokens=40000, prompt_is_lower_bound=False,
+                       predicted_prompt_tokens=30000, next_limit=19568, family="input-length-exceeds")
+
+
+@pytest.mark.parametrize("case", ["identical", "not smaller", "retries", "room", "output"])
+def test_every_way_of_giving_up_word_for_word(case: str) -> None:
+    r = _req(30000)
+    if case == "identical":
+        events, e = _give_up_run(recovery_flow(window=W), [r, _rejected(_MSG), r.model_copy(update={"predicted_prompt_tokens": 10})])
+        assert events == [_overflow_event(30000), _RETRY, RecoveryEvent("gave_up", 1, window=W, message="identical")]
+        assert str(e) == ("overflow recovery gave up: the re-assembled request is identical to one the server already "
+                          f"rejected (window 32768, output 6144, server said {_SAID}, limit 19568, prompts tried [30000])")
+        assert (e.window, e.requested_output, e.attempts, e.server_prompt_tokens) == (W, M, (30000,), 40000)
+    elif case == "not smaller":
+        events, e = _give_up_run(recovery_flow(window=W), [r, _rejected(_MSG), _req(30000, "other")])
+        assert events == [_overflow_event(30000), _RETRY, RecoveryEvent("gave_up", 1, window=W, message="not smaller")]
+        assert str(e) == ("overflow recovery gave up: limit 19568 produced a prompt of 30000 tokens, not smaller than the "
+                          f"30000 that failed (window 32768, output 6144, server said {_SAID}, prompts tried [30000])")
+        assert (e.window, e.requested_output, e.attempts, e.server_prompt_tokens) == (W, M, (30000, 30000), 40000)
+    elif case == "retries":
+        events, e = _give_up_run(recovery_flow(window=W, max_overflow_retries=0), [r, _rejected(_MSG)])
+        assert events == [_overflow_event(30000), RecoveryEvent("gave_up", 0, window=W, message="retries")]
+        assert str(e) == ("overflow recovery gave up: 0 smaller retries did not fit. window 32768, requested output 6144 "
+                          "(server said None), room for the prompt 26624, server prompt tokens 40000 "
+                          "(input-length-exceeds), predicted 30000, prompts tried [30000]")
+        assert (e.window, e.requested_output, e.attempts, e.server_prompt_tokens) == (W, M, (30000,), 40000)
+    elif case == "room":
+        events, e = _give_up_run(recovery_flow(window=W), [_req(1), _rejected(_MSG)])
+        assert events == [_overflow_event(1), RecoveryEvent("gave_up", 0, window=W, message="room")]
+        assert str(e).startswith("overflow recovery gave up: no positive prompt limit is left. window 32768")
+        assert e.attempts == (1,)
+    else:
+        big = ChatRequest(messages=[{"role": "user", "content": "hi"}], max_completion_tokens=65536, predicted_prompt_tokens=10)
+        events, e = _give_up_run(recovery_flow(window=W), [big, _rejected("max_tokens=65536 cannot be greater than max_model_len=32768.")])
+        assert events[-1] == RecoveryEvent("gave_up", 0, window=W, message="output")
+        assert "lower output_reserve (EMIL_OUTPUT_RESERVE / --output-reserve)" in str(e)
+        assert "room for the prompt -32768" in str(e) and e.requested_output == 65536
+
+
+def test_a_limit_of_one_token_is_still_a_retry() -> None:
+    # floor((26624 - 533) * 2 / 40000) = 1: the smallest positive limit is tried, not given up
+    assert _limit_after(W, _req(2), _rejected(_MSG)) == 1
+
+
+def test_the_room_at_exactly_zero_gives_up() -> None:
+    at_window = ChatRequest(messages=[{"role": "user", "content": "hi"}], max_completion_tokens=W, predicted_prompt_tokens=10)
+    events, _ = _give_up_run(recovery_flow(window=W), [at_window, _rejected(_MSG)])
+    assert events[-1].message == "output"
+    one_left = at_window.model_copy(update={"max_completion_tokens": W - 1})
+    events, _ = _give_up_run(recovery_flow(window=W), [one_left, _rejected(_MSG)])
+    assert events[-1].message == "room"  # room 1: past the output check, then no positive limit
+
+
+def test_an_unexpected_step_answer_is_a_type_error() -> None:
+    flow = recovery_flow(window=W)
+    next(flow)
+    with pytest.raises(TypeError, match="Assemble must be answered with a ChatRequest"):
+        flow.send(None)
+    flow = recovery_flow(window=W)
+    next(flow)
+    flow.send(_req(10))
+    with pytest.raises(TypeError, match="unexpected outcome 42"):
+        flow.send(42)
