@@ -100,3 +100,66 @@ def test_the_cap_always_holds(lines: list[tuple[str, str]], others: int, cap: in
     composed = compose_events(events, cap_tokens=cap, count=COUNT)
     assert COUNT(composed.text) <= cap
     assert composed.events == len(events) and composed.shown <= len(events)
+
+
+def _lines(text: str) -> list[str]:
+    return text.splitlines()
+
+
+def test_the_summary_lines_word_for_word() -> None:
+    events = _triage(
+        [Damage(amount=1, health=19)]
+        + [Damage(amount=2, health=17 - 2 * i) for i in range(2)]
+        + [ItemCollected(item="dirt", count=1)]
+        + [Chat(sender="alex", text=f"a{i}") for i in range(3)]
+        + [Chat(sender=f"p{i}", text="hi") for i in range(7)]
+    )
+    composed = compose_events(events, cap_tokens=1, count=len)  # every step runs; the last one cuts
+    assert composed.cut
+    full = compose_events(events, cap_tokens=10_000, count=len)
+    assert full.shown == len(events) == 14
+    # a cap that needs every step but the cut: the most recent speakers keep one line each
+    step = compose_events(events, cap_tokens=250, count=len)
+    assert step.shown == 4 and not step.cut
+    assert _lines(step.text) == [
+        "[events]",
+        "- (1 other event not shown: 1 item_collected)",
+        "- (!) you were hit 3 times by something: -5 health in all, now 15/20",
+        "- (4 more players said 6 lines, not shown: p2, p1, p0, alex)",
+        '- p3 says: "hi"',
+        '- p4 says: "hi"',
+        '- p5 says: "hi"',
+        '- p6 says: "hi"',
+    ]
+
+
+def test_the_silent_players_listed_are_at_most_five() -> None:
+    events = _triage([Chat(sender=f"p{i}", text="hello") for i in range(8)])
+    text = compose_events(events, cap_tokens=100, count=len).text
+    assert "- (7 more players said 7 lines, not shown: p6, p5, p4, p3, p2, ...)" in text
+    text = compose_events(events, cap_tokens=150, count=len).text
+    assert "- (4 more players said 4 lines, not shown: p3, p2, p1, p0)" in text
+
+
+def test_one_earlier_line_and_one_hit_read_in_the_singular() -> None:
+    events = _triage([Chat(sender="alex", text="first" * 10), Chat(sender="alex", text="second"),
+                      Damage(amount=2, health=18, attacker="zombie")])
+    text = compose_events(events, cap_tokens=130, count=len).text
+    assert "- (alex said 1 earlier line, not shown)" in text
+    assert "- (!) you were hit by zombie: -2 health, now 18/20" in text
+
+
+def test_sightings_fold_only_when_urgent_and_normal_ones_are_counted() -> None:
+    events = _triage([HostileNearby(name="zombie", distance=20), HostileNearby(name="zombie", distance=3),
+                      HostileNearby(name="zombie", distance=2)] + [ItemCollected(item="a", count=1)] * 30)
+    text = compose_events(events, cap_tokens=150, count=len).text
+    assert "(!) hostile zombie 2 blocks away" in text and "3 blocks away" not in text
+    assert "- (31 other events not shown: 30 item_collected, 1 hostile_nearby)" in text
+
+
+def test_the_cut_keeps_as_much_as_fits_exactly() -> None:
+    events = _triage([Chat(sender="alex", text="x" * 300)])
+    for cap in (40, 41, 57):
+        composed = compose_events(events, cap_tokens=cap, count=len)
+        assert len(composed.text) == cap and composed.text.endswith("\n[... cut to fit]")
+    assert compose_events(events, cap_tokens=5, count=len).text == ""  # not even the mark fits

@@ -174,3 +174,41 @@ def test_damage_remembers_health_for_the_crossing() -> None:
 ])
 def test_asks_to_stop(text: str, stop: bool) -> None:
     assert asks_to_stop(text) is stop
+
+
+@pytest.mark.parametrize(("ticks", "phase"), [
+    (0, "day"), (11999, "day"), (12000, "dusk"), (13799, "dusk"), (13800, "night"), (22199, "night"),
+    (22200, "dawn"), (23999, "dawn"), (24000, "day"), (36000, "dusk"),
+])
+def test_time_of_day_phases_at_their_edges(ticks: int, phase: str) -> None:
+    assert format_status({"time_of_day": ticks}) == f"time {phase}"
+
+
+def test_lists_in_the_status_word_for_word() -> None:
+    snap = {
+        "inventory": {"oak_log": 3, "map": {"id": 7, "name": "さくら's map"}, "x" * 5: "y" * 60},
+        "players": [{"name": "alex", "distance": 0}, {"username": "bob", "distance": 3.4, "count": 1},
+                    {"type": "cow", "count": 2, "distance": -1}, {}, "steve"],
+        "mobs": [{"name": f"m{i}"} for i in range(10)],
+        "blocks": [],
+    }
+    assert format_status(snap) == (
+        'inventory: oak_log x3, map {"id":7,"name":"さくら\'s map"}, xxxxx ' + "y" * 39 + "… | "
+        "players near: alex 0m, bob 3m, cow x2, ?, steve | "
+        "mobs near: m0, m1, m2, m3, m4, m5, m6, m7, +2 more | blocks near: none"
+    )
+    eight = {"mobs": [{"name": f"m{i}"} for i in range(8)]}
+    assert format_status(eight) == "mobs near: m0, m1, m2, m3, m4, m5, m6, m7"
+    assert format_status({"mobs": "lots"}) == "unknown"  # neither a mapping nor a list: left out
+
+
+def test_long_event_text_is_cut_at_its_limit() -> None:
+    from emil.events import ActionFinished
+    from emil.perception import describe_event
+
+    ok = describe_event(ActionFinished(action="collect", ok=True, result="r" * 160))
+    assert ok == "action collect finished ok: " + "r" * 160
+    cut = describe_event(ActionFinished(action="collect", ok=True, result="r" * 161))
+    assert cut == "action collect finished ok: " + "r" * 159 + "…"
+    data = describe_event(ActionFinished(action="nearby", ok=True, result={"a": [1, 2], "é": None}))
+    assert data == 'action nearby finished ok: {"a":[1,2],"é":null}'
