@@ -119,8 +119,8 @@ def ending_of(exc: BaseException | None, *, stop_reason: str = "") -> Ending:
         if isinstance(leaf, PatienceExhausted):
             text = " ".join(str(leaf).split())
             return Ending(EXIT_GONE, f"gone: {text}", f"emil: gave up waiting: {text}", leaf)
-    cancelled = anyio.get_cancelled_exc_class()
-    bugs = [leaf for leaf in leaves if not isinstance(leaf, cancelled | KeyboardInterrupt)]
+    # cancellation (any backend's), KeyboardInterrupt and SystemExit are not Exceptions: a stop
+    bugs = [leaf for leaf in leaves if isinstance(leaf, Exception)]
     if not bugs:
         reason = f"stopped: {stop_reason or 'interrupted'}"
         return Ending(EXIT_STOPPED, reason, f"emil: {reason}")

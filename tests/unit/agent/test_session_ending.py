@@ -3,7 +3,8 @@ reason, looking through the exception groups anyio's task groups wrap errors in.
 
 from __future__ import annotations
 
-import anyio
+import asyncio
+
 import pytest
 
 from emil.agent.session import EXIT_BUG, EXIT_CONFIG, EXIT_GONE, EXIT_STOPPED, ending_of
@@ -18,7 +19,7 @@ def test_a_stop_is_exit_0() -> None:
 
 def test_a_configuration_error_deep_in_task_groups_is_exit_2_in_one_line() -> None:
     config = EndpointConfigError("the server does not serve model 'x':\n set model", status=404)
-    wrapped = BaseExceptionGroup("outer", [ExceptionGroup("inner", [config]), anyio.get_cancelled_exc_class()()])
+    wrapped = BaseExceptionGroup("outer", [ExceptionGroup("inner", [config]), asyncio.CancelledError()])
     ending = ending_of(wrapped)
     assert ending.exit_code == EXIT_CONFIG and ending.cause is config
     assert ending.line == "emil: configuration error: the server does not serve model 'x': set model"
@@ -35,7 +36,7 @@ def test_gone_is_exit_3_and_configuration_wins_over_it() -> None:
 
 
 def test_cancellation_alone_is_a_stop_and_anything_else_a_bug() -> None:
-    cancelled = anyio.get_cancelled_exc_class()()
+    cancelled = asyncio.CancelledError()
     assert ending_of(cancelled, stop_reason="signal SIGINT").reason == "stopped: signal SIGINT"
     assert ending_of(KeyboardInterrupt()).reason == "stopped: interrupted"
     bug = ending_of(ExceptionGroup("g", [KeyError("x")]))
