@@ -223,3 +223,38 @@ def test_clamp_detection_at_exactly_the_window() -> None:
     # the full maximum generated is a real length stop, never a clamp
     assert detect_clamp(M, Usage(prompt_tokens=W, completion_tokens=M), "length", W) is None
     assert detect_clamp(M, Usage(prompt_tokens=W, completion_tokens=M - 1), "length", W) is not None
+
+
+FAMILIES = [
+    "old-in-the-messages", "old-in-the-messages", "old-in-the-messages", "request-has-input-tokens",
+    "request-has-input-tokens", "max-tokens-too-large", "you-passed-tokens", "you-passed-tokens",
+    "you-passed-characters", "v0.27-total", "v0.27-at-least", "v0.27-at-least", "prompt-characters",
+    "prompt-characters", "v0.33-prompt-alone", "v0.33-prompt-alone", "decoder-prompt-length",
+    "max-tokens-above-window", "max-tokens-above-window", "max-tokens-above-window", "input-length-exceeds",
+]
+
+
+@pytest.mark.parametrize(("case", "family"), list(zip(CASES, FAMILIES, strict=True)))
+def test_each_wording_names_its_family(case: tuple[str, int, int | None, int, bool], family: str) -> None:
+    # the family goes into overflow records and recovery events: which vLLM era said it
+    overflow = parse_overflow(case[0])
+    assert overflow is not None and overflow.family == family
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"error": {"message": "nested"}}', "nested"),
+    ('{"object": "error", "message": "flat"}', "flat"),
+    ("Error code: 400 - {'error': {'message': 'repr', 'code': 400}}", "repr"),
+    ('{"error": "a string"}', "a string"),
+    ('{"error": {"code": 400}}', '{"error": {"code": 400}}'),
+    ('{"message": 5}', '{"message": 5}'),
+    ("  plain text  ", "plain text"),
+    ("{broken", "{broken"),
+    ("[1, 2]", "[1, 2]"),
+    ('prefix {"message": "after a prefix"} {"message": "second"}', 'prefix {"message": "after a prefix"} {"message": "second"}'),
+    ('{"message": "at the start"}', "at the start"),
+])
+def test_the_message_inside_an_error_body(text: str, message: str) -> None:
+    from emil.llm.overflow import extract_error_message
+
+    assert extract_error_message(text) == message
