@@ -87,7 +87,8 @@ async def test_models_list_failures_are_classified(status: int, error: type[Exce
         await llm.list_models()
 
 
-async def test_complete_discovers_first_when_the_model_is_auto() -> None:
+@pytest.mark.parametrize("model", [None, "auto"])
+async def test_complete_discovers_first_when_the_model_is_auto(model: str | None) -> None:
     seen: list[str] = []
 
     def handler(request: httpx2.Request) -> httpx2.Response:
@@ -98,7 +99,7 @@ async def test_complete_discovers_first_when_the_model_is_auto() -> None:
         return httpx2.Response(200, json={"model": "a", "choices": [
             {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hi"}}]})
 
-    out = await _client(handler).complete(ChatRequest(messages=[{"role": "user", "content": "x"}]))
+    out = await _client(handler, model=model).complete(ChatRequest(messages=[{"role": "user", "content": "x"}]))
     assert out.content == "hi" and seen == ["/v1/models", "/v1/chat/completions"]
 
 
@@ -115,6 +116,7 @@ async def test_count_prompt_tokens_asks_the_servers_tokenize_with_the_key(monkey
     request = ChatRequest(messages=[{"role": "user", "content": "x"}], enable_thinking=True, preserve_thinking=False)
     assert await llm.count_prompt_tokens(request) == 1234
     body = json.loads(sent[0].content)
+    assert body["messages"] == request.messages and body["model"] == "m" and "tools" not in body
     assert str(sent[0].url) == "http://127.0.0.1:9/tokenize" and sent[0].headers["authorization"] == "Bearer secret"
     assert body["chat_template_kwargs"] == {"enable_thinking": True, "preserve_thinking": False}
     assert await OpenAIClient("http://127.0.0.1:9/v1", model="auto").count_prompt_tokens(request) is None
@@ -160,3 +162,74 @@ def test_error_mapping_keeps_status_and_server_message() -> None:
     assert isinstance(config, EndpointConfigError) and config.server_message == "bad top_k" and config.status == 400
     refused = _map_error(httpx.ConnectError("refused"), model=None)
     assert isinstance(refused, EndpointUnavailable) and str(refused) == "LLM server unreachable: ConnectError: refused"
+
+
+def test_the_client_is_built_as_configured() -> None:
+    c = OpenAIClient("http://127.0.0.1:9/v1/")
+    assert c.base_url == "http://127.0.0.1:9/v1" and c.root_url == "http://127.0.0.1:9"
+    assert (c.api_key, c.timeout, c.first_token_timeout, c.model, c.served, c.tool_validator) == (
+        "EMPTY", 120.0, None, None, None, None)
+    assert str(c._client.base_url) == "http://127.0.0.1:9/v1/"
+    assert c._client.max_retries == 0 and c._client.timeout == 120.0 and c._client.api_key == "EMPTY"
+
+
+def test_transport_errors_of_every_http_library() -> None:
+    import h11
+    import httpcore
+
+    assert _is_transport_error(httpcore.RemoteProtocolError("x"))
+    assert _is_transport_error(h11.RemoteProtocolError("x"))
+
+
+def test_timeouts_and_stream_errors_map_word_for_word() -> None:
+    import openai
+
+    request = httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    timed_out = _map_error(openai.APITimeoutError(request), model=None)
+    assert str(timed_out) == "LLM request timed out: Request timed out."
+    fault = _map_error(openai.APIError("x" * 500, request, body=None), model=None)
+    assert isinstance(fault, ServerFault) and fault.body == "x" * 400
+    assert str(fault) == "the LLM server reported an error inside its answer: " + "x" * 500
+
+
+def test_an_overflow_keeps_its_status_and_message() -> None:
+    from emil.llm.classify import OverflowRejected
+
+    msg = "Input length (5000) exceeds model's maximum context length (4096)."
+    mapped = _map_error(_status_error(502, {"message": msg}), model="m")
+    assert isinstance(mapped, OverflowRejected) and mapped.status == 502 and mapped.server_message == msg
+    config = _map_error(_status_error(404, {"message": "gone"}), model="qwen")
+    assert "'qwen'" in str(config)
+    assert _status_message(_status_error(400, {"message": "flat"}, "Error code: 400")) == "flat"
+
+
+async def test_list_models_has_its_own_time_limit() -> None:
+    import anyio
+
+    async def slow(request: httpx2.Request) -> httpx2.Response:
+        await anyio.sleep(5)
+        return httpx2.Response(200, json={"data": []})
+
+    llm = _client(slow, timeout=0.2)  # type: ignore[arg-type]
+    with pytest.raises(EndpointUnavailable, match=r"^GET /models: no answer within 0\.2 s$"):
+        await llm.list_models()
+
+
+def test_tool_calls_are_validated_and_the_template_kwargs_stay_apart() -> None:
+    from emil.llm.client import parse_tool_call
+    from emil.llm.types import ToolCall
+
+    seen: list[ToolCall] = []
+
+    def validate(call: ToolCall) -> ToolCall:
+        seen.append(call)
+        return call.model_copy(update={"error": "unknown tool"})
+
+    c = OpenAIClient("http://127.0.0.1:9/v1", tool_validator=validate)
+    assert c._tool_call("c1", "fly", "{}").error == "unknown tool" and len(seen) == 1
+    assert c._tool_call("c2", "fly", "{bad").error is not None and len(seen) == 1  # bad JSON: not validated
+    none = parse_tool_call("c3", "stop", None)
+    assert none.raw_arguments == "" and none.arguments == {}
+    body = c._body(ChatRequest(messages=[], extra_body={"structured_outputs": {"json": {"type": "object"}}}))
+    assert body["structured_outputs"] == {"json": {"type": "object"}}
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}

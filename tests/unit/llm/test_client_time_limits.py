@@ -106,3 +106,20 @@ async def test_a_stream_that_breaks_is_transient_and_one_that_lies_is_a_fault() 
         await lying.complete(STREAM)
     assert str(fault.value).startswith("the LLM server's stream holds a line that is not JSON: ")
     assert fault.value.body and len(fault.value.body) <= 400
+
+
+async def test_after_the_first_token_a_stall_is_the_whole_limit_and_equal_limits_read_as_whole() -> None:
+    stall = [(0.0, WHOLE[0][1]), (0.0, WHOLE[1][1]), (3.0, WHOLE[2][1])]
+    with pytest.raises(EndpointUnavailable, match=r"within 0\.5 s \(request_timeout_s\)"):
+        await _client(stall, timeout=0.5, first_token_timeout=0.2).complete(STREAM)
+    with pytest.raises(EndpointUnavailable, match=r"within 0\.3 s \(request_timeout_s\)"):
+        await _client([(2.0, WHOLE[1][1])], timeout=0.3, first_token_timeout=0.3).complete(STREAM)
+
+
+async def test_a_raw_transport_error_mid_stream_is_a_dropped_connection() -> None:
+    import h11
+
+    broken = _client(WHOLE[:2], fail=h11.RemoteProtocolError("peer closed"), timeout=5)
+    with pytest.raises(EndpointUnavailable) as err:
+        await broken.complete(STREAM)
+    assert str(err.value) == "LLM connection dropped: RemoteProtocolError: peer closed"

@@ -258,3 +258,21 @@ def test_the_message_inside_an_error_body(text: str, message: str) -> None:
     from emil.llm.overflow import extract_error_message
 
     assert extract_error_message(text) == message
+
+
+def test_escaped_and_curly_apostrophes_read_alike() -> None:
+    plain = "This model's maximum context length is 4096 tokens. However, your request has 5000 input tokens."
+    for variant in (plain.replace("'", "\\'"), plain.replace("'", "’")):
+        assert parse_overflow(variant) == parse_overflow(plain) is not None
+
+
+def test_at_least_below_the_cap_is_still_a_lower_bound() -> None:
+    o = parse_overflow("This model's maximum context length is 8192 tokens. However, you requested 64 output "
+                       "tokens and your prompt contains at least 9000 input tokens, for a total of at least 9064 tokens.")
+    assert o is not None and o.prompt_is_lower_bound and o.prompt_tokens == 9000 and o.family == "v0.27-at-least"
+
+
+def test_a_character_count_without_output_tokens() -> None:
+    o = parse_overflow("This model's maximum context length is 8192 tokens. However, your prompt contains 90000 "
+                       "characters (more than 32768 characters, which is the upper bound for 8192 input tokens).")
+    assert o is not None and o.requested_output is None and o.prompt_is_lower_bound

@@ -599,3 +599,110 @@ def test_an_unexpected_step_answer_is_a_type_error() -> None:
     flow.send(_req(10))
     with pytest.raises(TypeError, match="unexpected outcome 42"):
         flow.send(42)
+
+
+async def test_the_drivers_defaults_two_smaller_retries_three_resends() -> None:
+    msg = "Input length (40000) exceeds model's maximum context length (32768)."
+    llm = _Flaky(_rejected(msg), _rejected(msg), _rejected(msg))
+    sizes = iter([30000, 20000, 10000, 5000])
+    with pytest.raises(ContextOverflowError, match="2 smaller retries did not fit"):
+        await complete_with_recovery(llm, lambda _limit: _req(next(sizes)), window=W)
+    faults = _Flaky(*[ServerFault("x")] * 4)
+    with pytest.raises(ServerFault):
+        await complete_with_recovery(faults, lambda _limit: _req(100), window=W,
+                                     patience=Patience("x", backoff=Backoff(0.001, 0.001)))
+    assert len(faults.sent) == 4  # one send, three resends
+    three = _Flaky(*[ServerFault("x")] * 3)
+    await complete_with_recovery(three, lambda _limit: _req(100), window=W,
+                                 patience=Patience("x", backoff=Backoff(0.001, 0.001)))
+    assert len(three.sent) == 4
+    flow = recovery_flow(window=W)
+    next(flow)
+    flow.send(_req(100))
+    for _ in range(3):
+        assert isinstance(flow.send(ServerFault("x")), Notify)
+        assert isinstance(flow.send(None), Wait)
+        assert isinstance(flow.send(None), Send)
+    step = flow.send(ServerFault("x"))
+    assert isinstance(step, Notify) and step.event.kind == "server_fault"
+    assert flow.send(None).event.kind == "gave_up"  # type: ignore[union-attr]
+
+
+async def test_the_wait_is_told_the_error() -> None:
+    from emil.backoff import OutageEvent
+
+    events: list[OutageEvent] = []
+    llm = _Flaky(EndpointUnavailable("refused at the door"))
+    await complete_with_recovery(llm, lambda _limit: _req(100), window=W,
+                                 patience=Patience("x", backoff=Backoff(0.001, 0.001), on_event=events.append))
+    assert events[0].error == "refused at the door"
+
+
+def test_a_custom_lower_bound_slack_is_used() -> None:
+    at_least = ("This model's maximum context length is 32768 tokens. However, you requested 6144 "
+                "output tokens and your prompt contains at least 26625 input tokens")
+    # ceil(26625 * 1.5) = 39938; (26624 - 533) * 18000 / 39938
+    assert _limit_after(W, _req(18000), _rejected(at_least), lower_bound_slack=0.5) == 11759
+
+
+def test_a_floor_below_the_room_is_raised_to_it() -> None:
+    low = ("This model's maximum context length is 32768 tokens. However, you requested 6144 "
+           "output tokens and your prompt contains at least 20000 input tokens")
+    # max(20000, 26625) = 26625: the prompt is longer than the room whatever the floor says
+    assert _limit_after(W, _req(18000), _rejected(low)) == 15338
+
+
+def test_a_count_of_zero_is_no_count_and_the_exact_count_event_is_whole() -> None:
+    at_least = ("This model's maximum context length is 32768 tokens. However, you requested 6144 "
+                "output tokens and your prompt contains at least 26625 input tokens")
+    assert _limit_after(W, _req(18000), _rejected(at_least), count=0) == 15338  # still a floor
+    flow = recovery_flow(window=W)
+    next(flow)
+    flow.send(_req(18000))
+    step = flow.send(_rejected(at_least))
+    while not isinstance(step, CountExactly):
+        step = flow.send(None)
+    step = flow.send(36000)
+    assert step == Notify(RecoveryEvent("exact_count", 0, window=W, server_prompt_tokens=36000))
+    assert _limit_after(W, _req(18000), _rejected(at_least), count=1) is not None
+
+
+def test_a_request_without_a_prediction_shrinks_by_its_size() -> None:
+    bare = ChatRequest(messages=[{"role": "user", "content": "x" * 100}], max_completion_tokens=M)
+    size = len(str(bare.messages[0]))
+    # no prediction: the limit is the room less the margin, kept below the failed size
+    assert _limit_after(W, bare, _rejected(_MSG)) == size - 1
+    big = ChatRequest(messages=[{"role": "user", "content": "x" * 40000}], max_completion_tokens=M)
+    assert _limit_after(W, big, _rejected(_MSG)) == 26624 - 533
+
+
+def test_a_zero_prediction_gives_up_for_lack_of_room() -> None:
+    events, e = _give_up_run(recovery_flow(window=W), [_req(0), _rejected(_MSG)])
+    assert events[-1].message == "room"
+    assert str(e) == ("overflow recovery gave up: no positive prompt limit is left. window 32768, requested output 6144 "
+                      "(server said None), room for the prompt 26624, server prompt tokens 40000 (input-length-exceeds), "
+                      "predicted 0, prompts tried [0]")
+
+
+def test_the_servers_window_wins_over_the_configured_one() -> None:
+    small = "Input length (20000) exceeds model's maximum context length (16384)."
+    # room 16384 - 6144 = 10240, margin max(64, 205) = 205: (10240 - 205) * 18000 / 20000
+    assert _limit_after(W, _req(18000), _rejected(small)) == 9031
+
+
+def test_a_lower_bound_gives_up_saying_at_least() -> None:
+    at_least = ("This model's maximum context length is 32768 tokens. However, you requested 6144 "
+                "output tokens and your prompt contains at least 26625 input tokens")
+    _events, e = _give_up_run(recovery_flow(window=W, max_overflow_retries=0), [_req(18000), _rejected(at_least)])
+    assert "server prompt tokens at least 26625 (v0.27-at-least)" in str(e)
+
+
+def test_an_overflow_inside_a_configuration_error_is_read_from_its_text() -> None:
+    from emil.llm.recovery import _overflow_of
+
+    request = _req(100)
+    hidden = EndpointConfigError("HTTP 413: Input length (5000) exceeds model's maximum context length (4096).")
+    overflow = _overflow_of(hidden, request, W)
+    assert overflow is not None and overflow.prompt_tokens == 5000
+    told = EndpointConfigError("x", server_message="Input length (6000) exceeds model's maximum context length (4096).")
+    assert _overflow_of(told, request, W).prompt_tokens == 6000  # type: ignore[union-attr]

@@ -159,3 +159,28 @@ def test_a_truncated_stream_counts_its_chunks_and_shows_the_first_three() -> Non
         a.finish(tool_call=parse_tool_call, timings=Timings(total_s=1.0))
     assert "ended after 4 chunks without finishing" in str(err.value)
     assert "three" in err.value.body and "four" not in err.value.body and err.value.body.count(" | ") == 2
+
+
+def test_a_call_with_neither_function_nor_custom_has_no_name() -> None:
+    body = json.loads(json.dumps(GOOD))
+    body["choices"][0]["message"]["tool_calls"] = [{"id": "c9"}]
+    c = _parse(json.dumps(body).encode())
+    assert c.tool_calls[0].name == "" and c.tool_calls[0].raw_arguments == ""
+
+
+def test_a_stream_of_two_calls_without_ids_and_pieces_of_reasoning() -> None:
+    a = StreamAssembler()
+    a.add(_chunk({"reasoning_content": "one "}))
+    a.add(_chunk({"reasoning_content": "two"}))
+    a.add(_chunk({"tool_calls": [{"index": 1, "function": {"name": "b", "arguments": "{}"}}]}))
+    a.add(_chunk({"tool_calls": [{"index": 0, "id": "first", "function": {"name": "a", "arguments": "{}"}}]}))
+    a.add(_chunk({}, "tool_calls"))
+    c = a.finish(tool_call=parse_tool_call, timings=Timings(total_s=1.0))
+    assert c.reasoning == "one two" and c.content is None
+    assert [(t.id, t.name) for t in c.tool_calls] == [("first", "a"), ("call_1", "b")]
+
+
+def test_a_bad_chunk_shows_itself() -> None:
+    with pytest.raises(ServerFault) as err:
+        StreamAssembler().add({"choices": "nope"})
+    assert "nope" in err.value.body
