@@ -47,13 +47,10 @@ def _line(t: Triaged) -> str:
     return f"- {'(!) ' if t.priority == 'urgent' else ''}{describe_event(t.event)}"
 
 
-def _render(note: str | None, summary: list[str], kept: list[Triaged]) -> str:
-    lines = [f"[note] {note}"] if note else []
-    if summary or kept:
-        lines.append("[events]")
-        lines.extend(summary)
-        lines.extend(_line(t) for t in kept)
-    return "\n".join(lines) if lines else "[events] none"
+def _render(summary: list[str], kept: list[Triaged]) -> str:
+    if not summary and not kept:
+        return "[events] none"
+    return "\n".join(["[events]", *summary, *(_line(t) for t in kept)])
 
 
 def _plural(n: int, word: str) -> str:
@@ -107,7 +104,7 @@ def _chat_keep(kept: list[Triaged], per_player: int, players: int | None) -> tup
             lines.setdefault(t.event.sender, []).append(t)
     # most recent speaker first
     speakers = sorted(lines, key=lambda who: max(t.at for t in lines[who]), reverse=True)
-    heard = speakers if players is None else speakers[:players]
+    heard = speakers[:players]
     drop: set[int] = set()
     summary: list[str] = []
     for who in heard:
@@ -145,28 +142,27 @@ def compose_events(
     *,
     cap_tokens: int | None,
     count: Callable[[str], int],
-    note: str | None = None,
 ) -> Composed:
     """The event part of an observation, within ``cap_tokens`` (None: no cap); see module doc."""
-    full = _render(note, [], list(events))
+    full = _render([], list(events))
     n = len(events)
     if cap_tokens is None or count(full) <= cap_tokens:
         return Composed(full, n, n)
     folded, kept = _fold_others(events)
-    text = _render(note, folded, kept)
+    text = _render(folded, kept)
     if count(text) <= cap_tokens:
         return Composed(text, n, len(kept))
     speakers = len({t.event.sender for t in kept if isinstance(t.event, Chat)})
     for per_player in _CHAT_KEEP:
         chat_summary, shown = _chat_keep(kept, per_player, None)
-        text = _render(note, folded + chat_summary, shown)
+        text = _render(folded + chat_summary, shown)
         if count(text) <= cap_tokens:
             return Composed(text, n, len(shown))
     players = speakers
     while players > 1:
         players //= 2
         chat_summary, shown = _chat_keep(kept, 1, players)
-        text = _render(note, folded + chat_summary, shown)
+        text = _render(folded + chat_summary, shown)
         if count(text) <= cap_tokens:
             return Composed(text, n, len(shown))
     return Composed(_cut_to(text, cap_tokens, count), n, len(shown), cut=True)

@@ -42,7 +42,8 @@ class Neutraliser:
         self.breaker = BREAK if not any(BREAK in s for s in self.specials) else _FALLBACK_BREAK
         if any(self.breaker in s for s in self.specials):
             raise ValueError("no zero-width breaker is free in this vocabulary's special tokens")
-        ordered = sorted(self.specials, key=len, reverse=True)
+        # (any order of the alternatives is safe: the fixed point below breaks overlaps too)
+        ordered = sorted(self.specials)
         self._pattern = re.compile("|".join(re.escape(s) for s in ordered)) if ordered else None
 
     def __call__(self, text: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,7 +11,9 @@ from emil.events import (
     ActionFinished,
     Chat,
     Damage,
+    Death,
     GameEvent,
+    Health,
     HostileNearby,
     ItemCollected,
     PlayerJoined,
@@ -163,3 +166,48 @@ def test_the_cut_keeps_as_much_as_fits_exactly() -> None:
         composed = compose_events(events, cap_tokens=cap, count=len)
         assert len(composed.text) == cap and composed.text.endswith("\n[... cut to fit]")
     assert compose_events(events, cap_tokens=5, count=len).text == ""  # not even the mark fits
+
+
+def test_at_exactly_the_cap_other_events_are_not_folded() -> None:
+    events = _triage([ItemCollected(item="dirt", count=1), Chat(sender="alex", text="hi")])
+    full = format_events(events)
+    assert compose_events(events, cap_tokens=len(full), count=len).text == full
+    assert compose_events(events, cap_tokens=len(full) - 1, count=len).text != full
+
+
+def test_urgent_events_that_are_not_hits_or_sightings_are_kept_whole() -> None:
+    events = _triage([Death(reason="lava"), Health(health=20, food=20), Health(health=3, food=20)]
+                     + [ItemCollected(item="dirt", count=1)] * 40)
+    text = compose_events(events, cap_tokens=160, count=len).text
+    assert "(!) you died (lava)" in text and "(!) health 3/20, food 20/20" in text
+
+
+def test_hits_from_several_attackers_fold_per_attacker() -> None:
+    events = _triage([Damage(amount=1, health=19, attacker="cow"), Damage(amount=1, health=18, attacker="alex"),
+                      Damage(amount=1, health=17, attacker="alex")] + [ItemCollected(item="a", count=1)] * 40)
+    text = compose_events(events, cap_tokens=200, count=len).text
+    assert "(!) you were hit by cow: -1 health, now 19/20" in text
+    assert "(!) you were hit 2 times by alex: -2 health in all, now 17/20" in text
+
+
+@pytest.mark.parametrize(("speakers", "silent", "dots"), [(10, 5, False), (12, 6, True)])
+def test_five_silent_names_then_dots(speakers: int, silent: int, dots: bool) -> None:
+    events = _triage([Chat(sender=f"p{i}", text="hello") for i in range(speakers)])
+    full_one_each = len(format_events(events))
+    composed = compose_events(events, cap_tokens=full_one_each - 1, count=len)
+    assert composed.events == speakers and composed.shown == speakers - silent
+    assert f"({silent} more players said {silent} lines, not shown: " in composed.text
+    assert composed.text.count(", ...)") == (1 if dots else 0)
+    assert all(composed.text.count(f"p{i} says") <= 1 for i in range(speakers))
+
+
+def test_a_cap_that_fits_only_the_mark() -> None:
+    events = _triage([Chat(sender="alex", text="x" * 300)])
+    assert compose_events(events, cap_tokens=17, count=len).text == "\n[... cut to fit]"
+    assert compose_events(events, cap_tokens=18, count=len).text == "[\n[... cut to fit]"
+
+
+def test_no_events_read_as_none() -> None:
+    composed = compose_events([], cap_tokens=5, count=len)
+    assert composed.text == "[events] none" or composed.cut
+    assert compose_events([], cap_tokens=None, count=len).text == "[events] none"

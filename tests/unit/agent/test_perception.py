@@ -212,3 +212,8 @@ def test_long_event_text_is_cut_at_its_limit() -> None:
     assert cut == "action collect finished ok: " + "r" * 159 + "…"
     data = describe_event(ActionFinished(action="nearby", ok=True, result={"a": [1, 2], "é": None}))
     assert data == 'action nearby finished ok: {"a":[1,2],"é":null}'
+
+
+def test_a_note_comes_first_in_the_observation() -> None:
+    assert format_observation([], {"health": 20}, note="away") == "[note] away\n\n[status] health 20/20"
+    assert format_observation([], None) == "[events] none\n\n[status] unknown"

@@ -237,3 +237,48 @@ def test_repair_cuts_only_the_tail(tmp_path: Path) -> None:
     assert repair_tail(path) == 4 and path.read_bytes() == b""
     path.write_bytes(good + b"\n")  # a blank last line is whole
     assert repair_tail(path) == 0
+
+
+def test_outage_records_carry_every_field() -> None:
+    from emil.backoff import OutageEvent
+    from emil.recording import RetryRecord, ServiceRecord, outage_record
+
+    retry = outage_record(OutageEvent("retry", "llm endpoint", 3, "refused", 1.5, 7.0), turn=4, step=2)
+    assert isinstance(retry, RetryRecord)
+    assert (retry.turn, retry.step, retry.service, retry.attempt, retry.error, retry.delay_s, retry.down_for_s) == (
+        4, 2, "llm endpoint", 3, "refused", 1.5, 7.0)
+    up = outage_record(OutageEvent("up", "minecraft server", 5, "was refused", 0.0, 12.5), turn=9)
+    assert isinstance(up, ServiceRecord)
+    assert (up.turn, up.service, up.state, up.attempts, up.down_for_s, up.error) == (
+        9, "minecraft server", "up", 5, 12.5, "was refused")
+
+
+def test_usage_round_trips_or_stays_absent() -> None:
+    with_usage = Completion(content="x", usage=Usage(prompt_tokens=10, completion_tokens=0, cached_tokens=4,
+                                                     reasoning_tokens=3))
+    rec = CompletionRecord.from_completion(with_usage)
+    assert (rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens, rec.reasoning_tokens) == (10, 0, 4, 3)
+    assert rec.to_completion().usage == with_usage.usage
+    bare = CompletionRecord.from_completion(Completion(content="x"))
+    assert (bare.prompt_tokens, bare.completion_tokens, bare.cached_tokens, bare.reasoning_tokens) == (None,) * 4
+    assert bare.to_completion().usage is None and bare.to_completion().timings is None
+    partial = CompletionRecord(prompt_tokens=5)  # an old record without the other counts
+    assert partial.to_completion().usage == Usage(prompt_tokens=5, completion_tokens=0)
+
+
+def test_unknown_kinds_keep_their_time_and_turn_and_non_objects_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.jsonl"
+    path.write_text('{"kind": "teleport", "t": 5.0, "turn": 7, "to": [1, 2]}\n[1, 2]\n')
+    read = read_recording(path)
+    unknown = read.records[0]
+    assert isinstance(unknown, UnknownRecord)
+    assert (unknown.t, unknown.turn, unknown.original_kind, unknown.data) == (5.0, 7, "teleport", {"to": [1, 2]})
+    assert read.stopped_at_line == 2 and read.problem == "line 2: unreadable line (expected a JSON object, got list)"
+
+
+def test_a_one_byte_torn_file_is_cut(tmp_path: Path) -> None:
+    from emil.recording import repair_tail
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"{")
+    assert repair_tail(path) == 1 and path.read_bytes() == b""
