@@ -10,13 +10,18 @@ from emil.events import (
     Damage,
     Death,
     Disconnected,
+    ErrorEvent,
     GameEvent,
     Health,
     HostileNearby,
     ItemCollected,
+    Kicked,
     PlayerJoined,
+    PlayerLeft,
+    Reflex,
     Respawn,
     TimeOfDay,
+    UnknownEvent,
     Weather,
 )
 from emil.perception import (
@@ -217,3 +222,71 @@ def test_long_event_text_is_cut_at_its_limit() -> None:
 def test_a_note_comes_first_in_the_observation() -> None:
     assert format_observation([], {"health": 20}, note="away") == "[note] away\n\n[status] health 20/20"
     assert format_observation([], None) == "[events] none\n\n[status] unknown"
+
+
+@pytest.mark.parametrize(("event", "line"), [
+    (Chat(sender="alex", text="hi"), 'alex says: "hi"'),
+    (Chat(sender="alex", text="psst", whisper=True), 'alex whispers to you: "psst"'),
+    (Damage(amount=2, health=18, attacker="zombie"), "you were hit by zombie: -2 health, now 18/20"),
+    (Damage(amount=2.5, health=17.5), "you were hit: -2.5 health, now 17.5/20"),
+    (Health(health=12, food=7), "health 12/20, food 7/20"),
+    (Death(reason="lava"), "you died (lava)"),
+    (Death(), "you died"),
+    (Respawn(), "you respawned"),
+    (HostileNearby(name="creeper", distance=4.6), "hostile creeper 5 blocks away"),
+    (PlayerJoined(username="sam"), "sam joined the game"),
+    (PlayerLeft(username="sam"), "sam left the game"),
+    (ItemCollected(item="bread", count=3), "you picked up 3 bread"),
+    (ActionFinished(action="dig", ok=False, error="too far"), "action dig finished failed: too far"),
+    (ActionFinished(action="dig", ok=True, result=""), "action dig finished ok"),
+    (ActionFinished(action="dig", ok=True), "action dig finished ok"),
+    (Reflex(reflex="flee", detail="health 4"), "reflex flee: health 4"),
+    (Reflex(reflex="eat"), "reflex eat"),
+    (TimeOfDay(phase="night"), "it is now night"),
+    (Weather(raining=True), "it started raining"),
+    (Weather(raining=False), "the rain stopped"),
+    (Kicked(reason="spam"), "you were kicked: spam"),
+    (Disconnected(reason="reset"), "connection lost: reset"),
+    (ErrorEvent(message="oops"), "bot error: oops"),
+    (UnknownEvent(original_kind="teleport", data={"to": 1}), 'teleport: {"to":1}'),
+])
+def test_every_event_reads_word_for_word(event: GameEvent, line: str) -> None:
+    from emil.perception import describe_event
+
+    assert describe_event(event) == line
+
+
+@pytest.mark.parametrize(("event", "why"), [
+    (Damage(amount=1, health=19), "hit by something"),
+    (HostileNearby(name="zombie", distance=20), "zombie nearby"),
+    (Chat(sender="alex", text="nice"), "chat from alex"),
+    (Chat(sender="Emil", text="me"), "own chat"),
+    (Chat(sender="alex", text="x", whisper=True), "whisper from alex"),
+    (TimeOfDay(phase="day"), ""),
+    (Disconnected(reason="x"), "disconnected"),
+    (PlayerJoined(username="sam"), "player_joined"),
+])
+def test_the_reasons_word_for_word(event: GameEvent, why: str) -> None:
+    assert Perception().classify(event)[1] == why
+
+
+def test_the_ambient_facts_kept_for_the_status() -> None:
+    p = Perception()
+    p.add(TimeOfDay(phase="dusk"), now=0)
+    p.add(Weather(raining=True), now=0)
+    p.add(Health(health=15, food=9), now=0)
+    assert p.ambient == {"time": "dusk", "raining": True, "health": 15, "food": 9}
+    p.add(Damage(amount=3, health=12), now=0)
+    p.add(PlayerJoined(username="sam"), now=0)
+    assert p.ambient == {"time": "dusk", "raining": True, "health": 12, "food": 9}
+    assert format_status(None, p.ambient) == "health 12/20 food 9/20 | time dusk | raining"
+
+
+def test_taking_the_events_forgets_the_chat_debounce() -> None:
+    p = Perception(PerceptionPolicy(chat_debounce_s=5))
+    p.add(Chat(sender="alex", text="a"), now=0)
+    assert p.wait_s(now=1) == 4
+    p.take()
+    p.add(PlayerJoined(username="sam"), now=2)
+    assert p.wait_s(now=2) == 0.0
+    assert isinstance(p.add(Chat(sender="alex", text="b")).at, float)  # a clock of its own when none given
