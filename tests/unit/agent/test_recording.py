@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from emil.exceptions import ConfigurationError
 from emil.llm.types import Completion, Timings, ToolCall, Usage
 from emil.recording import (
     RECORD_ADAPTER,
@@ -282,3 +283,69 @@ def test_a_one_byte_torn_file_is_cut(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_bytes(b"{")
     assert repair_tail(path) == 1 and path.read_bytes() == b""
+
+
+def test_message_origins_and_turns(tmp_path: Path) -> None:
+    path = tmp_path / "o.jsonl"
+    with Recorder(path) as rec:
+        for i, kind in enumerate(("system", "memory", "observation"), start=1):
+            rec.message(_Msg(id=i, kind=kind, content=kind), turn=3)
+        rec.request_refs([{"role": "user", "content": "new"}], turn=4, ids=[None])
+        assert rec.records_written == 4
+    records = [r for r in read_recording(path).records if isinstance(r, MessageRecord)]
+    assert [(r.origin, r.message_kind, r.turn, r.id) for r in records] == [
+        ("system", "system", 3, 1), ("memory", "memory", 3, 2), ("history", "observation", 3, 3),
+        ("derived", None, 4, None)]
+
+
+def test_a_recorder_used_as_a_context_says_how_it_ended(tmp_path: Path) -> None:
+    with Recorder(tmp_path / "ok.jsonl"):
+        pass
+    with pytest.raises(KeyError), Recorder(tmp_path / "bad.jsonl"):
+        raise KeyError("x")
+    assert read_recording(tmp_path / "ok.jsonl").records[-1].reason == "closed"  # type: ignore[union-attr]
+    assert read_recording(tmp_path / "bad.jsonl").records[-1].reason == "error"  # type: ignore[union-attr]
+
+
+def test_a_new_recording_makes_its_folders(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "s.jsonl"
+    Recorder(path).close("x")
+    assert path.exists()
+    one = tmp_path / "one.jsonl"
+    one.write_text("\n")  # one byte: not empty, so a session is there to protect
+    with pytest.raises(ConfigurationError):
+        Recorder(one)
+
+
+def test_request_refs_use_known_ids_beyond_the_list(tmp_path: Path) -> None:
+    with Recorder(tmp_path / "r.jsonl") as rec:
+        rec.message(_Msg(id=7, kind="observation", content="a"))
+        system = {"role": "system", "content": "S"}
+        # ids shorter than the messages: the rest are interned by content
+        refs = rec.request_refs([{"role": "user", "content": "a"}, system], ids=[7])
+        assert refs == ["7", "x1"]
+        again = rec.request_refs([system, {"role": "user", "content": "b"}], ids=[None, 8])
+        assert again == ["x1", "x2"] and rec.request_refs([{"role": "user", "content": "zz"}], ids=[8]) == ["x2"]
+
+
+def test_what_the_reader_says_about_a_bad_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"kind": "end", "reason": "x"}\n{"kind": "turn", "tu')
+    assert read_recording(path).problem.startswith("line 2: truncated last line (")  # type: ignore[union-attr]
+    path.write_text('{"kind": "turn", "turn": "not a number"}\n{"kind": "end"}\n')
+    problem = read_recording(path).problem
+    assert problem is not None and problem.startswith("line 1: unreadable line (") and "\n" not in problem
+
+
+def test_repair_finds_lines_across_its_reading_window(tmp_path: Path) -> None:
+    from emil.recording import repair_tail
+
+    path = tmp_path / "s.jsonl"
+    good = b'{"kind": "turn", "turn": 1}\n'
+    long_ok = b'{"kind": "turn", "reason": "' + b"r" * 70_000 + b'"}\n'
+    path.write_bytes(good + long_ok + b"torn")
+    assert repair_tail(path) == 4 and path.read_bytes() == good + long_ok
+    path.write_bytes(b"\n" + good + b"\n{")  # a blank line before the torn one stays
+    assert repair_tail(path) == 1 and path.read_bytes() == b"\n" + good + b"\n"
+    path.write_bytes(b"x\n")  # a whole but unreadable last line is cut too
+    assert repair_tail(path) == 2
