@@ -541,3 +541,62 @@ async def test_a_failing_abort_is_logged_and_the_turn_goes_on(tmp_path: Path, ca
         stats = await agent.run(max_turns=1)
     rec.close()
     assert "abort failed: bridge gone" in caplog.messages and stats.turns[0].steps == 2
+
+
+async def test_every_record_of_a_recovered_step_whole(tmp_path: Path) -> None:
+    from emil.llm.types import Timings, Usage
+    from emil.recording import (
+        CompletionRecord,
+        OverflowRecord,
+        RecoveryRecord,
+        RequestRecord,
+        TrimRecordEntry,
+    )
+
+    async def completer(assemble, on_event):  # type: ignore[no-untyped-def]
+        first = assemble(None)
+        on_event(RecoveryEvent("overflow", 0, window=4096, requested_output=512, server_prompt_tokens=5000,
+                               prompt_is_lower_bound=True, predicted_prompt_tokens=first.predicted_prompt_tokens,
+                               family="fam"))
+        on_event(RecoveryEvent("retry", 1, next_limit=100, predicted_prompt_tokens=first.predicted_prompt_tokens,
+                               server_prompt_tokens=5000))
+        second = assemble(100)
+        on_event(RecoveryEvent("recovered", 1))
+        on_event(RecoveryEvent("transient", 0, message="ignored here: the Patience records attempts"))
+        assert second.max_completion_tokens == agent.options.output_reserve
+        assert (second.stream, second.temperature, second.enable_thinking, second.preserve_thinking) == (True, 0.3, True, True)
+        assert second.tools is None and second.predicted_prompt_tokens is not None
+        return Completion(content="done", usage=Usage(prompt_tokens=77, completion_tokens=11, cached_tokens=64),
+                          timings=Timings(total_s=0.5, first_token_s=0.1), finish_reason="stop")
+
+    world = WorldDouble()
+    _WORLDS.append(world)
+    rec = Recorder(tmp_path / "rec.jsonl")
+    context = ContextDouble()
+    options = AgentOptions(perception=PerceptionPolicy(chat_debounce_s=0.0), output_reserve=512, temperature=0.3,
+                           stream=True, enable_thinking=True, preserve_thinking=True)
+    agent = Agent(world=world, context=context, completer=completer, recorder=rec, options=options)
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(10):
+        stats = await agent.run(max_turns=1)
+    rec.close()
+    records = _records(tmp_path)
+    requests = [r for r in records if isinstance(r, RequestRecord)]
+    assert [(r.turn, r.step, r.attempt, r.limit, r.max_completion_tokens, r.enable_thinking) for r in requests] == [
+        (1, 1, 0, None, 512, True), (1, 1, 1, 100, 512, True)]
+    assert all(r.refs and r.predicted_tokens for r in requests)
+    overflow = next(r for r in records if isinstance(r, OverflowRecord))
+    assert (overflow.turn, overflow.window, overflow.requested_output, overflow.prompt_tokens,
+            overflow.prompt_is_lower_bound, overflow.message) == (1, 4096, 512, 5000, True, "fam")
+    assert overflow.predicted_tokens == requests[0].predicted_tokens
+    recovery = next(r for r in records if isinstance(r, RecoveryRecord))
+    assert (recovery.turn, recovery.attempt, recovery.limit, recovery.detail) == (1, 1, 100, "server said 5000")
+    assert not [r for r in records if isinstance(r, TrimRecordEntry)]
+    completion = next(r for r in records if isinstance(r, CompletionRecord))
+    assert (completion.turn, completion.step, completion.content, completion.prompt_tokens) == (1, 1, "done", 77)
+    assert completion.assistant_ref is not None
+    t = stats.turns[0]
+    assert (t.overflow_recoveries, t.actual_prompt_tokens, t.cached_tokens, t.completion_tokens) == (1, 77, 64, 11)
+    assert t.model_seconds == 0.5 and t.predicted_prompt_tokens == requests[-1].predicted_tokens
+    assert context.observed == [(requests[-1].predicted_tokens, 77)] and context.limits == [None, 100]
+    assert t.first_request_at is not None and t.first_completion_at is not None and t.steps == 1
