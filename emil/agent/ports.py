@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 
 from emil.events import GameEvent
 from emil.llm.types import ChatRequest, Completion, ToolCall
+from emil.world.tool import Outcome  # the one tool-result type; the loop reads and makes them
 
 __all__ = [
     "AssemblyView",
@@ -113,16 +114,6 @@ class ContextPort(Protocol):
     def observe_usage(self, predicted: int, actual: int) -> None:
         """Feed the server's prompt count back into calibration."""
         ...
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """A tool call's result as the model will read it."""
-
-    ok: bool
-    text: str
-    data: Any = None
-    elapsed_ms: float | None = None
 
 
 class WorldPort(Protocol):

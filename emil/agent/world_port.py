@@ -36,9 +36,7 @@ class BotWorld:
 
     async def run_tool(self, call: ToolCall, *, limit_s: float, requester: str | None = None) -> Outcome:
         # Each tool has its own time limit in the bridge; limit_s is the loop's backstop.
-        policy = self.policy.model_copy(update={"requester": requester})
-        out = await dispatch(self.bot, call, policy)
-        return Outcome(out.ok, out.text, out.data)
+        return await dispatch(self.bot, call, self.policy.model_copy(update={"requester": requester}))
 
     async def abort(self) -> None:
         await self.bot.abort()

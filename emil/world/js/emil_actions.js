@@ -1,7 +1,9 @@
 'use strict'
 // Coarse actions: each does a whole job, honours an AbortSignal and returns a small plain
 // result (or throws an Error whose message the model will read, e.g. "no oak_log within 32
-// blocks"). Python's emil/world/actions.py validates arguments before they get here.
+// blocks"). Each is the JS half of one tool class in emil/world/actions.py (same name), which
+// validates the arguments before they get here, says whether it is a long job and how its
+// result reads to the model.
 const { bestFood } = require('./emil_reflexes')
 
 const CHAT_LIMIT = 256
@@ -305,7 +307,4 @@ const ACTIONS = {
   }
 }
 
-// Jobs pre-empt each other (a new movement replaces the old); the rest are instant.
-const JOB_ACTIONS = new Set(['go_to', 'follow', 'collect', 'dig', 'place', 'eat', 'give', 'attack', 'flee'])
-
-module.exports = { ACTIONS, JOB_ACTIONS, CHAT_LIMIT }
+module.exports = { ACTIONS, CHAT_LIMIT }

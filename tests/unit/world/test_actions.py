@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -26,12 +27,14 @@ class BotDouble:
 
     def __init__(self, results: dict[str, ActionResult] | None = None, snap: Snapshot | None = None) -> None:
         self.calls: list[tuple[str, dict[str, Any], float]] = []
+        self.jobs: list[bool] = []
         self.results = results or {}
         self.snap = snap or Snapshot(connected=True, health=20, food=18, position={"x": 1, "y": 5, "z": 2},
                                      inventory={"oak_log": 3}, players=[{"name": "Alex", "distance": 3.0}])
 
-    async def act(self, name: str, args: dict[str, Any] | None = None, timeout: float = 60.0) -> ActionResult:  # noqa: ASYNC109
+    async def act(self, name: str, args: Mapping[str, Any] | None = None, timeout: float = 60.0, *, job: bool = False) -> ActionResult:  # noqa: ASYNC109
         self.calls.append((name, dict(args or {}), timeout))
+        self.jobs.append(job)
         return self.results.get(name, ActionResult(ok=True, result={}))
 
     async def snapshot(self) -> Snapshot:
@@ -138,6 +141,7 @@ async def test_failed_action_becomes_text_not_exception() -> None:
     out = await dispatch(bot, call("collect", block="oak_log", count=2))
     assert not out.ok and out.text == "collect failed: no oak_log within 32 blocks"
     assert bot.calls == [("collect", {"block": "oak_log", "count": 2, "max_distance": 32}, TOOLS["collect"].timeout_s)]
+    assert bot.jobs == [True]
 
 
 async def test_validation_error_does_not_reach_the_bot() -> None:
