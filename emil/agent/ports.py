@@ -127,10 +127,11 @@ class WorldPort(Protocol):
         """Status for the observation (position, health, inventory, nearby...)."""
         ...
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requester: str | None = None) -> Outcome:
+    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
         """Validate and run one tool call; model mistakes come back as ``ok=False`` text.
 
-        ``requester`` is the player whose chat started the turn (operator-only tools check it).
+        ``requesters``: every player whose words are in the turn (operator-only acts need all
+        of them to be operators).
         """
         ...
 

@@ -10,9 +10,10 @@ actions come back as readable text ("no oak_log within 32 blocks"), never as exc
 the turn.
 
 Safety: player chat is untrusted input and nothing here evaluates anything as code. ``say`` and
-``whisper`` strip newlines and split to the protocol's 256-character chat limit; text starting
-with "/" (a server command) is refused unless the operator enabled commands, and then only on
-behalf of an allowlisted operator. Attacking a player is operator-only too (self-defence is a
+``whisper`` clean the text and cut it to the protocol's chat limit; a piece that a server could
+read as a command (:func:`emil.world.chat.reads_as_command`) is refused unless the operator
+enabled commands and every player whose words are in the turn is an operator, and the bot
+checks the same rule again. Attacking a player needs an operator's order too (self-defence is a
 reflex and needs no permission).
 
 Not offered: ``craft``. flying-squid 1.12 (the embedded server) computes no crafting results,
@@ -23,15 +24,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, JsonValue, ValidationError, model_validator
 
 from emil.exceptions import EmilError
 from emil.llm.types import ToolCall
 from emil.world.bridge import Snapshot
+from emil.world.chat import CHAT_LIMIT, clean_chat, reads_as_command, split_chat
 from emil.world.tool import TOOLS, ActionPolicy, BotLike, Outcome, Query, Tool, ToolContext
 
 __all__ = [
-    "CHAT_LIMIT",
     "TOOLS",
     "ActionPolicy",
     "Attack",
@@ -56,13 +57,9 @@ __all__ = [
     "Whisper",
     "dispatch",
     "parse_tool",
-    "split_chat",
     "tool_specs",
     "validate_tool_call",
 ]
-
-CHAT_LIMIT = 256
-"""Longest chat message a 1.20 client may send."""
 
 _NAME = r"^[a-z0-9_]+$"
 _PLAYER = r"^[A-Za-z0-9_]{1,16}$"
@@ -91,7 +88,8 @@ class _Target(Tool):
 
 
 class _Chat(Tool):
-    """Base of the chat tools: the text is cleaned and split into chat-sized pieces."""
+    """Base of the chat tools: the text is cleaned and cut into chat-sized pieces, and every
+    piece passes the command rule (:mod:`emil.world.chat`) before any is sent."""
 
     timeout_s: ClassVar[float] = 10.0
     if TYPE_CHECKING:  # a field of each chat tool, declared there to keep its place in the spec
@@ -104,20 +102,38 @@ class _Chat(Tool):
         return f"said: {sent!r}"
 
     async def run(self, ctx: ToolContext) -> Outcome:
-        name = self.tool_name
-        if self.text.lstrip().startswith("/") and not (ctx.policy.allow_commands and ctx.policy.is_operator()):
-            return Outcome(False, 'refused: chat starting with "/" is a server command, and commands are not enabled for this request')
-        pieces = split_chat(self.text, self._limit(), ctx.policy.max_chat_messages)
+        name, policy = self.tool_name, ctx.policy
+        pieces = split_chat(self.text, self._limit(), policy.max_chat_messages)
         if not pieces:
             return Outcome(False, f"{name} failed: nothing to say after removing control characters")
+        commands = [i for i, piece in enumerate(pieces, 1) if reads_as_command(piece)]
+        if commands and not policy.may_command():
+            return Outcome(False, _refusal(name, commands, len(pieces), policy), {"refused": list(pieces)})
+        # The bot checks the same rule again, with the same requesters (neither side alone).
+        requesters: list[JsonValue] = list(sorted(policy.requesters))
         for piece in pieces:
-            args = {**self.wire_args(), "text": piece}
+            args = {**self.wire_args(), "text": piece, "requesters": requesters}
             res = await ctx.bot.act(name, args, timeout=self.timeout_s, job=self.job)
             if not res.ok:
                 return Outcome(False, f"{name} failed: {res.error}")
         sent = " ".join(pieces)
-        cut = len(sent) < len(" ".join(self.text.split()))
+        cut = sent.replace(" ", "") != clean_chat(self.text).replace(" ", "")
         return Outcome(True, self._said(sent) + (" (cut to fit the chat limit)" if cut else ""), {"messages": list(pieces)})
+
+
+def _refusal(name: str, commands: list[int], total: int, policy: ActionPolicy) -> str:
+    where = "the message" if total == 1 else "piece " + ", ".join(map(str, commands)) + f" of {total}"
+    if not policy.allow_commands:
+        why = "commands are not enabled"
+    elif not policy.requesters:
+        why = "no operator asked for it in this turn"
+    else:
+        others = ", ".join(sorted(policy.requesters - policy.operators))
+        why = f"only operators may order commands, and {others} spoke in this turn"
+    return (
+        f'refused: {name}: {where} would start with "/" (or a look-alike after invisible characters), '
+        f"which the server reads as a command; {why}. Say it without a leading slash."
+    )
 
 
 class Say(_Chat):
@@ -135,7 +151,7 @@ class Whisper(_Chat):
     text: str = Field(min_length=1, max_length=1000, description="What to say")
 
     def _limit(self) -> int:
-        return CHAT_LIMIT - len(self.player) - 7  # "/tell <name> "
+        return CHAT_LIMIT - len(f"/tell {self.player} ")  # mineflayer puts this before every piece
 
     def _said(self, sent: str) -> str:
         return f"whispered to {self.player}: {sent!r}"
@@ -272,7 +288,7 @@ class Attack(Tool):
     duration_s: float = Field(default=10, ge=1, le=30, description="Give up after this many seconds")
 
     async def run(self, ctx: ToolContext) -> Outcome:
-        if not ctx.policy.is_operator():
+        if not ctx.policy.operator_order():
             snap = await ctx.bot.snapshot()
             if any(p.get("name") == self.target for p in snap.players):
                 return Outcome(False, f"refused: attacking the player {self.target} needs an order from an operator")
@@ -379,23 +395,6 @@ def validate_tool_call(call: ToolCall) -> ToolCall:
     if isinstance(tool, str):
         return call.model_copy(update={"error": tool})
     return call.model_copy(update={"arguments": tool.wire_args()})
-
-
-def split_chat(text: str, limit: int = CHAT_LIMIT, max_messages: int = 3) -> list[str]:
-    """Newlines and control characters to spaces, then cut into chat-sized pieces at spaces."""
-    flat = "".join(ch if ch.isprintable() else " " for ch in text.replace("\r", " ").replace("\n", " "))
-    flat = " ".join(flat.split())
-    pieces: list[str] = []
-    while flat and len(pieces) < max_messages:
-        if len(flat) <= limit:
-            pieces.append(flat)
-            break
-        cut = flat.rfind(" ", 0, limit + 1)
-        if cut <= limit // 2:
-            cut = limit
-        pieces.append(flat[:cut].rstrip())
-        flat = flat[cut:].lstrip()
-    return pieces
 
 
 async def dispatch(bot: BotLike, call: ToolCall, policy: ActionPolicy | None = None) -> Outcome:

@@ -87,7 +87,10 @@ class BotSettings(BaseModel):
     version: str = "1.20.4"
     reflexes: ReflexSettings = ReflexSettings()
     allow_commands: bool = False
-    """Let say() send chat starting with "/" (server commands). Off by default."""
+    """Let chat that reads as a server command go out (off by default); the bot checks it again
+    for every chat piece, with the requesters of the turn against ``operators``."""
+    operators: frozenset[str] = frozenset()
+    """Player names whose words may order commands (the bot's own copy of the rule's input)."""
     max_node_restarts: int = 3
     max_reconnects: int = 5
     """Consecutive failed (re)connects before giving up."""
@@ -238,6 +241,7 @@ class Bot:
             "version": self.settings.version,
             "reflexes": self.settings.reflexes.to_js(),
             "allowCommands": self.settings.allow_commands,
+            "operators": sorted(self.settings.operators),
             "spawnTimeoutMs": int(self.settings.spawn_timeout_s * 1000),
             "modulesDir": str(rt.modules_path()),
         }

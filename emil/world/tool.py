@@ -52,22 +52,28 @@ class Outcome:
 
 
 class ActionPolicy(BaseModel):
-    """What the operator allows, and who this turn acts for."""
+    """What the operator allows, and whose words this turn acts on."""
 
     model_config = ConfigDict(frozen=True)
 
     allow_commands: bool = False
-    """Let say() send text starting with "/" (server commands), for operators only."""
+    """Let chat that reads as a server command go out, on operators' words only."""
     operators: frozenset[str] = frozenset()
-    """Player names allowed to order operator-only behaviour."""
-    requester: str | None = None
-    """The player whose chat started this turn (None: Emil itself, or several players)."""
+    """Player names allowed to order operator-only behaviour (exact names)."""
+    requesters: frozenset[str] = frozenset()
+    """Every player whose words are in this turn (empty: Emil acts on its own)."""
     max_chat_messages: int = Field(default=3, ge=1, le=10)
     """A long say() is split into at most this many chat messages; the rest is cut."""
 
-    def is_operator(self) -> bool:
-        """True when this turn acts on an operator's words."""
-        return self.requester is not None and self.requester in self.operators
+    def operator_order(self) -> bool:
+        """True when this turn acts on operators' words only: at least one player spoke, and
+        every player whose words are in the turn is an operator. Anyone else's words in the
+        turn may be what asks for the act, so they take the order away."""
+        return bool(self.requesters) and self.requesters <= self.operators
+
+    def may_command(self) -> bool:
+        """True when chat that reads as a server command may go out this turn."""
+        return self.allow_commands and self.operator_order()
 
 
 class BotLike(Protocol):

@@ -5,6 +5,7 @@
 // validates the arguments before they get here, says whether it is a long job and how its
 // result reads to the model.
 const { bestFood } = require('./emil_reflexes')
+const { checkChat } = require('./emil_chat_rule')
 
 const CHAT_LIMIT = 256
 
@@ -66,18 +67,23 @@ function targetPoint (ctl, args) {
 }
 
 const ACTIONS = {
-  async say (ctl, { text }) {
-    const bot = ctl.bot
+  // One chat piece per call, as Python cut it: no newline and within the limit, so mineflayer
+  // sends exactly `line` in one packet, and the command rule is checked on exactly that line.
+  async say (ctl, { text, requesters }) {
     const line = String(text).replace(/[\r\n]+/g, ' ').slice(0, CHAT_LIMIT)
-    if (line.startsWith('/') && !ctl.options.allowCommands) throw new Error('chat starting with "/" is a command; commands are disabled')
-    bot.chat(line)
+    checkChat(ctl.options, line, requesters)
+    ctl.bot.chat(line)
     return { said: line }
   },
 
-  async whisper (ctl, { player, text }) {
+  // mineflayer sends "/tell <player> <line>": a command by construction, whose last argument is
+  // the text; the text itself passes the same rule as a public line.
+  async whisper (ctl, { player, text, requesters }) {
     const bot = ctl.bot
+    if (!/^[A-Za-z0-9_]{1,16}$/.test(String(player))) throw new Error(`'${player}' is not a player name`)
     if (!bot.players[player]) throw new Error(`no player named ${player} is online`)
-    const line = String(text).replace(/[\r\n]+/g, ' ').slice(0, CHAT_LIMIT - player.length - 7)
+    const line = String(text).replace(/[\r\n]+/g, ' ').slice(0, CHAT_LIMIT - `/tell ${player} `.length)
+    checkChat(ctl.options, line, requesters)
     bot.whisper(player, line)
     return { to: player, said: line }
   },

@@ -238,9 +238,9 @@ async def test_damage_event_and_self_defence(server: EmbeddedServer, emil: Bot, 
 
 async def test_attack_tool_needs_an_operator_and_hurts(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (3, 0))
-    refused = await dispatch(emil, tool("attack", target="Alex"), ActionPolicy(requester="Alex"))
+    refused = await dispatch(emil, tool("attack", target="Alex"), ActionPolicy(requesters=frozenset({"Alex"})))
     assert not refused.ok and "operator" in refused.text
-    op = ActionPolicy(requester="Alex", operators=frozenset({"Alex"}))
+    op = ActionPolicy(requesters=frozenset({"Alex"}), operators=frozenset({"Alex"}))
     out = await dispatch(emil, tool("attack", target="Alex", duration_s=3), op)
     assert out.ok, out.text
     assert (await alex.do("health"))["health"] < 20
