@@ -93,7 +93,8 @@ def _fit(text: str, limit: int) -> int:
 
 
 def _skipped(ch: str) -> bool:
-    return ord(ch) <= 0x20 or unicodedata.category(ch) in _SKIPPED_CATEGORIES or ch in _INVISIBLE_LETTERS
+    # Everything Java's String.trim drops (<= U+0020) is Cc or Zs, so the categories cover it.
+    return unicodedata.category(ch) in _SKIPPED_CATEGORIES or ch in _INVISIBLE_LETTERS
 
 
 def reads_as_command(piece: str) -> bool:

@@ -13,7 +13,7 @@ const SKIPPED = /^[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zs}\p{Zl}\p{Zp}\p{Mn}\p{Mc}\
 
 function readsAsCommand (piece) {
   for (const ch of String(piece).normalize('NFKC')) {
-    if (ch.codePointAt(0) <= 0x20 || SKIPPED.test(ch)) continue
+    if (SKIPPED.test(ch)) continue
     return SLASHES.has(ch)
   }
   return false

@@ -105,6 +105,9 @@ def test_split_chat_strips_newlines_and_respects_the_limit() -> None:
     assert pieces[0].startswith("line one line two")
     assert len(pieces) == 3
     assert split_chat("\x00\n\t ", 256, 3) == []
+    # A space early in a long word is no place to cut: the piece is filled instead.
+    assert split_chat("a " + "x" * 300, 256, 3) == ["a " + "x" * 254, "x" * 46]
+    assert [len(p) for p in split_chat("\U0001f600" * 300, 256, 3)] == [128, 128, 44]
 
 
 async def test_say_splits_and_strips() -> None:
