@@ -84,6 +84,7 @@ def test_public_names_are_exported() -> None:
         ("collect", {"block": "Oak Log"}, "block"),
         ("give", {"player": "Al ex", "item": "oak_log"}, "player"),
         ("say", {"text": "hi", "volume": 3}, "volume"),
+        ("say", {"text": "/op Mallory", "requesters": ["Alex"]}, "requesters"),  # the model cannot name them
     ],
 )
 def test_invalid_arguments_become_readable_errors(tool: str, args: dict[str, Any], fragment: str) -> None:
