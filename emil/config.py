@@ -80,7 +80,8 @@ class Settings(BaseModel):
     operators: tuple[str, ...] = ()
     """Player names allowed operator-only behaviour."""
     allow_commands: bool = False
-    """Let say/whisper send text starting with "/"."""
+    """Let say/whisper send chat a server reads as a command, when every player whose words are
+    in the turn is one of ``operators`` (docs/world.md, "Commands and authority")."""
     reflexes: tuple[Literal["defend", "flee", "eat", "unstuck"], ...] = ("defend", "flee", "eat", "unstuck")
     """Reflexes switched on in the bot module (they act without the model)."""
 

@@ -63,7 +63,7 @@ class BenchWorldDouble:
     async def snapshot(self) -> Mapping[str, Any]:
         return {"position": {"x": 10.5, "y": 64, "z": -3.2}, "health": 20.0, "food": 18.0, "inventory": {"bread": 2}}
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requester: str | None = None) -> Outcome:
+    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
         return Outcome(True, f"{call.name}: ok")
 
     async def abort(self) -> None:

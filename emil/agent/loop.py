@@ -121,8 +121,8 @@ class Agent:
         self._action_scope: anyio.CancelScope | None = None
         self._interrupt_reason: str | None = None
         self._turn_keys: set[str] = set()
-        self._requester: str | None = None
-        """The one player whose chat started this turn (None: several or none)."""
+        self._requesters: frozenset[str] = frozenset()
+        """Every player whose words are in this turn (operator-only acts need all of them)."""
         self._in_turn = False
         self._dispatched: Counter[str] = Counter()
         """Actions this loop dispatched whose action_finished echo has not arrived yet."""
@@ -225,8 +225,7 @@ class Agent:
         stats = TurnStats(turn=turn, reason=reason, started=time.monotonic(), event_at=min((t.at for t in triaged), default=None))
         self.stats.turns.append(stats)
         self._turn_keys = {_urgent_key(t.event) for t in urgent}
-        senders = {t.event.sender for t in triaged if isinstance(t.event, Chat)}
-        self._requester = senders.pop() if len(senders) == 1 else None
+        self._requesters = frozenset(t.event.sender for t in triaged if isinstance(t.event, Chat))
         self._in_turn = True
         try:
             snapshot = await self._snapshot()
@@ -313,7 +312,7 @@ class Agent:
             self._action_scope = scope
             try:
                 with anyio.fail_after(timeout + min(5.0, timeout)):  # backstop: the bridge has its own
-                    outcome = await self.world.run_tool(call, limit_s=timeout, requester=self._requester)
+                    outcome = await self.world.run_tool(call, limit_s=timeout, requesters=self._requesters)
             except TimeoutError:
                 outcome = Outcome(False, f"error: {call.name} timed out after {timeout:g} s and was aborted")
                 await self._abort()

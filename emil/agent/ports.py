@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 
 from emil.events import GameEvent
 from emil.llm.types import ChatRequest, Completion, ToolCall
+from emil.world.tool import Outcome  # the one tool-result type; the loop reads and makes them
 
 __all__ = [
     "AssemblyView",
@@ -115,16 +116,6 @@ class ContextPort(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """A tool call's result as the model will read it."""
-
-    ok: bool
-    text: str
-    data: Any = None
-    elapsed_ms: float | None = None
-
-
 class WorldPort(Protocol):
     """Emil's body: events in, snapshot, tools out."""
 
@@ -136,10 +127,11 @@ class WorldPort(Protocol):
         """Status for the observation (position, health, inventory, nearby...)."""
         ...
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requester: str | None = None) -> Outcome:
+    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
         """Validate and run one tool call; model mistakes come back as ``ok=False`` text.
 
-        ``requester`` is the player whose chat started the turn (operator-only tools check it).
+        ``requesters``: every player whose words are in the turn (operator-only acts need all
+        of them to be operators).
         """
         ...
 

@@ -54,7 +54,7 @@ def bot_settings(settings: Settings) -> BotSettings:
     return BotSettings(
         host=settings.mc_host, port=settings.mc_port, username=settings.bot_name, version=settings.mc_version,
         reflexes=ReflexSettings(defend="defend" in on, flee="flee" in on, eat="eat" in on, unstuck="unstuck" in on),
-        allow_commands=settings.allow_commands,
+        allow_commands=settings.allow_commands, operators=frozenset(settings.operators),
     )
 
 

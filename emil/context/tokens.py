@@ -24,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 import httpx
 
 from emil.exceptions import EndpointConfigError, EndpointUnavailable, UnknownTokenizerError
+from emil.llm.types import root_url_of
 
 __all__ = [
     "HFTokenizerCounter",
@@ -195,14 +196,6 @@ def get_token_counter(spec: str) -> TokenCounter:
     raise UnknownTokenizerError(f"unknown tokenizer {spec!r}; expected {_OPTIONS}")
 
 
-def _root_url(base_url: str) -> str:
-    """``http://h:p/v1`` -> ``http://h:p``: vLLM serves /tokenize at the root, not under /v1."""
-    root = base_url.rstrip("/")
-    if root.endswith("/v1"):
-        root = root[: -len("/v1")]
-    return root
-
-
 class ServerTokenizeCounter:
     """Exact counts from the server itself via ``POST {root}/tokenize``.
 
@@ -222,7 +215,7 @@ class ServerTokenizeCounter:
         self.base_url = base_url
         self.model = model
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.root_url = _root_url(base_url)
+        self.root_url = root_url_of(base_url)
         self._timeout = timeout
         self._client = client
 

@@ -1,15 +1,17 @@
 """``--world embedded``: play a recording's actions into an embedded Minecraft server.
 
 For watching or debugging a session: an embedded flying-squid server starts on loopback, Emil's
-bot joins it under the recorded name, and every recorded tool call is sent to the bot in order,
-with each outcome set beside the recorded one. The embedded world is not the recorded world, so
+bot joins it under the recorded name, and every recorded tool call runs through the same
+dispatch as in live play, in order, with each outcome set beside the recorded one. The embedded world is not the recorded world, so
 outcomes may differ; that is information, not failure. Connect a 1.20.4 client to the printed
 port (``hold_s``) to watch.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +84,8 @@ async def play_into_embedded(
 ) -> WorldPlayback:
     """Start an embedded server, connect the bot and send it every recorded action."""
     # Imported here: the bridge loads the JS runtime, which only this mode needs.
+    from emil.llm.types import ToolCall
+    from emil.world.actions import Outcome, dispatch
     from emil.world.bridge import Bot, BotSettings
     from emil.world.server import EmbeddedServer
 
@@ -95,11 +99,15 @@ async def play_into_embedded(
         settings = BotSettings(host="127.0.0.1", port=server.port, username=username, version=version)
         async with Bot.connect(settings) as bot:
             for r in actions:
-                result = await bot.act(r.name, r.arguments or {}, timeout=action_timeout_s)
-                text = str(result.error or result.result or "")
-                playback.actions.append(
-                    PlayedAction(r.turn, r.name, r.arguments or {}, r.ok, result.ok, text[:200], result.elapsed_ms)
-                )
+                # The same path as live play: the tool class validates, runs and words the result.
+                args = r.arguments or {}
+                call = ToolCall(id=r.call_id, name=r.name, raw_arguments=json.dumps(args), arguments=args)
+                started = time.monotonic()
+                outcome = Outcome(False, f"{r.name} did not finish within {action_timeout_s:g} s and was stopped")
+                with anyio.move_on_after(action_timeout_s):  # cancelling aborts the JS job
+                    outcome = await dispatch(bot, call)
+                elapsed_ms = (time.monotonic() - started) * 1000
+                playback.actions.append(PlayedAction(r.turn, r.name, args, r.ok, outcome.ok, outcome.text[:200], elapsed_ms))
             if hold_s > 0:
                 _log.info("holding the server open for %.0f s (connect to 127.0.0.1:%d)", hold_s, server.port)
                 await anyio.sleep(hold_s)

@@ -5,11 +5,11 @@
     async with Bot.connect(BotSettings(host="127.0.0.1", port=25565)) as bot:
         async for event in bot.events: ...             # GameEvent, from the JS bot module
         snap = await bot.snapshot()                      # status + surroundings, one call
-        res = await bot.act("go_to", {"player": "Alex"}, timeout=30)   # ActionResult
+        res = await bot.act("go_to", {"player": "Alex"}, timeout=30, job=True)   # ActionResult
 
-Design (see docs/world.md): bridge calls are coarse and short. ``act()`` only *starts* a JS job;
-its outcome comes back through the same single callback as the game events, so no bridge call
-ever blocks for the length of a job. The JSPyBridge callback thread only hands each JSON line to
+Design (see docs/world.md): bridge calls are coarse and short. ``act()`` only *starts* a JS
+action; its outcome comes back through the same single callback as the game events, so no bridge
+call ever blocks for the length of a job. The JSPyBridge callback thread only hands each JSON line to
 the event loop (``call_soon_threadsafe``) and returns. Cancelling ``act()`` or hitting its timeout
 aborts the JS job.
 
@@ -28,12 +28,12 @@ import itertools
 import json
 import logging
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from emil.events import ErrorEvent, GameEvent, parse_event
 from emil.exceptions import ConfigurationError, EmilError, WorldError
@@ -87,7 +87,10 @@ class BotSettings(BaseModel):
     version: str = "1.20.4"
     reflexes: ReflexSettings = ReflexSettings()
     allow_commands: bool = False
-    """Let say() send chat starting with "/" (server commands). Off by default."""
+    """Let chat that reads as a server command go out (off by default); the bot checks it again
+    for every chat piece, with the requesters of the turn against ``operators``."""
+    operators: frozenset[str] = frozenset()
+    """Player names whose words may order commands (the bot's own copy of the rule's input)."""
     max_node_restarts: int = 3
     max_reconnects: int = 5
     """Consecutive failed (re)connects before giving up."""
@@ -99,14 +102,20 @@ class BotSettings(BaseModel):
 
 
 class ActionResult(BaseModel):
-    """What one coarse action did: ``ok`` with a small ``result``, or an ``error`` to read."""
+    """The bot's raw reply to one JS action: ``ok`` with a small JSON ``result``, or an ``error``.
+
+    Not what the model reads: a tool (:mod:`emil.world.tool`) turns one or more of these (or
+    none, for a query) into an :class:`~emil.world.tool.Outcome`, whose text is written for the
+    model. This one is the JS function's own answer, as it crossed the bridge.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     ok: bool
-    result: Any = None
+    result: JsonValue = None
     error: str | None = None
     elapsed_ms: float = 0.0
+    """The JS action's own time (the bridge round trip not included)."""
 
 
 class Snapshot(BaseModel):
@@ -232,6 +241,7 @@ class Bot:
             "version": self.settings.version,
             "reflexes": self.settings.reflexes.to_js(),
             "allowCommands": self.settings.allow_commands,
+            "operators": sorted(self.settings.operators),
             "spawnTimeoutMs": int(self.settings.spawn_timeout_s * 1000),
             "modulesDir": str(rt.modules_path()),
         }
@@ -442,10 +452,16 @@ class Bot:
     async def act(
         self,
         name: str,
-        args: dict[str, Any] | None = None,
+        args: Mapping[str, JsonValue] | None = None,
         timeout: float = 60.0,  # noqa: ASYNC109 - the contract's signature; a timeout must abort the JS job
+        *,
+        job: bool = False,
     ) -> ActionResult:
-        """Run one coarse JS action; never raises for failed actions (they are results)."""
+        """Run one coarse JS action; never raises for failed actions (they are results).
+
+        ``job``: a long job (the tool class says so): it pre-empts the running job, and stop,
+        abort and this call's timeout or cancellation reach it. Other actions run beside a job.
+        """
         if self.failure is not None:
             return ActionResult(ok=False, error=f"the bot has stopped: {self.failure}")
         if not self._connected:
@@ -455,7 +471,7 @@ class Bot:
         self._pending[aid] = pending
         try:
             try:
-                await self._call("start", aid, name, json.dumps(args or {}), bridge_timeout=10)
+                await self._call("start", aid, name, json.dumps(dict(args or {})), job, bridge_timeout=10)
             except WorldError as exc:
                 return ActionResult(ok=False, error=str(exc))
             with anyio.move_on_after(timeout):

@@ -2,7 +2,7 @@
 // Emil's bot module: owns the mineflayer bot, its plugins, the reflexes and the coarse actions.
 //
 // Python (emil/world/bridge.py) talks to this module through JSPyBridge with a handful of coarse
-// calls: createController(options) once, then controller.connect(), act(name, argsJson),
+// calls: createController(options) once, then controller.connect(), start(id, name, argsJson, job),
 // abort(), snapshot(), setReflexes(json), quit(). Every game event leaves through ONE emitter
 // event, controller.events.emit('event', '<compact json>'), whose fields match emil/events.py.
 // Python never walks JS objects: everything crossing the bridge is a JSON string or a number.
@@ -10,7 +10,7 @@ const { need } = require('./emil_require')
 const { EventEmitter } = require('events')
 const { installEvents } = require('./emil_events')
 const { installReflexes, DEFAULT_REFLEXES } = require('./emil_reflexes')
-const { ACTIONS, JOB_ACTIONS } = require('./emil_actions')
+const { ACTIONS } = require('./emil_actions')
 const { snapshot } = require('./emil_snapshot')
 
 function createController (optionsJson) {
@@ -127,7 +127,11 @@ function createController (optionsJson) {
     installReflexes(ctl, bot)
   })
 
-  ctl.act = async (name, argsJson, id) => {
+  // `job` comes from the Python tool class: a long job pre-empts the running one and is what
+  // stop and abort reach; other actions (say, stop, look_at) run beside it. Every action, job or
+  // not, can be cancelled by its id (the bridge's timeout and cancellation).
+  ctl.running = new Map() // id -> { name, controller }
+  ctl.act = async (name, argsJson, id, job) => {
     const started = Date.now()
     const finish = (ok, result, error) => {
       const out = { ok, result: result === undefined ? null : result, error: error || null, elapsed_ms: Date.now() - started }
@@ -140,8 +144,8 @@ function createController (optionsJson) {
     let args
     try { args = JSON.parse(argsJson || '{}') } catch (err) { return finish(false, null, 'arguments are not JSON') }
     const controller = new AbortController()
-    const isJob = JOB_ACTIONS.has(name)
-    if (isJob) {
+    if (id !== undefined) ctl.running.set(id, { name, controller })
+    if (job) {
       if (ctl.job) ctl.stopJob(`pre-empted by ${name}`)
       ctl.job = { name, controller, id }
     }
@@ -154,14 +158,15 @@ function createController (optionsJson) {
       return finish(false, null, String((err && err.message) || err))
     } finally {
       if (ctl.job && ctl.job.controller === controller) ctl.job = null
+      if (ctl.running.has(id) && ctl.running.get(id).controller === controller) ctl.running.delete(id)
     }
   }
 
   // The bridge's entry point: returns at once; the outcome comes back through the one event
   // callback as {kind: '_result', id, ok, result, error, elapsed_ms}, so no bridge call ever
   // blocks for the length of a job.
-  ctl.start = (id, name, argsJson) => {
-    ctl.act(name, argsJson, id).then(
+  ctl.start = (id, name, argsJson, job) => {
+    ctl.act(name, argsJson, id, job === true).then(
       (out) => { try { events.emit('event', JSON.stringify({ kind: '_result', id, ...out })) } catch (e) { /* Python gone */ } },
       (err) => { try { events.emit('event', JSON.stringify({ kind: '_result', id, ok: false, result: null, error: String(err), elapsed_ms: 0 })) } catch (e) { /* Python gone */ } }
     )
@@ -189,10 +194,14 @@ function createController (optionsJson) {
     ctl.following = null
   }
 
-  // Abort one action started through start(id, ...), if it is still the running job.
+  // Abort one action started through start(id, ...) if it is still running: the job with all
+  // its motors, or an action beside it through its own signal only (the job keeps going).
   ctl.cancel = (id, reason) => {
     if (ctl.job && ctl.job.id === id) return JSON.stringify({ aborted: ctl.stopJob(reason || 'cancelled') })
-    return JSON.stringify({ aborted: null })
+    const action = ctl.running.get(id)
+    if (!action) return JSON.stringify({ aborted: null })
+    action.controller.abort(reason || 'cancelled')
+    return JSON.stringify({ aborted: action.name })
   }
   ctl.abort = (reason) => JSON.stringify({ aborted: ctl.stopJob(reason || 'aborted by the runtime') })
   ctl.snapshot = () => JSON.stringify(snapshot(ctl))

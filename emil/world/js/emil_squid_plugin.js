@@ -12,6 +12,7 @@
 //   dead 1.20.2+ players can respawn (client_command's action arrives as a name)
 //   players spawn for other clients as players (flying-squid sends entity type 0 from 1.20.2)
 //   dropping the cursor stack outside the inventory (mineflayer's toss) spawns the items
+//   every command a player issues is logged as `EMIL_COMMAND <player> "<command>"` on stdout
 const { need } = require('./emil_require')
 const { Vec3 } = need('vec3')
 
@@ -212,6 +213,12 @@ module.exports.player = function (player, serv) {
     if (mouse !== 1) return
     const victim = serv.entities[target]
     if (victim && victim.type === 'player' && victim.gameMode === 0) sendDamageEvent(serv, victim, player)
+  })
+
+  // Every command a player issues is logged on stdout, which EmbeddedServer keeps in log_lines:
+  // the command-authority test reads it to show that a hostile player's tricks ran nothing.
+  player.on('command', ({ command } = {}) => {
+    process.stdout.write(`EMIL_COMMAND ${player.username} ${JSON.stringify(String(command))}\n`)
   })
 }
 

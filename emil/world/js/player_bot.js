@@ -5,6 +5,8 @@
 // {"id", "ok", "result"|"error"} on stdout, and pushes {"event": ...} lines for things the
 // benchmark times (another entity swinging its arm, chat seen).
 // Usage: node player_bot.js '{"host","port","username","version","modulesDir"}'
+// It is a human player's client, not Emil: its chat goes out unchecked (tests type /tp, /give)
+// and the command rule (emil_chat_rule.js) guards only Emil's own say and whisper.
 const readline = require('readline')
 
 const opts = JSON.parse(process.argv[2])

@@ -128,10 +128,10 @@ async def test_stop_aborts_a_long_action(server: EmbeddedServer, emil: Bot, alex
 
 async def test_timeout_and_cancellation_abort_the_js_job(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (0, -4))
-    res = await emil.act("go_to", {"x": -150, "y": Y, "z": 0}, timeout=1.0)
+    res = await emil.act("go_to", {"x": -150, "y": Y, "z": 0}, timeout=1.0, job=True)
     assert not res.ok and "did not finish within 1" in (res.error or "")
     with anyio.move_on_after(1.0):
-        await emil.act("go_to", {"x": -150, "y": Y, "z": 0}, timeout=60)
+        await emil.act("go_to", {"x": -150, "y": Y, "z": 0}, timeout=60, job=True)
     first = (await emil.snapshot()).position
     await anyio.sleep(1.0)
     snap = await emil.snapshot()
@@ -238,9 +238,9 @@ async def test_damage_event_and_self_defence(server: EmbeddedServer, emil: Bot, 
 
 async def test_attack_tool_needs_an_operator_and_hurts(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (3, 0))
-    refused = await dispatch(emil, tool("attack", target="Alex"), ActionPolicy(requester="Alex"))
+    refused = await dispatch(emil, tool("attack", target="Alex"), ActionPolicy(requesters=frozenset({"Alex"})))
     assert not refused.ok and "operator" in refused.text
-    op = ActionPolicy(requester="Alex", operators=frozenset({"Alex"}))
+    op = ActionPolicy(requesters=frozenset({"Alex"}), operators=frozenset({"Alex"}))
     out = await dispatch(emil, tool("attack", target="Alex", duration_s=3), op)
     assert out.ok, out.text
     assert (await alex.do("health"))["health"] < 20

@@ -27,7 +27,7 @@ class WorldDouble:
         self._recv: MemoryObjectReceiveStream[GameEvent]
         self.send, self._recv = anyio.create_memory_object_stream[GameEvent](100)
         self.calls: list[ToolCall] = []
-        self.requesters: list[str | None] = []
+        self.requesters: list[frozenset[str]] = []
         self.aborts = 0
         self.action_started = anyio.Event()
         self.snapshot_data: dict[str, Any] = {"health": 20.0, "food": 20.0, "position": [0, 64, 0]}
@@ -43,9 +43,9 @@ class WorldDouble:
     async def snapshot(self) -> Mapping[str, Any]:
         return self.snapshot_data
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requester: str | None = None) -> Outcome:
+    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
         self.calls.append(call)
-        self.requesters.append(requester)
+        self.requesters.append(requesters)
         if call.name not in ("say", "go_to", "follow"):
             return Outcome(False, f"error: unknown tool {call.name!r}")
         self.action_started.set()

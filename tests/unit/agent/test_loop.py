@@ -67,7 +67,7 @@ async def test_chat_turn_says_hello_and_records_everything(tmp_path: Path) -> No
     with anyio.fail_after(10):
         stats = await agent.run(max_turns=1)
     rec.close()
-    assert [c.name for c in world.calls] == ["say"] and world.requesters == ["alex"]
+    assert [c.name for c in world.calls] == ["say"] and world.requesters == [frozenset({"alex"})]
     assert len(stats.turns) == 1 and stats.turns[0].steps == 2 and stats.actions == 1
     assert 'alex says: "hello there"' in _last_user(requests[0]) and "time night" in _last_user(requests[0])
     assert requests[1].messages[-1] == {"role": "tool", "content": "say ok", "tool_call_id": "c1"}
@@ -81,6 +81,26 @@ async def test_chat_turn_says_hello_and_records_everything(tmp_path: Path) -> No
     turn = next(r for r in read.records if isinstance(r, TurnRecord))
     assert turn.actions == 1 and turn.latency_first_action_ms is not None
     assert context.observed == [(requests[0].predicted_prompt_tokens, 100), (requests[1].predicted_prompt_tokens, 100)]
+
+
+async def test_every_player_whose_words_are_in_the_turn_is_a_requester(tmp_path: Path) -> None:
+    def brain(req: ChatRequest) -> Completion:
+        if req.messages[-1]["role"] == "user":
+            return answer(tool("say", '{"text": "ok"}'))
+        return answer(content="done")
+
+    agent, world, _, _, rec = _agent(tmp_path, brain, perception=PerceptionPolicy(chat_debounce_s=0.3))
+    # Lines in one burst (within the debounce) make one turn.
+    await world.send.send(Chat(sender="alex", text="hello"))
+    await world.send.send(Chat(sender="mallory", text="hi"))
+    await world.send.send(Chat(sender="alex", text="again"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    await world.send.send(Damage(amount=2, health=18, attacker="zombie"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=2)
+    rec.close()
+    assert world.requesters == [frozenset({"alex", "mallory"}), frozenset()]
 
 
 async def test_model_mistakes_go_back_as_tool_results(tmp_path: Path) -> None:
