@@ -14,9 +14,14 @@
 //   dropping the cursor stack outside the inventory (mineflayer's toss) spawns the items
 const { need } = require('./emil_require')
 const { Vec3 } = need('vec3')
+const mobs = require('./emil_squid_mobs')
+const sky = require('./emil_squid_sky')
 
-module.exports.server = function (serv) {
+module.exports.server = function (serv, settings) {
   const UserError = need('flying-squid').UserError
+  mobs.install(serv, settings, { sendDamageEvent })
+  sky.install(serv)
+  serv.once('asap', () => fixSounds(serv))
 
   function findPlayer (name) {
     const p = serv.getPlayer(name)
@@ -93,6 +98,8 @@ module.exports.server = function (serv) {
 
 module.exports.player = function (player, serv) {
   const registry = serv.registry
+  mobs.installPlayer(player, serv)
+  sky.installPlayer(player, serv)
   // flying-squid creates players with entityType null; from 1.20.2 players spawn through
   // spawn_entity, where type 0 makes every other client see an allay instead of a player.
   if (player.entityType == null && registry.entitiesByName.player) player.entityType = registry.entitiesByName.player.id
@@ -215,10 +222,37 @@ module.exports.player = function (player, serv) {
   })
 }
 
+// From 1.19.3 flying-squid's sound_effect packet is malformed (every client logged a partial
+// packet on each hit) and names pre-1.13 sounds: send the registry's sound id, fixed-point
+// position (1/8 block) and a plain pitch, as vanilla does; a sound the version lacks is not sent.
+const LEGACY_SOUNDS = { 'game.player.hurt': 'entity.player.hurt', 'random.pop': 'entity.item.pickup' }
+function fixSounds (serv) {
+  if (!serv.supportFeature('removedNamedSoundEffectPacket')) return
+  serv.playSound = (sound, world, position, { whitelist, blacklist = [], radius = 32, volume = 1.0, pitch = 1.0, soundCategory = 0 } = {}) => {
+    const known = serv.registry.soundsByName?.[LEGACY_SOUNDS[sound] || sound]
+    if (!known) return
+    const players = whitelist !== undefined ? [].concat(whitelist) : serv.getNearby({ world, position, radius })
+    for (const player of players) {
+      if (blacklist.includes(player)) continue
+      const at = position || player.position
+      player._client.write('sound_effect', {
+        sound: { soundId: known.id },
+        soundCategory,
+        x: Math.floor(at.x * 8),
+        y: Math.floor(at.y * 8),
+        z: Math.floor(at.z * 8),
+        volume,
+        pitch,
+        seed: [0, 0]
+      })
+    }
+  }
+}
+
 function sendDamageEvent (serv, victim, source) {
   if (!serv.supportFeature('damageEventPacket') && !serv.registry.version['>=']('1.19.4')) return
   const packet = { entityId: victim.id, sourceTypeId: 0, sourceCauseId: source ? source.id + 1 : 0, sourceDirectId: source ? source.id + 1 : 0 }
-  victim._client.write('damage_event', packet)
+  if (victim._client) victim._client.write('damage_event', packet)
   victim._writeOthersNearby('damage_event', packet)
 }
 module.exports.sendDamageEvent = sendDamageEvent
