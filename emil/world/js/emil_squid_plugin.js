@@ -16,11 +16,15 @@ const { need } = require('./emil_require')
 const { Vec3 } = need('vec3')
 const mobs = require('./emil_squid_mobs')
 const sky = require('./emil_squid_sky')
+const furnace = require('./emil_squid_furnace')
+const windows = require('./emil_squid_windows')
 
 module.exports.server = function (serv, settings) {
   const UserError = need('flying-squid').UserError
   mobs.install(serv, settings, { sendDamageEvent })
   sky.install(serv)
+  const furnaces = furnace.install(serv)
+  serv.emilWindows = windows.install(serv, { furnaces })
   serv.once('asap', () => fixSounds(serv))
 
   function findPlayer (name) {
@@ -100,6 +104,11 @@ module.exports.player = function (player, serv) {
   const registry = serv.registry
   mobs.installPlayer(player, serv)
   sky.installPlayer(player, serv)
+  // after flying-squid's own player plugins (inventory.js loads after this one)
+  player.once('asap', () => {
+    windows.installPlayer(player, serv, serv.emilWindows)
+    if (serv.emilWindows) furnace.installPlayer(player, serv.emilWindows.furnaces)
+  })
   // flying-squid creates players with entityType null; from 1.20.2 players spawn through
   // spawn_entity, where type 0 makes every other client see an allay instead of a player.
   if (player.entityType == null && registry.entitiesByName.player) player.entityType = registry.entitiesByName.player.id
@@ -173,44 +182,6 @@ module.exports.player = function (player, serv) {
     }, 1600)
   })
   player._client.on('end', () => { if (eating) clearTimeout(eating) })
-
-  // Tossing. flying-squid's inventory model loses track of the cursor, so it neither spawns the
-  // dropped items nor keeps the slots right. The 1.17+ window_click packet carries the client's
-  // resulting slots and cursor: take them as the truth (this is a test server), and turn a drop
-  // outside the window (slot -999) into item entities two blocks ahead of the player.
-  const Item = need('prismarine-item')(registry)
-  let cursor = null
-  player._client.prependListener('window_click', (click) => {
-    // flying-squid's own click model diverges from the client and later re-sends stale slots
-    if (click.windowId === 0 && Array.isArray(click.changedSlots)) player.inventory.acceptClick = () => {}
-  })
-  player._client.on('window_click', (click) => {
-    if (click.windowId !== 0 || !Array.isArray(click.changedSlots)) return
-    const before = cursor
-    const after = click.cursorItem ? Item.fromNotch(click.cursorItem) : null
-    // a copy: flying-squid's own click handling mutates the cursor item in place
-    cursor = after ? { type: after.type, count: after.count } : null
-    for (const { location, item } of click.changedSlots) {
-      if (location >= 0 && location < player.inventory.slots.length) player.inventory.updateSlot(location, Item.fromNotch(item))
-    }
-    player.inventory.selectedItem = after
-    if (click.slot !== -999 || !before) return
-    const count = before.count - (after && after.type === before.type ? after.count : 0)
-    if (count <= 0) return
-    // flying-squid keeps yaw as a protocol byte (1/256 turn); vanilla: x = -sin(yaw), z = cos(yaw)
-    const rad = (player.yaw || 0) * Math.PI * 2 / 256
-    const dir = new Vec3(-Math.sin(rad), 0, Math.cos(rad))
-    const at = player.position.plus(dir.scaled(2)).offset(0, 1, 0)
-    for (let i = 0; i < count; i++) {
-      serv.spawnObject(registry.entitiesByName.item.id, player.world, at, {
-        velocity: new Vec3(0, 0, 0),
-        itemId: before.type,
-        itemCount: 1,
-        pickupTime: 500,
-        deathTime: 5 * 60 * 1000
-      })
-    }
-  })
 
   // Tell the victim (and onlookers) who hit it, as vanilla does with damage_event, before
   // flying-squid's own handler sends the health drop. Source ids are entity id + 1 (0 = none);
