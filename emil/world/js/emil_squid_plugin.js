@@ -21,6 +21,7 @@ const windows = require('./emil_squid_windows')
 
 module.exports.server = function (serv, settings) {
   const UserError = need('flying-squid').UserError
+  serv.setMaxListeners(30) // flying-squid's plugins and these all wait for 'asap' and 'tick'
   mobs.install(serv, settings, { sendDamageEvent })
   sky.install(serv)
   const furnaces = furnace.install(serv)

@@ -12,7 +12,8 @@
 // furnace (js/emil_squid_furnace.js). flying-squid's own click model lost the cursor, computed
 // no crafting results and let a client write any slot; its window_click, close_window,
 // set_creative_slot and inventory update listeners are replaced, and so are player.collect and
-// /give, which wrote into the crafting grid and past the stack size.
+// /give, which wrote into the crafting grid and past the stack size. /clear <player> (vanilla's)
+// empties an inventory.
 const { need } = require('./emil_require')
 const { createCrafting } = require('./emil_squid_crafting')
 
@@ -53,6 +54,20 @@ function install (serv, { furnaces }) {
           }
         }
         return `Gave ${count} [${name}] to ${players.map((p) => p.username).join(', ')}`
+      }
+    })
+  })
+
+  serv.once('asap', () => {
+    serv.commands.add({
+      base: 'clear',
+      info: 'Empties the inventories of players.',
+      usage: '/clear <player>',
+      op: true,
+      parse (str, cmdCtx) { return str ? serv.getPlayers(str, cmdCtx.player) : false },
+      action (players) {
+        for (const p of players) p.emilWindows?.clear()
+        return `Cleared the inventory of ${players.map((p) => p.username).join(', ') || 'nobody'}`
       }
     })
   })
@@ -533,22 +548,31 @@ function installPlayer (player, serv, ctx) {
     if (!packet || packet.windowId !== menu.id) return
     const stale = packet.stateId !== menu.stateId
     const gridBefore = menu.grid ? menu.gridKey() : null
+    let gridChanged = false
+    // no slot change is sent on its own until the client's prediction is recorded below
     st.clicking = true
     try {
       click(menu, packet.slot, packet.mouseButton, packet.mode)
+      gridChanged = !!menu.grid && menu.gridKey() !== gridBefore
+      if (gridChanged) menu.updateResult()
+      // the client's own prediction is its view of the window now
+      for (const { location, item } of (packet.changedSlots || []).slice(0, 128)) {
+        if (Number.isInteger(location) && location >= 0 && location < menu.slots.length) menu.remote[location] = Item.fromNotch(item)
+      }
+      menu.remoteCarried = Item.fromNotch(packet.cursorItem)
+      if (gridChanged) menu.remote[0] = copy(menu.slots[0].get()) // sent on its own, below
     } catch (err) {
       serv.emit('error', err)
     } finally {
       st.clicking = false
     }
-    if (menu.grid && menu.gridKey() !== gridBefore) sendResult(menu)
-    // the client's own prediction is its view of the window now
-    for (const { location, item } of (packet.changedSlots || []).slice(0, 128)) {
-      if (Number.isInteger(location) && location >= 0 && location < menu.slots.length) menu.remote[location] = Item.fromNotch(item)
-    }
-    menu.remoteCarried = Item.fromNotch(packet.cursorItem)
     if (stale) fullSync(menu)
     else broadcast(menu)
+    // Vanilla sends the result slot first, then the other changes. mineflayer waits for the
+    // result slot and clicks on at once; sent last, the result carries the newest state id, so
+    // that next click is not taken for a stale one (whose answer, the whole window, would then
+    // overtake mineflayer's clicks in flight).
+    if (gridChanged) sendResult(menu)
   }
 
   function close (notify) {
@@ -637,6 +661,11 @@ function installPlayer (player, serv, ctx) {
   player.emilWindows = {
     open,
     give,
+    clear: () => {
+      if (st.menu.id !== 0) close(true)
+      st.carried = null
+      for (let j = 0; j < inv.slots.length; j++) if (inv.slots[j]) inv.updateSlot(j, null)
+    },
     resync: () => { st.menu = invMenu; invMenu.stateId = 0; fullSync(invMenu) }
   }
 }
