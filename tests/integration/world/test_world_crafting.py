@@ -63,7 +63,7 @@ async def test_craft_at_a_crafting_table(server: EmbeddedServer, smith: PlayerBo
     assert out["window_open"] is False  # mineflayer closed the table's window
     out = await smith.do("craft", item="furnace", count=1, table=table)
     assert await smith.do("synced_inventory") == {"wooden_pickaxe": 1, "furnace": 1}
-    with pytest.raises(AssertionError, match="requires craftingTable|no recipe"):
+    with pytest.raises(AssertionError, match="no recipe for wooden_pickaxe"):
         await smith.do("craft", item="wooden_pickaxe", count=1)  # a 3x3 recipe in the 2x2 grid
 
 
