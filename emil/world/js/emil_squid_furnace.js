@@ -81,7 +81,10 @@ function install (serv) {
       litTime: 0,
       litDuration: 0,
       cookingProgress: 0,
-      cookingTotalTime: COOK_TICKS,
+      // 0 until an input goes in, as vanilla: the change is what sends the total to a client
+      // that opened the window before (a value sent with the window itself can reach mineflayer
+      // before openFurnace listens)
+      cookingTotalTime: 0,
       viewers: new Set(),
       lit: null,
       inputChanged () { f.cookingTotalTime = COOK_TICKS; f.cookingProgress = 0 }
