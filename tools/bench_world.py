@@ -138,7 +138,7 @@ async def main(args: argparse.Namespace) -> None:
     print(summary("  overhead (minus JS elapsed)", overhead))
     print(summary("snapshot() round trip", snaps))
     print(summary("reflex: hit -> counter-swing seen", reflex))
-    print(summary("mob reflex: zombie hit -> counter-swing", mob))
+    print(summary("mob: zombie hit -> counter-swing seen", mob))
 
 
 if __name__ == "__main__":

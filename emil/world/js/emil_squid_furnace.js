@@ -85,7 +85,6 @@ function install (serv) {
       // that opened the window before (a value sent with the window itself can reach mineflayer
       // before openFurnace listens)
       cookingTotalTime: 0,
-      viewers: new Set(),
       lit: null,
       inputChanged () { f.cookingTotalTime = COOK_TICKS; f.cookingProgress = 0 }
     }

@@ -117,7 +117,7 @@ function install (serv, settings, { sendDamageEvent }) {
 
   async function step (mob) {
     if (mob.dead) return
-    if (!serv.players.some((p) => p.world === mob.world && p.position.distanceTo(mob.position) < DESPAWN_DISTANCE)) {
+    if (mob.position.y < -128 || !serv.players.some((p) => p.world === mob.world && p.position.distanceTo(mob.position) < DESPAWN_DISTANCE)) {
       remove(mob)
       return
     }

@@ -11,7 +11,14 @@
 //   players leaving are announced (player_remove) so other clients see them go
 //   dead 1.20.2+ players can respawn (client_command's action arrives as a name)
 //   players spawn for other clients as players (flying-squid sends entity type 0 from 1.20.2)
-//   dropping the cursor stack outside the inventory (mineflayer's toss) spawns the items
+//   hit sounds as well-formed 1.19.3+ packets
+// and, one concern per file:
+//   emil_squid_mobs.js      mobs that reach clients, chase, hit and die; /summon; weapon damage
+//   emil_squid_sky.js       day/night clock and weather as vanilla sends them; /weather, /time
+//   emil_squid_windows.js   server-side windows with vanilla's click rules: 2x2 and table crafting,
+//                           furnace windows, tossing; /give, /clear
+//   emil_squid_crafting.js  minecraft-data recipes matched against a grid
+//   emil_squid_furnace.js   furnace block entities: fuel, cooking per tick, the lit state
 const { need } = require('./emil_require')
 const { Vec3 } = need('vec3')
 const mobs = require('./emil_squid_mobs')

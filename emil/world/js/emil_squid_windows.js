@@ -585,7 +585,6 @@ function installPlayer (player, serv, ctx) {
       const offset = menu.slots.length - 36
       for (let k = 0; k < 36; k++) invMenu.remote[9 + k] = menu.remote[offset + k]
       invMenu.remoteCarried = menu.remoteCarried
-      if (menu.furnace) menu.furnace.viewers.delete(player)
     }
     st.menu = invMenu
     player.windowType = ''
@@ -597,7 +596,6 @@ function installPlayer (player, serv, ctx) {
     if (st.menu.id !== 0) close(true)
     player.windowId = (player.windowId || 0) % MAX_WINDOW_ID + 1
     const menu = kind === 'crafting' ? tableMenu(player.windowId, position) : furnaceMenu(player.windowId, position)
-    if (menu.furnace) menu.furnace.viewers.add(player)
     st.menu = menu
     player.windowType = kind
     player.windowPos = position
