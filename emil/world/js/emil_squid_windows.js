@@ -56,9 +56,6 @@ function install (serv, { furnaces }) {
         return `Gave ${count} [${name}] to ${players.map((p) => p.username).join(', ')}`
       }
     })
-  })
-
-  serv.once('asap', () => {
     serv.commands.add({
       base: 'clear',
       info: 'Empties the inventories of players.',
@@ -113,7 +110,7 @@ function installPlayer (player, serv, ctx) {
   }
 
   // --- menus -------------------------------------------------------------------------------
-  function craftingMenu (id, type, width, gridGet, gridSet, resultGet, resultSet, playerSlots, extra = {}) {
+  function craftingMenu (id, type, width, gridGet, gridSet, resultGet, resultSet, playerSlots) {
     const size = width * width
     const menu = { id, type, stateId: 0, remote: [], remoteCarried: null, dataRemote: [], width }
     const grid = []
@@ -146,13 +143,13 @@ function installPlayer (player, serv, ctx) {
       const r = crafting.match(grid.map((s) => s.get()), width)
       resultSet(r ? new Item(r.id, r.count) : null)
     }
-    return Object.assign(menu, extra)
+    return menu
   }
 
   const invMenu = craftingMenu(0, 'minecraft:inventory', 2,
     (k) => inv.slots[1 + k] || null, (k, it) => inv.updateSlot(1 + k, it),
     () => inv.slots[0] || null, (it) => inv.updateSlot(0, it),
-    [], {})
+    [])
   for (let j = 5; j < 46; j++) invMenu.slots.push(invSlot(j))
   invMenu.quickMove = (i) => {
     const slot = invMenu.slots[i]
@@ -503,13 +500,16 @@ function installPlayer (player, serv, ctx) {
   }
 
   // --- sync with the client ------------------------------------------------------------------
+  // vanilla AbstractContainerMenu.incrementStateId: one per packet, 15 bits
+  function nextState (menu) { menu.stateId = (menu.stateId + 1) & 32767; return menu.stateId }
+
   function write (name, params) { if (st.ready) player._client.write(name, params) }
 
   function fullSync (menu) {
     const items = menu.slots.map((s) => s.get())
     menu.remote = items.map(copy)
     menu.remoteCarried = copy(st.carried)
-    write('window_items', { windowId: menu.id, stateId: ++menu.stateId, items: items.map(notch), carriedItem: notch(st.carried) })
+    write('window_items', { windowId: menu.id, stateId: nextState(menu), items: items.map(notch), carriedItem: notch(st.carried) })
     if (menu.data) {
       menu.dataRemote = menu.data()
       menu.dataRemote.forEach((value, property) => write('craft_progress_bar', { windowId: menu.id, property, value }))
@@ -521,11 +521,11 @@ function installPlayer (player, serv, ctx) {
       const it = s.get()
       if (same(it, menu.remote[i])) return
       menu.remote[i] = copy(it)
-      write('set_slot', { windowId: menu.id, stateId: ++menu.stateId, slot: i, item: notch(it) })
+      write('set_slot', { windowId: menu.id, stateId: nextState(menu), slot: i, item: notch(it) })
     })
     if (!same(st.carried, menu.remoteCarried)) {
       menu.remoteCarried = copy(st.carried)
-      write('set_slot', { windowId: -1, stateId: ++menu.stateId, slot: -1, item: notch(st.carried) })
+      write('set_slot', { windowId: -1, stateId: nextState(menu), slot: -1, item: notch(st.carried) })
     }
     if (menu.data) {
       menu.data().forEach((value, property) => {
@@ -540,7 +540,7 @@ function installPlayer (player, serv, ctx) {
     menu.updateResult()
     const it = menu.slots[0].get()
     menu.remote[0] = copy(it)
-    write('set_slot', { windowId: menu.id, stateId: ++menu.stateId, slot: 0, item: notch(it) })
+    write('set_slot', { windowId: menu.id, stateId: nextState(menu), slot: 0, item: notch(it) })
   }
 
   function onClick (packet) {
@@ -663,8 +663,7 @@ function installPlayer (player, serv, ctx) {
       if (st.menu.id !== 0) close(true)
       st.carried = null
       for (let j = 0; j < inv.slots.length; j++) if (inv.slots[j]) inv.updateSlot(j, null)
-    },
-    resync: () => { st.menu = invMenu; invMenu.stateId = 0; fullSync(invMenu) }
+    }
   }
 }
 
