@@ -22,34 +22,13 @@ from emil.events import (
     Reflex,
     Respawn,
 )
-from emil.llm.types import ToolCall
 from emil.world.actions import ActionPolicy, dispatch
 from emil.world.bridge import Bot, ReflexSettings
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
-from tests.integration.world.conftest import drain, eventually, next_event
+from tests.integration.world.conftest import Y, drain, eventually, next_event, place, tool
 
 pytestmark = pytest.mark.slow
-
-Y = 5
-
-
-def tool(name: str, **arguments: Any) -> ToolCall:
-    import json
-
-    return ToolCall(id="t", name=name, raw_arguments=json.dumps(arguments), arguments=arguments)
-
-
-async def place(server: EmbeddedServer, emil: Bot, alex: PlayerBot, e: tuple[int, int], a: tuple[int, int]) -> None:
-    """Teleport Emil and Alex, heal both, clear queued events."""
-    await emil.act("stop", {})
-    await alex.do("chat", text=f"/tp Emil {e[0]} {Y} {e[1]}")
-    await alex.do("chat", text=f"/tp Alex {a[0]} {Y} {a[1]}")
-    await server.command("heal Emil")
-    await server.command("heal Alex")
-    await anyio.sleep(0.6)
-    drain(emil)
-
 
 def dist(p: dict[str, float], x: float, z: float) -> float:
     return math.hypot(p["x"] - x, p["z"] - z)
