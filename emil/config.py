@@ -46,10 +46,15 @@ class Settings(BaseModel):
     api_key: str = "EMPTY"
     model: str = "auto"
     """Served model id; "auto" takes the one the server serves (it must serve exactly one)."""
+    model_family: str = "auto"
+    """Model family to count prompts with (qwen3.6, qwen3.5, qwen3, qwen3-instruct-2507,
+    qwen3-coder, or server = the server's /tokenize); auto = from tokenizer/chat_template when
+    set, else the served model's root (then id), else the server's /tokenize."""
     tokenizer: str = "auto"
-    """Tokenizer spec for exact counting; "auto" derives it from the model name."""
+    """Tokenizer spec for exact counting; "auto" derives it from the model family."""
     chat_template: Path | None = None
-    """Jinja chat template file; unset = the shipped default for the model family."""
+    """Jinja chat template file (with tokenizer = a model directory or tokenizer.json); unset =
+    the model family's own template (or the model directory's)."""
     window: int | None = Field(default=None, gt=0)
     """Context window; unset ("auto") = the server's max_model_len. Only ever lowers it."""
     output_reserve: int = Field(default=6144, gt=0)

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         first = traces[0]
         counter = (
             counter_for(first.header, args.tokenizer) if first.header is not None
-            else get_token_counter(args.tokenizer or "qwen3.6")
+            else get_token_counter(args.tokenizer or "qwen3.6")  # the synthetic session is Qwen3.6-shaped
         )
         windows = args.window or [first.window or 65536]
         reserves = args.output_reserve or [first.output_reserve or 6144]

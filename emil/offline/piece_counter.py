@@ -56,6 +56,10 @@ class CachedCounter:
     def name(self) -> str:
         return self.inner.name
 
+    @property
+    def special_tokens(self) -> frozenset[str]:
+        return self.inner.special_tokens
+
     def count(self, text: str) -> int:
         n = self._cache.get(text)
         if n is None:

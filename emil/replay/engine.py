@@ -21,12 +21,12 @@ from typing import Any
 from emil.context.budget import Budget
 from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
-from emil.context.template import ChatTemplate, TemplateError
+from emil.context.template import TemplateError
 from emil.context.tokens import TokenCounter
 from emil.events import ActionFinished, Death, parse_event
 from emil.exceptions import BudgetError, EmilError
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
-from emil.offline.tokenizer import counter_for
+from emil.offline.tokenizer import family_for
 from emil.perception import Perception, PerceptionPolicy, format_events, format_status_line
 from emil.recording import EventRecord, HeaderRecord
 from emil.replay.compare import RequestDiff, diff_messages
@@ -134,7 +134,8 @@ class Replayer:
         header = session.header or HeaderRecord()
         self.header = header
         o = self.options
-        self.counter: TokenCounter = counter_for(session.header, o.tokenizer)
+        self.family = family_for(session.header, o.tokenizer)
+        self.counter: TokenCounter = self.family.tokenizer()
         window = o.window or header.window or _DEFAULT_WINDOW
         reserve = o.output_reserve if o.output_reserve is not None else (
             header.output_reserve if header.output_reserve is not None else _DEFAULT_RESERVE
@@ -145,11 +146,10 @@ class Replayer:
             if prompt_budget
             else Budget(window=window, output_reserve=reserve)
         )
-        template = ChatTemplate.from_source(header.chat_template) if header.chat_template else None
         self.tools = list(header.tools)
         self.manager = ContextManager(
             self.counter, budget, header.system_prompt, self.tools, header.enable_thinking,
-            template=template, preserve_thinking=header.preserve_thinking,
+            family=self.family, preserve_thinking=header.preserve_thinking,
         )
         self.perception = Perception(PerceptionPolicy(bot_name=header.bot_name or "Emil"))
         self.llm = RecordedLLM(
