@@ -64,10 +64,10 @@ def _query_trimmed(content: Any) -> bool:
 
 
 def _query_raw(content: Any) -> bool:
-    """Qwen3: the user text as it is (a string) is not one wrapped tool response."""
-    if not isinstance(content, str):
-        return False
-    return not (content.startswith("<tool_response>") and content.endswith("</tool_response>"))
+    """Qwen3: the user text as the template gets it (untrimmed) is not one wrapped tool
+    response."""
+    text = _content_text(content)
+    return not (text.startswith("<tool_response>") and text.endswith("</tool_response>"))
 
 
 def reasoning_of(wire: Mapping[str, Any]) -> str:
