@@ -111,6 +111,16 @@ class Settings(BaseModel):
             raise ValueError("must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1)")
         return v.rstrip("/")
 
+    @field_validator("model_family")
+    @classmethod
+    def _known_family(cls, v: str) -> str:
+        from emil.context.family import family_names
+
+        v = v.strip().lower()
+        if v not in ("auto", "server", *family_names()):
+            raise ValueError(f"expected auto, server or one of {', '.join(family_names())}")
+        return v
+
     @field_validator("window", "prompt_budget", "endpoint_wait_s", "chat_template", "prompts_dir", "temperature", mode="before")
     @classmethod
     def _auto_is_unset(cls, v: Any) -> Any:

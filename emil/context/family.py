@@ -33,7 +33,7 @@ from typing import Any, Protocol
 from emil.context.qwen_blocks import BlockRenderer, qwen3_block, qwen35_block, qwen36_block
 from emil.context.template import ChatTemplate, packaged_template
 from emil.context.tokens import TokenCounter, get_token_counter, qwen_counter
-from emil.exceptions import ConfigurationError
+from emil.exceptions import ConfigurationError, UnknownTokenizerError
 
 __all__ = [
     "FAMILIES",
@@ -42,6 +42,7 @@ __all__ = [
     "describe_family",
     "family_by_name",
     "family_for_model",
+    "family_names",
     "generic_family",
     "model_dir_family",
     "resolve_family",
@@ -235,6 +236,11 @@ _BY_NAME = {family.name: family for family in FAMILIES}
 _ALIASES = {"qwen3.5/3.6": "qwen3.6", "qwen36": "qwen3.6", "qwen35": "qwen3.5"}
 
 
+def family_names() -> tuple[str, ...]:
+    """The ``model_family`` names of the shipped families."""
+    return tuple(_BY_NAME)
+
+
 def family_by_name(name: str) -> ModelFamily:
     """A shipped family by its ``model_family`` name; ConfigurationError listing them otherwise."""
     key = _ALIASES.get(name.strip().lower(), name.strip().lower())
@@ -341,7 +347,7 @@ def resolve_family(
             )
         family = family_for_model(tokenizer)
         if family is None:
-            raise ConfigurationError(
+            raise UnknownTokenizerError(
                 f"tokenizer {tokenizer!r} is neither a path nor a model of a shipped family "
                 f"({', '.join(_BY_NAME)}); point it at a model directory or leave it on auto"
             )

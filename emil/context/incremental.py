@@ -490,6 +490,18 @@ class IncrementalCounter:
         (empty in whole-render mode)."""
         total, layout = self._layout(head, turns, tools, blocks=True)
         assert layout is not None
+        if self.template is None and self.mode == "incremental":
+            # Only the server knows its template, and block sums are exact only for additive
+            # ones: every assembled prompt is also counted whole (one cached /tokenize), and
+            # the first disagreement makes whole counts the rule (ladder candidates included).
+            whole = self.count_whole([*head, *(m for turn in turns for m in turn)], tools)
+            if whole != total:
+                _log.warning(
+                    "%s: block sum %d != whole count %d; counting whole prompts from now on",
+                    self.origin, total, whole,
+                )
+                self.mode = "whole"
+                return whole, BlockLayout.flat([], [])
         return total, layout
 
     def _layout(

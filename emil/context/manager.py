@@ -270,12 +270,6 @@ class ContextManager:
     def observe_usage(self, predicted: int, actual: int) -> None:
         """Feed the server's count for a prompt we predicted; widens the margin on disagreement."""
         self.calibration.observe(predicted, actual)
-        inc = self.incremental
-        if predicted != actual and inc.template is None and inc.mode == "incremental":
-            # Only the server knows its template: block sums were a guess that failed, so
-            # count every prompt whole from now on (exact, one /tokenize per prompt).
-            _log.warning("server-counted prompts are not additive; counting whole prompts")
-            inc.mode = "whole"
         if predicted != actual:
             _log.warning(
                 "prompt count mismatch: predicted %d, server %d (margin now %d)",

@@ -7,10 +7,11 @@ that counts texts and whole prompts, caching both by content:
 
 - a prompt's count is exact whatever the template does, so identical prompts (the ladder asks
   for the same candidate more than once) are counted once;
-- per-message block counts are measured by probe prompts as for any template, summed, and
-  checked against a whole count on first use; :meth:`emil.context.manager.ContextManager.
-  observe_usage` switches to one whole count per prompt at the first disagreement with the
-  server's ``usage.prompt_tokens``, since summing is only exact for additive templates.
+- per-message block counts are measured by probe prompts as for any template and summed to
+  size the ladder's candidates; every assembled prompt is also counted whole (one call, see
+  :meth:`emil.context.incremental.IncrementalCounter.measure_layout`), and at the first
+  disagreement whole counts become the rule, since summing is only exact for additive
+  templates. What Emil predicts for a request is therefore always the server's own count.
 
 ``stats["calls"]`` counts the HTTP calls made.
 """
@@ -18,6 +19,7 @@ that counts texts and whole prompts, caching both by content:
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -53,9 +55,16 @@ class ServerCounting:
         self.url = f"{root_url(base_url)}/tokenize"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = client or httpx.Client(timeout=timeout, headers=headers)
+        if client is None:  # ours: closed with us (the family lives as long as the session)
+            self._finalizer = weakref.finalize(self, self._client.close)
         self._texts: dict[str, int] = {}
         self._prompts: dict[str, int] = {}
         self.stats = {"calls": 0}
+
+    def close(self) -> None:
+        """Close the HTTP client (only one this object created)."""
+        if hasattr(self, "_finalizer"):
+            self._finalizer()
 
     @property
     def name(self) -> str:
