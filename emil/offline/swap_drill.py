@@ -51,6 +51,8 @@ class DrillRow:
     """Largest |server's usage.prompt_tokens - Emil's prediction| over the requests."""
     tokenize_calls: int
     """POST /tokenize calls the double answered during the replay."""
+    tokenize_calls_sizing: int
+    """... and during the sizing pass before it (cold caches; 0 when the window was given)."""
     turns: int
     trims: int
     """Trims today's manager made during the replay."""
@@ -85,6 +87,7 @@ async def _one(recording: Path, served_as: str, window: int | None) -> DrillRow:
             server=lambda: server_family(ServerCounting(double.base_url, served.id)),
         )
         family = resolved.family
+        cold = double.tokenize_calls
         if window is None:
             # Size this family's prompts first, then serve a window whose prompt budget lies
             # halfway between the first prompt and the peak: every family's ladder must trim.
@@ -96,6 +99,7 @@ async def _one(recording: Path, served_as: str, window: int | None) -> DrillRow:
             budget = window - reserve - _MARGIN
         served_window = budget + reserve + _MARGIN
         double.window = served_window
+        cold = double.tokenize_calls - cold
         calls_before = double.tokenize_calls
         options = ReplayOptions(family=family, window=served_window, prompt_budget=budget)
         report = await _replayer(session, recording, options, llm).run()
@@ -117,6 +121,7 @@ async def _one(recording: Path, served_as: str, window: int | None) -> DrillRow:
         errors=len(sized) - overflows + len(report.errors) + (1 if report.stopped else 0),
         max_calibration_error=max(gaps, default=0),
         tokenize_calls=double.tokenize_calls - calls_before,
+        tokenize_calls_sizing=cold,
         turns=report.turns_replayed,
         trims=report.trims_today,
     )
@@ -134,14 +139,15 @@ async def drill(
 def format_drill(rows: list[DrillRow]) -> str:
     """The drill's table (Markdown)."""
     lines = [
-        "| served as | model | Emil resolved | window | requests | trims | overflows | errors | max calibration error | /tokenize calls per turn |",
+        "| served as | model | Emil resolved | window | requests | trims | overflows | errors | max calibration error | /tokenize calls per request (cold, warm) |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        per_turn = r.tokenize_calls / r.turns if r.turns else 0.0
+        n = max(1, r.requests)
+        calls = f"{r.tokenize_calls_sizing / n:.1f}, {r.tokenize_calls / n:.1f}"
         lines.append(
             f"| {r.served_as} | {r.model} | {r.resolved} | {r.window:,} | {r.requests} | {r.trims} | {r.overflows} | "
-            f"{r.errors} | {r.max_calibration_error} | {per_turn:.1f} |"
+            f"{r.errors} | {r.max_calibration_error} | {calls} |"
         )
     verdict = "PASS" if rows and all(r.ok for r in rows) else "FAIL"
     lines.append(f"\n{verdict}: zero overflows and calibration error 0 under every family")
