@@ -30,16 +30,16 @@ from typing import Any
 
 from emil.agent.context_port import ManagedContext
 from emil.agent.loop import Agent, AgentOptions
+from emil.agent.model_family import resolve_family
 from emil.agent.persona import load_system_prompt
 from emil.agent.ports import Completer, WorldPort
 from emil.agent.turnstats import SessionStats
 from emil.config import Settings
 from emil.context.budget import Budget
-from emil.context.family import ModelFamily, resolve_family
+from emil.context.family import ModelFamily, server_family
 from emil.context.history import History
 from emil.context.manager import ContextManager
-from emil.context.server_count import ServerCounting, server_family
-from emil.context.tokens import TokenCounter
+from emil.context.tokens import ServerCounting, TokenCounter
 from emil.exceptions import ConfigurationError, EndpointUnavailable
 from emil.llm.client import OpenAIClient, ServedModel
 from emil.llm.retry import Backoff, RecoveryEvent, complete_with_recovery

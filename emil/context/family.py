@@ -3,8 +3,9 @@
 A :class:`ModelFamily` is one value: its tokenizer, its chat template (or none, when only the
 server's ``/tokenize`` can count), the template kwargs the template reads, where the template
 shows reasoning (which messages count as a real user query), an optional exact fast path and
-the special tokens of its vocabulary. It is resolved once at start (:func:`resolve_family`)
-and everything else asks it; no other module tests model names.
+the special tokens of its vocabulary. It is resolved once at start
+(:func:`emil.agent.model_family.resolve_family`) and everything else asks it; no other module
+tests model names.
 
 Shipped families (templates written for this project, in ``templates/``):
 
@@ -17,7 +18,7 @@ Shipped families (templates written for this project, in ``templates/``):
 =======================  ==================================================================
 
 Any other model is counted from a local model directory (tokenizer.json + its template) or,
-with neither, by the server's ``/tokenize`` (:mod:`emil.context.server_count`). A model is
+with neither, by the server's ``/tokenize`` (:func:`server_family`). A model is
 never counted with another family's template.
 """
 
@@ -26,26 +27,22 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from emil.context.qwen_blocks import BlockRenderer, qwen3_block, qwen35_block, qwen36_block
 from emil.context.template import ChatTemplate, packaged_template
-from emil.context.tokens import TokenCounter, get_token_counter, qwen_counter
-from emil.exceptions import ConfigurationError, UnknownTokenizerError
+from emil.context.tokens import ServerCounting, TokenCounter, get_token_counter, qwen_counter
+from emil.exceptions import ConfigurationError
 
 __all__ = [
     "FAMILIES",
     "ModelFamily",
-    "ResolvedFamily",
-    "describe_family",
     "family_by_name",
     "family_for_model",
     "family_names",
     "generic_family",
-    "model_dir_family",
-    "resolve_family",
+    "server_family",
     "template_family",
 ]
 
@@ -262,152 +259,34 @@ def family_for_model(model: str) -> ModelFamily | None:
     return None
 
 
-def template_family(counter: TokenCounter, template: ChatTemplate) -> ModelFamily:
+def template_family(counter: TokenCounter, template: ChatTemplate | None) -> ModelFamily:
     """A family from a counter and a template known only by its text (a model directory's, or
     one given as a file): blocks are measured by probing the template, reasoning placed the
-    Qwen3.5/3.6 way, and both are checked against whole renders, which take over if they differ."""
+    Qwen3.5/3.6 way, and both are checked against whole renders, which take over if they
+    differ. ``template`` None: the generic rules alone."""
     return ModelFamily(
         name="model-dir",
-        label=f"local files ({counter.name}; template {template.origin})",
+        label=f"local files ({counter.name}; template {template.origin if template else None})",
         tokenizer=lambda: counter,
-        template=lambda: template,
+        template=(lambda: template) if template is not None else None,
         accepts=frozenset({"enable_thinking", "preserve_thinking"}),
         is_query=_query_trimmed,
         shows_think=_think_qwen36,
     )
 
 
-def model_dir_family(tokenizer: str, chat_template: str | None) -> ModelFamily:
-    """A family from local files: a tokenizer (model directory or tokenizer.json) and the chat
-    template (a file, else the model directory's own). Reasoning placement is the template's
-    own business here: blocks are measured by probing it, and verified against whole renders."""
-    counter = get_token_counter(tokenizer)
-    path = Path(tokenizer).expanduser()
-    if chat_template:
-        template = ChatTemplate.from_file(chat_template)
-    elif path.is_dir():
-        template = ChatTemplate.from_model_dir(path)
-    else:
-        raise ConfigurationError(
-            f"tokenizer {tokenizer} is not a model directory, so it has no chat template; set "
-            "chat_template to the model's template file"
-        )
-    return template_family(counter, template)
-
-
-def generic_family() -> ModelFamily:
-    """Rules for a template known only by its text: blocks measured by probing it, reasoning
-    placed the Qwen3.5/3.6 way (checked against whole renders, which take over if it differs)."""
-    return _GENERIC
-
-
-_GENERIC = ModelFamily(
-    name="template",
-    label="a chat template measured by probing",
-    tokenizer=lambda: get_token_counter("heuristic"),
-    template=None,
-    accepts=frozenset({"enable_thinking", "preserve_thinking"}),
-    is_query=_query_trimmed,
-    shows_think=_think_qwen36,
-)
-
-
-@dataclass(frozen=True)
-class ResolvedFamily:
-    """A family and where it came from (for the startup log and ``--print-config``)."""
-
-    family: ModelFamily
-    source: str
-
-
-def resolve_family(
-    *,
-    setting: str,
-    served: tuple[str | None, str | None] = (None, None),
-    tokenizer: str = "auto",
-    chat_template: str | None = None,
-    server: Callable[[], ModelFamily] | None = None,
-) -> ResolvedFamily:
-    """Resolve the family once: the ``model_family`` setting, else explicit local files
-    (``tokenizer`` / ``chat_template`` settings), else the served model's root then id, else
-    the server's /tokenize (``server`` builds that family). Never another family's template."""
-    value = setting.strip().lower()
-    root, model_id = served
-    if value == "server":
-        if server is None:
-            raise ConfigurationError("model_family server needs an endpoint to count with")
-        return ResolvedFamily(server(), "setting model_family=server")
-    if value not in ("", "auto"):
-        return ResolvedFamily(family_by_name(value), f"setting model_family={setting}")
-    if tokenizer not in ("", "auto"):
-        path = Path(tokenizer).expanduser()
-        if path.exists():
-            return ResolvedFamily(
-                model_dir_family(tokenizer, chat_template), f"setting tokenizer={tokenizer}"
-            )
-        family = family_for_model(tokenizer)
-        if family is None:
-            raise UnknownTokenizerError(
-                f"tokenizer {tokenizer!r} is neither a path nor a model of a shipped family "
-                f"({', '.join(_BY_NAME)}); point it at a model directory or leave it on auto"
-            )
-        return ResolvedFamily(family, f"setting tokenizer={tokenizer}")
-    if chat_template:
-        raise ConfigurationError(
-            "chat_template is set but tokenizer is auto: set tokenizer to the model directory "
-            "(or its tokenizer.json) that goes with the template"
-        )
-    for what, name in (("root", root), ("id", model_id)):
-        if name:
-            family = family_for_model(name)
-            if family is not None:
-                return ResolvedFamily(family, f"served model {what} {name!r}")
-    if server is None:
-        raise ConfigurationError(
-            f"no model family matches the served model ({root or model_id!r}) and there is no "
-            "server to count with; set model_family or tokenizer"
-        )
-    return ResolvedFamily(
-        server(),
-        f"served model {root or model_id!r} matches no family and no tokenizer is set: "
-        "counted by the server's /tokenize",
+def server_family(counting: ServerCounting) -> ModelFamily:
+    """The family of a model only the server can count: its prompts and texts counted by
+    ``counting`` (``/tokenize``), reasoning placement guessed as for a template known only by
+    its text; every assembled prompt is also counted whole (see IncrementalCounter)."""
+    return replace(
+        template_family(counting, None),
+        name="server",
+        label=f"counted by the server ({counting.name}); no local template",
+        prompt_count=counting.count_prompt,
     )
 
 
-class _FamilySettings(Protocol):
-    @property
-    def model_family(self) -> str: ...
-    @property
-    def model(self) -> str: ...
-    @property
-    def tokenizer(self) -> str: ...
-    @property
-    def chat_template(self) -> Path | None: ...
-
-
-def describe_family(settings: _FamilySettings) -> str:
-    """Which family the settings select and why, as far as it is known before contacting the
-    server (for ``--print-config``; the startup log gives the final answer)."""
-    template = str(settings.chat_template) if settings.chat_template else None
-    try:
-        resolved = resolve_family(
-            setting=settings.model_family,
-            served=(None, None if settings.model == "auto" else settings.model),
-            tokenizer=settings.tokenizer,
-            chat_template=template,
-            server=lambda: _PLACEHOLDER_SERVER,
-        )
-    except ConfigurationError as exc:
-        return f"error: {exc}"
-    if resolved.family is _PLACEHOLDER_SERVER:
-        return (
-            "at start: the served model's root (then id) if it names a shipped family, "
-            "else counted by the server's /tokenize"
-        )
-    return f"{resolved.family.name}: {resolved.family.label} ({resolved.source})"
-
-
-_PLACEHOLDER_SERVER = ModelFamily(
-    name="server", label="the server's /tokenize", tokenizer=generic_family().tokenizer,
-    template=None,
-)
+def generic_family() -> ModelFamily:
+    """Rules for a template known only by its text (see :func:`template_family`)."""
+    return template_family(get_token_counter("heuristic"), None)

@@ -6,7 +6,9 @@ Three exact counters sit behind one small protocol:
   BPE files; Qwen3's with its own added-token table), selected through the model family of a
   name such as ``Qwen/Qwen3.6-35B-A3B-NVFP4-Fast`` or ``Qwen/Qwen3-8B``;
 - any Hugging Face ``tokenizer.json`` (a file, or a model directory holding one);
-- the server's own ``POST /tokenize`` (async, template included: :class:`ServerTokenizeCounter`).
+- the server's own ``POST /tokenize`` (template included): :class:`ServerTokenizeCounter`
+  (async, the overflow recovery's exact count) and :class:`ServerCounting` (synchronous, the
+  counter of a model of no family).
 
 The 4-characters heuristic exists only so tools can show how wrong it is; it is never chosen
 implicitly. An unknown name raises :class:`~emil.exceptions.UnknownTokenizerError` listing the
@@ -16,9 +18,11 @@ options: a silent fallback to the heuristic is exactly the bug in the operator's
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 import unicodedata
+import weakref
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -30,6 +34,7 @@ __all__ = [
     "HFTokenizerCounter",
     "HeuristicCounter",
     "QwenTiktokenCounter",
+    "ServerCounting",
     "ServerTokenizeCounter",
     "TokenCounter",
     "get_token_counter",
@@ -335,17 +340,97 @@ class ServerTokenizeCounter:
                     response = await client.post(url, json=payload, headers=self._headers)
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             raise EndpointUnavailable(f"POST {url} failed: {exc!r}") from exc
-        if response.status_code in (429, 502, 503, 504):
-            raise EndpointUnavailable(
-                f"POST {url} -> {response.status_code}", status=response.status_code
-            )
-        if response.status_code != 200:
-            raise EndpointConfigError(
-                f"POST {url} -> {response.status_code}: {response.text[:300]}",
-                status=response.status_code,
-                server_message=response.text,
-            )
-        data: dict[str, Any] = response.json()
-        if "count" not in data:
-            raise EndpointConfigError(f"POST {url}: response has no 'count': {data!r:.300}")
-        return data
+        return _tokenize_answer(url, response)
+
+
+def _tokenize_answer(url: str, response: httpx.Response) -> dict[str, Any]:
+    """A /tokenize response's JSON, or the failure classified (transient vs configuration)."""
+    if response.status_code in (429, 502, 503, 504):
+        raise EndpointUnavailable(f"POST {url} -> {response.status_code}", status=response.status_code)
+    if response.status_code != 200:
+        raise EndpointConfigError(
+            f"POST {url} -> {response.status_code}: {response.text[:300]}",
+            status=response.status_code,
+            server_message=response.text,
+        )
+    data: dict[str, Any] = response.json()
+    if not isinstance(data.get("count"), int):
+        raise EndpointConfigError(f"POST {url}: response has no 'count': {data!r:.300}")
+    return data
+
+
+class ServerCounting:
+    """Exact counts from ``POST {root}/tokenize`` of one served model, synchronously: the
+    counter of a model of no family (see :func:`emil.context.family.server_family`).
+
+    The context manager is synchronous and a loopback/LAN round trip costs about a
+    millisecond. Texts are counted without template or BOS; whole prompts with the server's own
+    template. Both are cached by content (a prompt's count is exact whatever the template does,
+    and the ladder asks for some candidates more than once). ``stats["calls"]`` counts the
+    HTTP calls.
+    """
+
+    def __init__(
+        self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 10.0
+    ) -> None:
+        self.model = model
+        self.url = f"{_root_url(base_url)}/tokenize"
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(timeout=timeout, headers=headers)
+        # Closed with this object (the family lives as long as the session).
+        self.close = weakref.finalize(self, self._client.close)
+        self._counts: dict[str, int] = {}
+        self.stats = {"calls": 0}
+
+    @property
+    def name(self) -> str:
+        return f"server /tokenize at {self.url} ({self.model})"
+
+    @property
+    def special_tokens(self) -> frozenset[str]:
+        """Unknown: /tokenize does not list the vocabulary's added tokens."""
+        return frozenset()
+
+    def _post(self, payload: dict[str, Any]) -> dict[str, Any]:
+        self.stats["calls"] += 1
+        try:
+            response = self._client.post(self.url, json=payload)
+        except httpx.HTTPError as exc:
+            raise EndpointUnavailable(f"POST {self.url} failed: {exc!r}") from exc
+        return _tokenize_answer(self.url, response)
+
+    def _cached(self, payload: dict[str, Any]) -> int:
+        key = json.dumps(payload, sort_keys=True, ensure_ascii=False)
+        n = self._counts.get(key)
+        if n is None:
+            n = int(self._post(payload)["count"])
+            if len(self._counts) > 50_000:  # a bound for very long sessions
+                self._counts.clear()
+            self._counts[key] = n
+        return n
+
+    def encode(self, text: str) -> list[int]:
+        data = self._post({"model": self.model, "prompt": text, "add_special_tokens": False})
+        return [int(t) for t in data.get("tokens") or ()]
+
+    def count(self, text: str) -> int:
+        """Tokens of plain text: no template, no BOS."""
+        return self._cached({"model": self.model, "prompt": text, "add_special_tokens": False})
+
+    def count_prompt(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        add_generation_prompt: bool,
+        template_kwargs: dict[str, Any],
+    ) -> int:
+        """Tokens of a whole chat prompt as the server renders it."""
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "add_generation_prompt": add_generation_prompt,
+            "chat_template_kwargs": template_kwargs,
+        }
+        if tools:
+            payload["tools"] = tools
+        return self._cached(payload)

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from emil.context.family import FAMILIES, resolve_family
-from emil.context.server_count import ServerCounting, server_family
+from emil.agent.model_family import resolve_family
+from emil.context.family import FAMILIES, server_family
+from emil.context.tokens import ServerCounting
 from emil.llm.client import OpenAIClient
 from emil.llm.types import LLM
 from emil.recording import read_recording

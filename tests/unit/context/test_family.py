@@ -8,15 +8,14 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from emil.agent.model_family import describe_family, resolve_family
 from emil.config import Settings, load_settings
 from emil.context.family import (
     FAMILIES,
     ModelFamily,
-    describe_family,
     family_by_name,
     family_for_model,
     generic_family,
-    resolve_family,
 )
 from emil.context.tokens import QWEN3_ADDED_TOKENS, TokenCounter
 from emil.exceptions import ConfigurationError, UnknownTokenizerError
