@@ -317,14 +317,7 @@ class ServerTokenizeCounter:
         template_kwargs: dict[str, Any] = {"enable_thinking": enable_thinking}
         if preserve_thinking is not None:
             template_kwargs["preserve_thinking"] = preserve_thinking
-        payload: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "add_generation_prompt": add_generation_prompt,
-            "chat_template_kwargs": template_kwargs,
-        }
-        if tools:
-            payload["tools"] = tools
+        payload = _chat_payload(self.model, messages, tools, add_generation_prompt, template_kwargs)
         body = await self._post(payload)
         return int(body["count"])
 
@@ -341,6 +334,25 @@ class ServerTokenizeCounter:
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             raise EndpointUnavailable(f"POST {url} failed: {exc!r}") from exc
         return _tokenize_answer(url, response)
+
+
+def _chat_payload(
+    model: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    add_generation_prompt: bool,
+    template_kwargs: dict[str, Any],
+) -> dict[str, Any]:
+    """A chat /tokenize body (tools only when there are some, as the client sends them)."""
+    payload: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "add_generation_prompt": add_generation_prompt,
+        "chat_template_kwargs": template_kwargs,
+    }
+    if tools:
+        payload["tools"] = tools
+    return payload
 
 
 def _tokenize_answer(url: str, response: httpx.Response) -> dict[str, Any]:
@@ -425,12 +437,6 @@ class ServerCounting:
         template_kwargs: dict[str, Any],
     ) -> int:
         """Tokens of a whole chat prompt as the server renders it."""
-        payload: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "add_generation_prompt": add_generation_prompt,
-            "chat_template_kwargs": template_kwargs,
-        }
-        if tools:
-            payload["tools"] = tools
-        return self._cached(payload)
+        return self._cached(
+            _chat_payload(self.model, messages, tools, add_generation_prompt, template_kwargs)
+        )
