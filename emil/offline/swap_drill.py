@@ -11,11 +11,16 @@ A swap is safe when no request overflows and every prediction equals the server'
 
 from __future__ import annotations
 
+import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from emil.agent.model_family import resolve_family
 from emil.context.family import FAMILIES, server_family
+from emil.context.history import History
+from emil.context.manager import Assembly
 from emil.context.tokens import ServerCounting
 from emil.llm.client import OpenAIClient
 from emil.llm.types import LLM
@@ -57,6 +62,8 @@ class DrillRow:
     turns: int
     trims: int
     """Trims today's manager made during the replay."""
+    assemble_ms: float
+    """Median wall time of one prompt assembly (its /tokenize calls included)."""
 
     @property
     def ok(self) -> bool:
@@ -69,6 +76,22 @@ _MARGIN = 512
 
 def _replayer(session: RecordedSession, recording: Path, options: ReplayOptions, live: LLM | None) -> Replayer:
     return Replayer(session, path=str(recording), options=options, live=live)
+
+
+def _time_assembly(replayer: Replayer) -> list[float]:
+    """Time every assembly of ``replayer`` (its manager's ``assemble``)."""
+    timings: list[float] = []
+    assemble = replayer.manager.assemble
+
+    def timed(history: History, **kwargs: Any) -> Assembly:
+        started = time.perf_counter()
+        try:
+            return assemble(history, **kwargs)
+        finally:
+            timings.append((time.perf_counter() - started) * 1000)
+
+    replayer.manager.assemble = timed  # type: ignore[method-assign]
+    return timings
 
 
 async def _one(recording: Path, served_as: str, window: int | None) -> DrillRow:
@@ -103,7 +126,9 @@ async def _one(recording: Path, served_as: str, window: int | None) -> DrillRow:
         cold = double.tokenize_calls - cold
         calls_before = double.tokenize_calls
         options = ReplayOptions(family=family, window=served_window, prompt_budget=budget)
-        report = await _replayer(session, recording, options, llm).run()
+        replayer = _replayer(session, recording, options, llm)
+        timings = _time_assembly(replayer)
+        report = await replayer.run()
     sized = [e for e in (s.error or "" for s in report.live) if e]
     overflow_words = ("overflow", "context length", "maximum context")
     overflows = sum(any(w in e.lower() for w in overflow_words) for e in sized)
@@ -125,6 +150,7 @@ async def _one(recording: Path, served_as: str, window: int | None) -> DrillRow:
         tokenize_calls_sizing=cold,
         turns=report.turns_replayed,
         trims=report.trims_today,
+        assemble_ms=statistics.median(timings) if timings else 0.0,
     )
 
 
@@ -140,15 +166,15 @@ async def drill(
 def format_drill(rows: list[DrillRow]) -> str:
     """The drill's table (Markdown)."""
     lines = [
-        "| served as | model | Emil resolved | window | requests | trims | overflows | errors | max calibration error | /tokenize calls per request (cold, warm) |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| served as | model | Emil resolved | window | requests | trims | overflows | errors | max calibration error | /tokenize calls per request (cold, warm) | assembly ms (median) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         n = max(1, r.requests)
         calls = f"{r.tokenize_calls_sizing / n:.1f}, {r.tokenize_calls / n:.1f}"
         lines.append(
             f"| {r.served_as} | {r.model} | {r.resolved} | {r.window:,} | {r.requests} | {r.trims} | {r.overflows} | "
-            f"{r.errors} | {r.max_calibration_error} | {calls} |"
+            f"{r.errors} | {r.max_calibration_error} | {calls} | {r.assemble_ms:.2f} |"
         )
     verdict = "PASS" if rows and all(r.ok for r in rows) else "FAIL"
     lines.append(f"\n{verdict}: zero overflows and calibration error 0 under every family")
