@@ -9,7 +9,9 @@ The checks run in order, each with a message that says what to change:
 3. Window from the server (``max_model_len``); a configured window may only lower it.
 4. Model family resolved once (emil.context.family): the ``model_family`` setting, else the
    tokenizer/chat_template settings, else the served model's root then id, else the server's
-   /tokenize. Logged with where it came from; never another family's template.
+   /tokenize; then checked against the server's /tokenize of a probe prompt (a mismatch: exit
+   2 for a family set by the operator, the server's counting for one guessed from the name).
+   Logged with where it came from; never another family's template.
 5. Budget: output reserve + pinned prompt (system prompt + tool specs) must fit the window.
 
 (6., the Minecraft server, is the bridge's: see :mod:`emil.agent.session`.) Configuration
@@ -30,7 +32,7 @@ from typing import Any
 
 from emil.agent.context_port import ManagedContext
 from emil.agent.loop import Agent, AgentOptions
-from emil.agent.model_family import resolve_family
+from emil.agent.model_family import resolve_family, verify_family
 from emil.agent.persona import load_system_prompt
 from emil.agent.ports import Completer, WorldPort
 from emil.agent.turnstats import SessionStats
@@ -39,7 +41,7 @@ from emil.context.budget import Budget
 from emil.context.family import ModelFamily, server_family
 from emil.context.history import History
 from emil.context.manager import ContextManager
-from emil.context.tokens import ServerCounting, TokenCounter
+from emil.context.tokens import ServerCounting, ServerTokenizeCounter, TokenCounter
 from emil.exceptions import ConfigurationError, EndpointUnavailable
 from emil.llm.client import OpenAIClient, ServedModel
 from emil.llm.retry import Backoff, RecoveryEvent, complete_with_recovery
@@ -139,14 +141,21 @@ async def check_model(s: Settings, llm: OpenAIClient) -> ModelSetup:
     """Startup checks 1-5 (see the module docstring) against an open client."""
     served = await wait_for_endpoint(llm, s)
     window = _window(served, s)
+    def counted_by_server() -> ModelFamily:
+        return server_family(
+            ServerCounting(s.endpoint, served.id, api_key=s.api_key, timeout=min(30.0, s.request_timeout_s))
+        )
+
     resolved = resolve_family(
         setting=s.model_family,
         served=(served.root, served.id),
         tokenizer=s.tokenizer,
         chat_template=str(s.chat_template) if s.chat_template else None,
-        server=lambda: server_family(
-            ServerCounting(s.endpoint, served.id, api_key=s.api_key, timeout=min(30.0, s.request_timeout_s))
-        ),
+        server=counted_by_server,
+    )
+    resolved = await verify_family(
+        resolved, ServerTokenizeCounter(s.endpoint, served.id, api_key=s.api_key),
+        enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking, server=counted_by_server,
     )
     family = resolved.family
     counter = family.tokenizer()

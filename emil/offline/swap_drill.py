@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from emil.agent.model_family import resolve_family
-from emil.context.family import FAMILIES, server_family
+from emil.agent.model_family import resolve_family, verify_family
+from emil.context.family import FAMILIES, ModelFamily, server_family
 from emil.context.history import History
 from emil.context.manager import Assembly
-from emil.context.tokens import ServerCounting
+from emil.context.tokens import ServerCounting, ServerTokenizeCounter
 from emil.llm.client import OpenAIClient
 from emil.llm.types import LLM
 from emil.recording import read_recording
@@ -105,10 +105,16 @@ async def _one(recording: Path, served_as: str, window: int | None) -> DrillRow:
     )
     async with double, OpenAIClient(double.base_url) as llm:
         served = await llm.discover()
+        def counted_by_server() -> ModelFamily:
+            return server_family(ServerCounting(double.base_url, served.id))
+
         resolved = resolve_family(
-            setting="auto",
-            served=(served.root, served.id),
-            server=lambda: server_family(ServerCounting(double.base_url, served.id)),
+            setting="auto", served=(served.root, served.id), server=counted_by_server
+        )
+        resolved = await verify_family(
+            resolved, ServerTokenizeCounter(double.base_url, served.id),
+            enable_thinking=bool(header and header.enable_thinking),
+            preserve_thinking=bool(header and header.preserve_thinking), server=counted_by_server,
         )
         family = resolved.family
         cold = double.tokenize_calls

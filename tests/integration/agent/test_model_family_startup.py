@@ -13,6 +13,7 @@ from emil.agent.startup import build_agent, check_model, new_client
 from emil.config import Settings
 from emil.context.family import FAMILIES
 from emil.context.history import Message
+from emil.exceptions import ConfigurationError
 from emil.recording import HeaderRecord, Recorder, read_recording
 from emil.testing.brains import echo_brain
 from emil.testing.vllm_double import TERN, VLLMDouble
@@ -59,8 +60,8 @@ async def test_each_family_is_resolved_from_the_served_root_and_counts_exactly(
 ) -> None:
     async with VLLMDouble.as_family(echo_brain, family, window=40960) as double:
         name, source, pairs, header = await _session(double, tmp_path, caplog, enable_thinking=thinking)
-        assert double.tokenize_calls == 0  # a shipped family counts locally
-    assert name == family and "served model root" in source
+        assert double.tokenize_calls == 1  # the startup check; a shipped family counts locally
+    assert name == family and "served model root" in source and "/tokenize agrees" in source
     assert all(predicted == server for predicted, server in pairs), pairs
     assert header.model_family == family and header.chat_template is None
     assert any(f"model family {family} " in r.getMessage() for r in caplog.records)
@@ -83,3 +84,29 @@ async def test_the_setting_overrides_the_served_name(tmp_path: Path, caplog: pyt
         name, source, pairs, _ = await _session(double, tmp_path, caplog, model_family="server")
     assert name == "server" and source == "setting model_family=server"
     assert all(predicted == server for predicted, server in pairs)
+
+
+def _impostor(name: str) -> VLLMDouble:
+    """A double that calls itself a Qwen3 model but renders another template."""
+    tern = VLLMDouble.unknown_model(echo_brain)
+    assert tern.chat_template is not None
+    return VLLMDouble(echo_brain, window=40960, model=name, tokenizer=name, chat_template=tern.chat_template)
+
+
+async def test_a_served_name_whose_template_is_not_its_familys_is_counted_by_the_server(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="emil.startup")
+    async with _impostor("Qwen/Qwen3-8B") as double:
+        name, source, pairs, _ = await _session(double, tmp_path, caplog)
+    assert name == "server" and "not that family's" in source
+    assert all(predicted == server for predicted, server in pairs), pairs
+    assert any("counting with the server's /tokenize instead" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_family_set_by_the_operator_that_the_server_contradicts_stops_at_start() -> None:
+    async with _impostor("Qwen/Qwen3-8B") as double:
+        s = Settings(endpoint=double.base_url, model_family="qwen3")
+        async with new_client(s) as llm:
+            with pytest.raises(ConfigurationError, match='set model_family = "server"'):
+                await check_model(s, llm)
