@@ -131,8 +131,6 @@ class ModelFamily:
     """A Python twin of the template's per-message blocks (speed only; verified)."""
     names: re.Pattern[str] | None = field(default=None, repr=False)
     """Served model names (last path component) that belong to this family."""
-    tool_call_parser: str | None = None
-    """vLLM's ``--tool-call-parser`` for this family (for error messages and docs)."""
     prompt_count: PromptCount | None = field(default=None, repr=False)
     """Counts whole prompts when there is no local template (the server's /tokenize)."""
 
@@ -140,11 +138,6 @@ class ModelFamily:
     def special_tokens(self) -> frozenset[str]:
         """Every added/special token string of the family's vocabulary, exact and complete."""
         return self.tokenizer().special_tokens
-
-    @property
-    def server_counted(self) -> bool:
-        """True when prompts are counted by the server's /tokenize (no local template)."""
-        return self.template is None
 
     def template_kwargs(self, *, enable_thinking: bool, preserve_thinking: bool) -> dict[str, bool]:
         """The chat_template_kwargs the template reads, from Emil's settings. A kwarg the
@@ -183,7 +176,6 @@ FAMILIES: tuple[ModelFamily, ...] = (
         shows_think=_think_qwen36,
         fast_path=qwen36_block,
         names=_suffix(r"qwen3[._]?6"),
-        tool_call_parser="qwen3_coder",
     ),
     ModelFamily(
         name="qwen3.5",
@@ -196,7 +188,6 @@ FAMILIES: tuple[ModelFamily, ...] = (
         shows_think=_think_qwen35,
         fast_path=qwen35_block,
         names=_suffix(r"qwen3[._]?5"),
-        tool_call_parser="qwen3_coder",
     ),
     ModelFamily(
         name="qwen3-coder",
@@ -204,7 +195,6 @@ FAMILIES: tuple[ModelFamily, ...] = (
         tokenizer=functools.partial(qwen_counter, "qwen3"),
         template=functools.partial(_packaged, "qwen3_coder.jinja"),
         names=_suffix(r"qwen3-coder-(?:30b-a3b|480b-a35b)-instruct"),
-        tool_call_parser="qwen3_coder",
     ),
     ModelFamily(
         name="qwen3-instruct-2507",
@@ -213,7 +203,6 @@ FAMILIES: tuple[ModelFamily, ...] = (
         template=functools.partial(_packaged, "qwen3_instruct_2507.jinja"),
         fast_path=functools.partial(qwen3_block, thinking=False),
         names=_suffix(r"qwen3-(?:4b|30b-a3b|235b-a22b)-instruct-2507"),
-        tool_call_parser="hermes",
     ),
     ModelFamily(
         name="qwen3",
@@ -225,7 +214,6 @@ FAMILIES: tuple[ModelFamily, ...] = (
         shows_think=_think_qwen3,
         fast_path=functools.partial(qwen3_block, thinking=True),
         names=_suffix(rf"qwen3-(?:{_QWEN3_SIZES}){_QWEN3_OTHER}"),
-        tool_call_parser="hermes",
     ),
 )
 
