@@ -112,7 +112,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as e:
         return _fail(str(e))
     if ns.print_config:
-        print(format_settings(loaded))
+        from emil.agent.model_family import describe_family
+
+        print(format_settings(loaded, {"model_family": describe_family(loaded.settings)}))
         return 0
     _setup_logging(loaded.settings.log_level)
     try:

@@ -46,10 +46,15 @@ class Settings(BaseModel):
     api_key: str = "EMPTY"
     model: str = "auto"
     """Served model id; "auto" takes the one the server serves (it must serve exactly one)."""
+    model_family: str = "auto"
+    """Model family to count prompts with (qwen3.6, qwen3.5, qwen3, qwen3-instruct-2507,
+    qwen3-coder, or server = the server's /tokenize); auto = from tokenizer/chat_template when
+    set, else the served model's root (then id), else the server's /tokenize."""
     tokenizer: str = "auto"
-    """Tokenizer spec for exact counting; "auto" derives it from the model name."""
+    """Tokenizer spec for exact counting; "auto" derives it from the model family."""
     chat_template: Path | None = None
-    """Jinja chat template file; unset = the shipped default for the model family."""
+    """Jinja chat template file (with tokenizer = a model directory or tokenizer.json); unset =
+    the model family's own template (or the model directory's)."""
     window: int | None = Field(default=None, gt=0)
     """Context window; unset ("auto") = the server's max_model_len. Only ever lowers it."""
     output_reserve: int = Field(default=6144, gt=0)
@@ -106,6 +111,16 @@ class Settings(BaseModel):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1)")
         return v.rstrip("/")
+
+    @field_validator("model_family")
+    @classmethod
+    def _known_family(cls, v: str) -> str:
+        from emil.context.family import family_names
+
+        v = v.strip().lower()
+        if v not in ("auto", "server", *family_names()):
+            raise ValueError(f"expected auto, server or one of {', '.join(family_names())}")
+        return v
 
     @field_validator("window", "prompt_budget", "endpoint_wait_s", "chat_template", "prompts_dir", "temperature", mode="before")
     @classmethod

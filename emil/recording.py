@@ -77,7 +77,10 @@ class HeaderRecord(_Record):
     model: str | None = None
     tokenizer: str | None = None
     chat_template: str | None = None
-    """Chat template source, or None for the shipped default."""
+    """Chat template source when it came from local files (None: the model family's own)."""
+    model_family: str | None = None
+    """The model family the session counted with (emil.context.family; None in files written
+    before families existed, which were all Qwen3.5/3.6)."""
     window: int | None = None
     """The served window (``max_model_len``)."""
     output_reserve: int | None = None

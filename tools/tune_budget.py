@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fresh clone too
 
+from emil.context.family import family_for_model
 from emil.context.tokens import get_token_counter
 from emil.exceptions import ConfigurationError
 from emil.offline.budget_report import format_sweep, plot_sweep
@@ -64,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budgets", type=_budgets, help="prompt budgets: a,b,c or lo:hi:step (default: 10 up to window - reserve)")
     parser.add_argument("--slack", type=int, default=4096, help="tokens to keep free under window - output reserve (4096)")
     parser.add_argument("--low-water", type=float, help="fraction of the budget a trim goes down to (the manager's default)")
-    parser.add_argument("--tokenizer", help="tokenizer spec (default: recorded, else qwen3.6)")
+    parser.add_argument(
+        "--tokenizer",
+        help="a model name of a shipped family to count as (default: the recording's family, "
+        "else qwen3.6 for the synthetic session)",
+    )
     parser.add_argument(
         "--estimate", type=float, metavar="CHARS_PER_TOKEN",
         help="budget in estimated tokens (chars / this, e.g. 4.0 as the field notes' harness "
@@ -104,10 +109,15 @@ def main(argv: list[str] | None = None) -> int:
             traces.append(synthetic_trace(hours=args.synthetic_hours, seed=args.seed))
         if args.preserve_thinking is not None:
             traces = [replace(t, preserve_thinking=args.preserve_thinking) for t in traces]
+        if args.tokenizer:  # count every session as that model's family
+            family = family_for_model(args.tokenizer)
+            if family is None:
+                raise ConfigurationError(f"--tokenizer {args.tokenizer!r} names no shipped model family")
+            traces = [replace(t, model_family=family.name) for t in traces]
         first = traces[0]
         counter = (
             counter_for(first.header, args.tokenizer) if first.header is not None
-            else get_token_counter(args.tokenizer or "qwen3.6")
+            else get_token_counter(args.tokenizer or "qwen3.6")  # the synthetic session is Qwen3.6-shaped
         )
         windows = args.window or [first.window or 65536]
         reserves = args.output_reserve or [first.output_reserve or 6144]

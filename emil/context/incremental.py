@@ -9,8 +9,9 @@ Blocks are measured with the template itself, by difference over tiny probe conv
 the counts stay exact for whatever the template renders. Where a block depends on its position
 the position is part of the key:
 
-- assistant messages render their ``<think>`` block only after the last real user query
-  (unless ``preserve_thinking``): two variants, "kept" and "dropped";
+- assistant messages render their ``<think>`` block only where the family's template shows it
+  (after the last real user query, or always with ``preserve_thinking``): two variants, "kept"
+  and "dropped";
 - consecutive tool results share one user turn: each result is counted as a middle block and
   each run of results adds the constant cost of opening and closing that turn;
 - the system message is counted together with the tools block the template puts in it;
@@ -24,13 +25,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import chain, compress, count, islice
 from operator import attrgetter, is_, is_not, ne
 from typing import Any
 
+from emil.context.family import ModelFamily, ThinkRule, generic_family
 from emil.context.history import Message
-from emil.context.qwen_blocks import render_block
 from emil.context.template import ChatTemplate, TemplateError, prepare_messages, prepare_tools
 from emil.context.tokens import TokenCounter
 from emil.context.turn_cache import PerTurn
@@ -57,31 +58,15 @@ def _wire(message: MessageLike) -> dict[str, Any]:
     return message.to_openai() if isinstance(message, Message) else message
 
 
-def _content_text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return str(content)
-
-
-def _is_query_message(message: MessageLike, wire: dict[str, Any]) -> bool:
+def _is_query(rule: Callable[[Any], bool] | None, message: MessageLike) -> bool:
+    """A real user query by the family's rule (any user message when it has none)."""
     if isinstance(message, Message):
         if message.role != "user":
             return False
-        text = message.text.strip()
-        return not (text.startswith("<tool_response>") and text.endswith("</tool_response>"))
-    return _is_query(wire)
-
-
-def _is_query(wire: dict[str, Any]) -> bool:
-    """A user message that is not a bare tool-response wrapper (the template's rule)."""
-    if wire.get("role") != "user":
+        return rule is None or rule(message.text)
+    if message.get("role") != "user":
         return False
-    text = _content_text(wire.get("content")).strip()
-    return not (text.startswith("<tool_response>") and text.endswith("</tool_response>"))
+    return rule is None or rule(message.get("content"))
 
 
 class _TurnInfo:
@@ -91,9 +76,9 @@ class _TurnInfo:
 
     __slots__ = ("bad", "counts", "keys", "query", "total", "turn")
 
-    def __init__(self, turn: tuple[Message, ...]) -> None:
+    def __init__(self, turn: tuple[Message, ...], rule: Callable[[Any], bool] | None) -> None:
         self.turn = turn
-        self.query = any(m.role == "user" and _is_query_message(m, {}) for m in turn)
+        self.query = any(_is_query(rule, m) for m in turn)
         self.bad = not turn or turn[0].role == "tool"
         self.counts: list[int] = []
         self.keys: list[BlockKey] = []
@@ -186,15 +171,29 @@ class IncrementalCounter:
         enable_thinking: bool = False,
         add_generation_prompt: bool = True,
         preserve_thinking: bool = False,
+        family: ModelFamily | None = None,
     ) -> None:
+        """``family`` gives the template (unless ``template`` is given), its reasoning placement
+        and its fast path; without one, ``template`` is measured by probing only. A family
+        without a template counts prompts with its ``prompt_count`` (the server's /tokenize)."""
         self.counter = counter
-        self.template = template or ChatTemplate.default()
+        if family is not None and template is None and family.template is not None:
+            template = family.template()
+        self.family = family or generic_family()
+        prompt_count = self.family.prompt_count
+        if template is None and prompt_count is None:
+            raise TemplateError("no chat template and no prompt counter to count prompts with")
+        self.template = template
+        self._prompt_count = prompt_count
         self.enable_thinking = enable_thinking
         self.add_generation_prompt = add_generation_prompt
         self.preserve_thinking = preserve_thinking
-        # Emil's own template has a Python twin of its blocks (see qwen_blocks); others are
-        # measured by probing the template itself.
-        self._fast = render_block if self.template.is_shipped_default else None
+        self._rule = self.family.is_query
+        self._shows: ThinkRule = self.family.shows_think
+        # The family's own template has a Python twin of its blocks (see qwen_blocks); others
+        # are measured by probing the template (or the server) itself.
+        own = family is not None and template is not None and family.template is not None
+        self._fast = self.family.fast_path if own and self._is_family_template() else None
         self.mode = "incremental"
         """"incremental", or "whole" once additivity failed verification for this template."""
         self._verified = False
@@ -219,8 +218,39 @@ class IncrementalCounter:
 
     # -- whole render (the reference, and the fallback) ----------------------------------------
 
+    def _is_family_template(self) -> bool:
+        loader = self.family.template
+        return loader is not None and self.template is not None and (
+            loader().source == self.template.source
+        )
+
     def _kwargs(self) -> dict[str, Any]:
         return {"preserve_thinking": True} if self.preserve_thinking else {}
+
+    @property
+    def origin(self) -> str:
+        """Where counts come from (a template file, or the server)."""
+        return self.template.origin if self.template is not None else self.counter.name
+
+    def _count_prompt(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        add_generation_prompt: bool,
+    ) -> int:
+        """Exact tokens of wire messages + tools: rendered here, or counted by the server."""
+        if self.template is None:
+            assert self._prompt_count is not None
+            kwargs = {"enable_thinking": self.enable_thinking, **self._kwargs()}
+            return self._prompt_count(messages, tools, add_generation_prompt, kwargs)
+        text = self.template.render_prepared(
+            prepare_messages(messages, self.template.content_format),
+            prepare_tools(tools),
+            add_generation_prompt=add_generation_prompt,
+            enable_thinking=self.enable_thinking,
+            **self._kwargs(),
+        )
+        return self.counter.count(text)
 
     def render(
         self,
@@ -231,6 +261,8 @@ class IncrementalCounter:
     ) -> str:
         """The whole prompt text, as the server renders it."""
         agp = self.add_generation_prompt if add_generation_prompt is None else add_generation_prompt
+        if self.template is None:
+            raise TemplateError(f"{self.origin} counts prompts without rendering them")
         return self.template.render(
             [_wire(m) for m in messages],
             tools,
@@ -244,21 +276,14 @@ class IncrementalCounter:
     ) -> int:
         """Naive exact count: render everything and tokenize everything."""
         self.stats["whole_renders"] += 1
-        return self.counter.count(self.render(messages, tools))
+        return self._count_prompt([_wire(m) for m in messages], tools, self.add_generation_prompt)
 
     # -- probes ---------------------------------------------------------------------------------
 
     def _probe(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None
     ) -> int:
-        text = self.template.render_prepared(
-            prepare_messages(messages),
-            prepare_tools(tools),
-            add_generation_prompt=False,
-            enable_thinking=self.enable_thinking,
-            **self._kwargs(),
-        )
-        return self.counter.count(text)
+        return self._count_prompt(messages, tools, False)
 
     def _constant(self, name: str) -> int:
         value = self._constants.get(name)
@@ -273,14 +298,7 @@ class IncrementalCounter:
             core_t = self._probe([u, t, t, t]) - self._constant("tt")
             value = self._probe([u, t]) - self._constant("base") - core_t
         elif name == "gen":
-            text = self.template.render(
-                [u],
-                None,
-                add_generation_prompt=True,
-                enable_thinking=self.enable_thinking,
-                **self._kwargs(),
-            )
-            value = self.counter.count(text) - self._constant("base")
+            value = self._count_prompt([u], None, True) - self._constant("base")
         else:  # pragma: no cover - internal names only
             raise KeyError(name)
         self._constants[name] = value
@@ -297,7 +315,7 @@ class IncrementalCounter:
         if self._fast is not None:
             # Only assistant messages change in preparation (tool-call arguments parsed,
             # reasoning mirrored); the others would just be deep-copied, and the twin reads them.
-            prepared = prepare_messages([wire])[0] if wire.get("role") == "assistant" else wire
+            prepared = prepare_messages([wire])[0]
             value = self.counter.count(self._fast(prepared, variant))
         elif variant == "kept" or variant == "user":
             value = self._probe([u, wire]) - self._constant("base")
@@ -374,16 +392,17 @@ class IncrementalCounter:
         # history every turn, so it avoids building wire dicts.
         roles = [m.role if isinstance(m, Message) else m.get("role") for m in messages]
         last_query = -1
+        rule = self._rule
         for index in range(len(messages) - 1, -1, -1):
-            if roles[index] == "user" and _is_query_message(
-                messages[index], _wire(messages[index])
-            ):
+            if roles[index] == "user" and _is_query(rule, messages[index]):
                 last_query = index
                 break
         if last_query < 0:
-            # Let the template produce its own refusal (or its own count if it has none).
-            self.render(messages, tools)
-            raise TemplateError("no user query in messages; the count is not defined")
+            if self.family.query_required:
+                # Let the template produce its own refusal (or its own count if it has none).
+                self.count_whole(messages, tools)
+                raise TemplateError("no user query in messages; the count is not defined")
+            last_query = len(messages) - 1  # the template's default: no reasoning shown
         tools_key = self._tools_key(tools)
         counts: list[int] = []
         keys: list[BlockKey] = []
@@ -396,13 +415,16 @@ class IncrementalCounter:
         run = self._constant("run")
         blocks = self._blocks
         keep_all = self.preserve_thinking
+        shows = self._shows
+        last = len(messages) - 1
         previous_role = roles[start - 1] if start else None
         for index in range(start, len(messages)):
             role = roles[index]
             message = messages[index]
             fp = message.fingerprint if isinstance(message, Message) else _fingerprint(message)
             if role == "assistant":
-                variant = "kept" if keep_all or index > last_query else "dropped"
+                kept = shows(_wire(message), index > last_query, index == last, keep_all)
+                variant = "kept" if kept else "dropped"
             elif role == "tool":
                 variant = "tool"
             else:
@@ -468,6 +490,18 @@ class IncrementalCounter:
         (empty in whole-render mode)."""
         total, layout = self._layout(head, turns, tools, blocks=True)
         assert layout is not None
+        if self.template is None and self.mode == "incremental":
+            # Only the server knows its template, and block sums are exact only for additive
+            # ones: every assembled prompt is also counted whole (one cached /tokenize), and
+            # the first disagreement makes whole counts the rule (ladder candidates included).
+            whole = self.count_whole([*head, *(m for turn in turns for m in turn)], tools)
+            if whole != total:
+                _log.warning(
+                    "%s: block sum %d != whole count %d; counting whole prompts from now on",
+                    self.origin, total, whole,
+                )
+                self.mode = "whole"
+                return whole, BlockLayout.flat([], [])
         return total, layout
 
     def _layout(
@@ -617,7 +651,7 @@ class IncrementalCounter:
     def _turn_info(self, turn: tuple[Message, ...]) -> _TurnInfo:
         info = self._turns.get(id(turn))
         if info is None or info.turn is not turn:
-            info = _TurnInfo(turn)
+            info = _TurnInfo(turn, self._rule)
             if len(self._turns) > self.max_turns:  # a bound for very long sessions
                 self._turns.clear()
             self._turns[id(turn)] = info  # holds the turn, so the id stays unique
@@ -654,7 +688,7 @@ class IncrementalCounter:
             _log.warning(
                 "chat template %s is not additive over these messages (sum %d != whole %d); "
                 "counting by whole renders from now on",
-                self.template.origin,
+                self.origin,
                 summed,
                 whole,
             )

@@ -19,6 +19,7 @@ from itertools import chain
 from typing import Any
 
 from emil.context.budget import Budget, Calibration, CalibrationReport
+from emil.context.family import ModelFamily, family_for_model
 from emil.context.history import History, Message, Turn
 from emil.context.incremental import BlockLayout, IncrementalCounter
 from emil.context.ladder import (
@@ -80,8 +81,10 @@ class ContextManager:
     """Fits a history into the served window, exactly, with prefix-cache-friendly trims.
 
     ``counter`` is a TokenCounter or a spec for :func:`get_token_counter` (a model name such as
-    the served model id). ``preserve_thinking`` must match what the server renders with
-    (``chat_template_kwargs``); True keeps every prompt append-only between trims.
+    the served model id, whose family then also gives the template). ``family`` is the resolved
+    :class:`ModelFamily` (template or server counting, reasoning placement, fast path).
+    ``preserve_thinking`` must match what the server renders with (``chat_template_kwargs``);
+    True keeps every prompt append-only between trims.
 
     ``incremental``: an exact counter to share with other managers of the same counter,
     template and thinking settings (a budget sweep runs one session through many managers;
@@ -101,7 +104,10 @@ class ContextManager:
         ladder: LadderConfig | None = None,
         calibration: Calibration | None = None,
         incremental: IncrementalCounter | None = None,
+        family: ModelFamily | None = None,
     ) -> None:
+        if family is None and template is None and isinstance(counter, str):
+            family = family_for_model(counter)
         self.counter = get_token_counter(counter) if isinstance(counter, str) else counter
         self.budget = budget
         self.system_prompt = system_prompt
@@ -114,12 +120,16 @@ class ContextManager:
                 template,
                 enable_thinking=enable_thinking,
                 preserve_thinking=preserve_thinking,
+                family=family,
             )
         elif (
             incremental.counter is not self.counter
             or incremental.enable_thinking != enable_thinking
             or incremental.preserve_thinking != preserve_thinking
-            or (template is not None and incremental.template.source != template.source)
+            or (
+                template is not None
+                and (incremental.template is None or incremental.template.source != template.source)
+            )
         ):
             raise ValueError("a shared IncrementalCounter must count with this manager's settings")
         self.incremental = incremental

@@ -19,14 +19,15 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from emil.context.budget import Budget
+from emil.context.family import ModelFamily
 from emil.context.history import History, Message
 from emil.context.incremental import IncrementalCounter
 from emil.context.ladder import LadderConfig
 from emil.context.manager import ContextManager
-from emil.context.template import ChatTemplate
 from emil.context.tokens import TokenCounter
 from emil.exceptions import BudgetError
 from emil.offline.piece_counter import CachedCounter
+from emil.offline.tokenizer import family_for
 from emil.offline.trace import SessionTrace
 
 __all__ = [
@@ -44,6 +45,7 @@ class _CharCounter:
     """Counts characters: with a budget scaled by N it is exactly "chars / N estimated tokens"."""
 
     name = "characters"
+    special_tokens: frozenset[str] = frozenset()
 
     def count(self, text: str) -> int:
         return len(text)
@@ -67,23 +69,23 @@ class SharedCaches:
     """
 
     def __init__(self) -> None:
-        self._counters: dict[tuple[int, str | None, bool, bool], IncrementalCounter] = {}
+        self._counters: dict[tuple[int, str, bool, bool], IncrementalCounter] = {}
         self._ladders: dict[int, tuple[TokenCounter, LadderConfig]] = {}
 
     def incremental(
         self,
         counter: TokenCounter,
-        template: ChatTemplate | None,
+        family: ModelFamily,
         enable_thinking: bool,
         preserve_thinking: bool,
     ) -> IncrementalCounter:
-        source = None if template is None else template.source
-        key = (id(counter), source, enable_thinking, preserve_thinking)
+        assert family.template is not None, "a sweep counts with a local template"
+        key = (id(counter), family.template().source, enable_thinking, preserve_thinking)
         found = self._counters.get(key)
         if found is None or found.counter is not counter:
             found = IncrementalCounter(
-                counter, template, enable_thinking=enable_thinking,
-                preserve_thinking=preserve_thinking,
+                counter, enable_thinking=enable_thinking,
+                preserve_thinking=preserve_thinking, family=family,
             )
             # The sweep holds every message of its sessions anyway: never start over.
             found.max_blocks = found.max_turns = _NO_LIMIT
@@ -173,7 +175,7 @@ def simulate(
     :class:`SharedCaches`); the default manager then uses them.
     """
     started = time.perf_counter()
-    template = ChatTemplate.from_source(trace.chat_template) if trace.chat_template else None
+    family = family_for(trace.header, model_family=trace.model_family)
     truth: IncrementalCounter | None = None
     managed_budget = budget
     manager_counter: TokenCounter = counter
@@ -181,12 +183,12 @@ def simulate(
         a = assume_chars_per_token
         truth = (
             IncrementalCounter(
-                counter, template, enable_thinking=trace.enable_thinking,
-                preserve_thinking=trace.preserve_thinking,
+                counter, enable_thinking=trace.enable_thinking,
+                preserve_thinking=trace.preserve_thinking, family=family,
             )
             if shared is None
             else shared.incremental(
-                counter, template, trace.enable_thinking, trace.preserve_thinking
+                counter, family, trace.enable_thinking, trace.preserve_thinking
             )
         )
         manager_counter = _CHARS
@@ -197,9 +199,9 @@ def simulate(
     if manager_factory is None:
         manager = ContextManager(
             manager_counter, managed_budget, trace.system_prompt, trace.tools,
-            trace.enable_thinking, template=template, preserve_thinking=trace.preserve_thinking,
+            trace.enable_thinking, family=family, preserve_thinking=trace.preserve_thinking,
             incremental=None if shared is None else shared.incremental(
-                manager_counter, template, trace.enable_thinking, trace.preserve_thinking
+                manager_counter, family, trace.enable_thinking, trace.preserve_thinking
             ),
             ladder=None if shared is None else shared.ladder(manager_counter),
         )

@@ -24,11 +24,12 @@ def synthetic_trace(
     seed: int = 7,
     reasoning: bool = True,
     preserve_thinking: bool = _PRESERVE_THINKING,
+    model_family: str = "qwen3.6",
 ) -> SessionTrace:
     """``hours`` of seeded Emil-like play (about 170 turns an hour), with Emil's tool specs.
 
     Assistant messages carry reasoning (a thinking model), and the session runs with Emil's
-    default ``preserve_thinking`` unless told otherwise.
+    default ``preserve_thinking`` unless told otherwise, counted as ``model_family``.
     """
     if hours <= 0:
         raise ValueError(f"--synthetic-hours must be positive, got {hours}")
@@ -40,6 +41,7 @@ def synthetic_trace(
         system_prompt=SYSTEM_PROMPT,
         tools=emil_tool_specs(),
         preserve_thinking=preserve_thinking,
+        model_family=model_family,
     )
 
 

@@ -64,6 +64,8 @@ class SessionTrace:
     prompt_budget: int | None = None
     tokenizer: str | None = None
     chat_template: str | None = None
+    model_family: str | None = None
+    """The model family the session counted with (see :func:`emil.offline.tokenizer.family_for`)."""
     stopped_at_line: int | None = None
     problem: str | None = None
     header: HeaderRecord | None = None
@@ -132,6 +134,7 @@ class SessionTrace:
                 "prompt_budget": header.prompt_budget,
                 "tokenizer": header.tokenizer,
                 "chat_template": header.chat_template,
+                "model_family": header.model_family,
                 "header": header,
             }
         problem = read.problem if isinstance(read, RecordingRead) else None
@@ -150,6 +153,7 @@ class SessionTrace:
         preserve_thinking: bool = False,
         turn_seconds: float = 10.0,
         start: float = 0.0,
+        model_family: str | None = None,
     ) -> SessionTrace:
         """A trace from turns of messages: a request before each assistant message and after
         the last message of a turn that ends on a tool result (the loop asks again then).
@@ -172,6 +176,7 @@ class SessionTrace:
         return cls(
             name, tuple(steps), system_prompt=system_prompt, tools=list(tools),
             enable_thinking=enable_thinking, preserve_thinking=preserve_thinking,
+            model_family=model_family,
         )
 
 

@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="model name at --endpoint (default: the one it serves)")
     p.add_argument("--world", choices=["embedded"], help="play the recorded actions into an embedded Minecraft server")
     p.add_argument("--hold", type=float, default=0.0, help="with --world: keep the server open this many seconds to watch")
-    p.add_argument("--tokenizer", help="tokenizer spec (default: the recorded one)")
+    p.add_argument("--tokenizer", help="count as this model's family (a model name), or a model directory with its template (default: the recording's family)")
     p.add_argument("--window", type=int, help="served window (default: the recorded one)")
     p.add_argument("--output-reserve", type=int, help="output reserve (default: the recorded one)")
     p.add_argument("--prompt-budget", type=int, help="prompt budget (default: the recorded one)")

@@ -11,6 +11,7 @@ import emil.context
 MODULES = [
     "budget",
     "counting",
+    "family",
     "history",
     "incremental",
     "ladder",

@@ -14,6 +14,7 @@ from dataclasses import replace
 import pytest
 
 from emil.context.budget import Budget
+from emil.context.family import family_by_name
 from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
 from emil.context.synthetic import (
@@ -30,6 +31,7 @@ from emil.offline.synthetic import synthetic_trace
 from emil.offline.trace import SessionTrace
 from tests.unit.context.reference_manager import ReferenceContextManager, naive_oldest_event_time
 
+QWEN36 = family_by_name("qwen3.6")
 COUNTER = CachedCounter(get_token_counter("qwen3.6"))
 TOOLS = emil_tool_specs()
 
@@ -63,9 +65,9 @@ def test_fast_assemblies_equal_the_reference_over_synthetic_play(
     seed: int, preserve: bool, window: int
 ) -> None:
     budget = Budget(window, output_reserve=6144)
-    fast = ContextManager(COUNTER, budget, SYSTEM_PROMPT, TOOLS, preserve_thinking=preserve)
+    fast = ContextManager(COUNTER, budget, SYSTEM_PROMPT, TOOLS, preserve_thinking=preserve, family=QWEN36)
     slow = ReferenceContextManager(
-        COUNTER, budget, SYSTEM_PROMPT, TOOLS, preserve_thinking=preserve
+        COUNTER, budget, SYSTEM_PROMPT, TOOLS, preserve_thinking=preserve, family=QWEN36
     )
     fast_history = slow_history = History()
     requests = trims = 0
@@ -98,7 +100,7 @@ def test_a_sweep_point_is_the_same_with_the_reference_manager(preserve: bool) ->
     def reference(b: Budget, t: SessionTrace) -> ContextManager:
         return ReferenceContextManager(
             COUNTER, b, t.system_prompt, t.tools, t.enable_thinking,
-            preserve_thinking=t.preserve_thinking,
+            preserve_thinking=t.preserve_thinking, family=QWEN36,
         )
 
     fast = simulate(trace, budget, COUNTER)

@@ -12,12 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from emil.context.family import family_by_name
 from emil.context.history import Message
 from emil.context.incremental import IncrementalCounter, _flat_shared
 from emil.context.ladder import LadderConfig, drop_reasoning, elide_results
 from emil.context.template import ChatTemplate, TemplateError
 from emil.context.tokens import get_token_counter
 
+QWEN36 = family_by_name("qwen3.6")
 COUNTER = get_token_counter("qwen3.6")
 TOOLS = [
     {
@@ -112,7 +114,7 @@ def test_block_sum_equals_whole_render(
 ) -> None:
     tools = TOOLS if with_tools else None
     inc = IncrementalCounter(
-        COUNTER, enable_thinking=thinking, preserve_thinking=preserve, add_generation_prompt=agp
+        COUNTER, enable_thinking=thinking, preserve_thinking=preserve, add_generation_prompt=agp, family=QWEN36
     )
     whole = inc.count_whole(msgs, tools)
     block_sum = sum(inc.block_counts(msgs, tools)) + (inc._constant("gen") if agp else 0)
@@ -122,7 +124,7 @@ def test_block_sum_equals_whole_render(
 
 
 def test_reasoning_variant_follows_the_last_query() -> None:
-    inc = IncrementalCounter(COUNTER)
+    inc = IncrementalCounter(COUNTER, family=QWEN36)
     thought = Message.assistant("done", reasoning="a long chain of thought " * 20)
     first = [Message.observation("go"), thought]
     later = [*first, Message.observation("next")]
@@ -135,7 +137,7 @@ def test_reasoning_variant_follows_the_last_query() -> None:
 
 
 def test_cache_hits_on_the_second_count() -> None:
-    inc = IncrementalCounter(COUNTER)
+    inc = IncrementalCounter(COUNTER, family=QWEN36)
     msgs = [Message.system("sys"), Message.observation("hello"), Message.assistant("hi")]
     inc.count(msgs)
     misses = inc.stats["misses"]
@@ -144,7 +146,7 @@ def test_cache_hits_on_the_second_count() -> None:
 
 
 def test_dict_messages_are_counted_too() -> None:
-    inc = IncrementalCounter(COUNTER)
+    inc = IncrementalCounter(COUNTER, family=QWEN36)
     msgs: list[dict[str, Any]] = [
         {"role": "user", "content": "hey"},
         {"role": "assistant", "content": "yo"},
@@ -155,7 +157,7 @@ def test_dict_messages_are_counted_too() -> None:
 def test_non_additive_template_falls_back_to_whole_render(caplog: pytest.LogCaptureFixture) -> None:
     # No special tokens between messages: text merges across blocks, so sums are wrong.
     source = "{% for m in messages %}{{ m.content }}{% endfor %}"
-    inc = IncrementalCounter(COUNTER, ChatTemplate.from_source(source))
+    inc = IncrementalCounter(COUNTER, ChatTemplate.from_source(source), family=QWEN36)
     msgs = [{"role": "user", "content": "ab"}, {"role": "user", "content": "cd"}]
     with caplog.at_level(logging.WARNING):
         assert inc.count(msgs) == COUNTER.count("abcd")
@@ -165,7 +167,7 @@ def test_non_additive_template_falls_back_to_whole_render(caplog: pytest.LogCapt
 
 
 def test_no_user_query_is_refused() -> None:
-    inc = IncrementalCounter(COUNTER)
+    inc = IncrementalCounter(COUNTER, family=QWEN36)
     with pytest.raises(TemplateError):
         inc.count([Message.system("only a system prompt")])
 
@@ -176,7 +178,7 @@ def test_turn_cached_count_equals_the_flat_count(
     msgs: list[Message], preserve: bool, with_tools: bool
 ) -> None:
     tools = TOOLS if with_tools else None
-    inc = IncrementalCounter(COUNTER, preserve_thinking=preserve)
+    inc = IncrementalCounter(COUNTER, preserve_thinking=preserve, family=QWEN36)
     head = [msgs[0]] if msgs[0].role == "system" else []
     body = msgs[len(head) :]
     # Turns as the history builds them: a new turn at every user message.
@@ -202,7 +204,7 @@ def _synthetic_play(turns: int, seed: int = 3) -> tuple[list[Message], list[tupl
 
 
 def test_swapping_or_dropping_an_old_turn_is_sized_by_the_turn_totals() -> None:
-    inc = IncrementalCounter(COUNTER)
+    inc = IncrementalCounter(COUNTER, family=QWEN36)
     head, played = _synthetic_play(12)
     turns = tuple(played)
     inc.count_turns(head, turns, TOOLS)  # the first count verifies the block sums, whole
@@ -228,7 +230,7 @@ def test_swapping_or_dropping_an_old_turn_is_sized_by_the_turn_totals() -> None:
 
 
 def test_turn_steps_it_cannot_size_are_left_to_a_full_count() -> None:
-    inc = IncrementalCounter(COUNTER)
+    inc = IncrementalCounter(COUNTER, family=QWEN36)
     head, played = _synthetic_play(6)
     turns = tuple(played)
     inc.count_turns(head, turns, TOOLS)
@@ -246,7 +248,7 @@ def test_turn_steps_it_cannot_size_are_left_to_a_full_count() -> None:
 
 
 def test_layout_prefix_equals_the_flat_key_walk() -> None:
-    inc = IncrementalCounter(COUNTER)
+    inc = IncrementalCounter(COUNTER, family=QWEN36)
     head, played = _synthetic_play(30, seed=5)
     rng = random.Random(5)
     previous = None

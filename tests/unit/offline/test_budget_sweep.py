@@ -89,7 +89,7 @@ def _expected(turns: list[tuple[Message, ...]], budget: Budget) -> dict[str, obj
 @pytest.mark.parametrize("prompt_budget", [2000, 3000, 4500])
 def test_trims_at_a_budget_are_the_ones_the_ladder_contract_implies(prompt_budget: int) -> None:
     turns = _turns(60)
-    trace = SessionTrace.from_turns(turns, system_prompt=SYSTEM)
+    trace = SessionTrace.from_turns(turns, system_prompt=SYSTEM, model_family="qwen3.6")
     budget = Budget(WINDOW, RESERVE, margin=WINDOW - RESERVE - prompt_budget)
     want = _expected(turns, budget)
     got = simulate(trace, budget, get_token_counter("qwen3.6"), manager_factory=_manager)
@@ -106,14 +106,14 @@ def test_trims_at_a_budget_are_the_ones_the_ladder_contract_implies(prompt_budge
 
 
 def test_a_budget_above_the_peak_never_trims() -> None:
-    trace = SessionTrace.from_turns(_turns(10), system_prompt=SYSTEM)
+    trace = SessionTrace.from_turns(_turns(10), system_prompt=SYSTEM, model_family="qwen3.6")
     got = simulate(trace, Budget(WINDOW, RESERVE, margin=0), get_token_counter("qwen3.6"))
     assert (got.trims, got.horizon_median_min, got.horizon_min_min) == (0, None, None)
     assert got.append_only_share == 1.0 and got.reprefill_tokens_per_hour == 0.0
 
 
 def test_sweep_recommends_the_largest_budget_with_the_slack(tmp_path: Path) -> None:
-    trace = SessionTrace.from_turns(_turns(40), system_prompt=SYSTEM)
+    trace = SessionTrace.from_turns(_turns(40), system_prompt=SYSTEM, model_family="qwen3.6")
     result = sweep(
         [trace], get_token_counter("qwen3.6"), windows=[WINDOW], output_reserves=[RESERVE],
         budgets=[3000, 6000, 9000, 12000, 14336], slack=2048,
@@ -149,7 +149,7 @@ def test_default_budgets_end_at_window_minus_reserve() -> None:
 
 
 def test_sweep_without_budgets_looks_below_a_short_sessions_peak() -> None:
-    trace = SessionTrace.from_turns(_turns(30), system_prompt=SYSTEM)
+    trace = SessionTrace.from_turns(_turns(30), system_prompt=SYSTEM, model_family="qwen3.6")
     result = sweep([trace], get_token_counter("qwen3.6"), windows=[WINDOW], output_reserves=[RESERVE])
     peak = max(p.peak_prompt_tokens for p in result.points)
     assert result.points[-1].prompt_budget == WINDOW - RESERVE
@@ -169,7 +169,7 @@ def test_a_budget_in_estimated_tokens_lets_real_prompts_overflow() -> None:
         )
         for i in range(60)
     ]
-    trace = SessionTrace.from_turns(turns, system_prompt=SYSTEM)
+    trace = SessionTrace.from_turns(turns, system_prompt=SYSTEM, model_family="qwen3.6")
     counter = get_token_counter("qwen3.6")
     window, reserve, estimated = 8192, 2048, 5500
     b = Budget(window, reserve, margin=window - reserve - estimated)
