@@ -1,4 +1,4 @@
-"""Benchmark the context manager on a synthetic Emil-like session (emil.context.synthetic).
+"""Benchmark the context manager on a synthetic Emil-like session (emil.offline.synthetic).
 
 Prints three tables:
 
@@ -29,15 +29,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from emil.context.budget import Budget
 from emil.context.history import History
 from emil.context.manager import ContextManager
-from emil.context.synthetic import (
+from emil.context.template import ChatTemplate
+from emil.context.tokens import TokenCounter, get_token_counter
+from emil.offline.synthetic import (
     SYSTEM_PROMPT,
     emil_tool_specs,
     grow,
     request_steps,
     synthetic_turns,
 )
-from emil.context.template import ChatTemplate
-from emil.context.tokens import TokenCounter, get_token_counter
 
 WINDOW = 65536
 OUTPUT_RESERVE = 6144

@@ -29,7 +29,8 @@ from typing import Any
 
 import anyio
 
-from emil.agent.ports import Completer, ContextPort, NewMessage, Outcome, WorldPort
+from emil.agent.between_turns import wait_preparing
+from emil.agent.ports import Completer, ContextPort, Message, Outcome, WorldPort
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.events import ActionFinished, Chat, Damage, Death, GameEvent, HostileNearby
 from emil.exceptions import ContextOverflowError, EndpointUnavailable
@@ -46,7 +47,6 @@ from emil.recording import (
     RecoveryRecord,
     RequestRecord,
     ToolResultRecord,
-    TrimRecordEntry,
 )
 
 __all__ = ["Agent", "AgentOptions"]
@@ -203,7 +203,7 @@ class Agent:
             if wait is None or wait > 0:
                 self._wake = anyio.Event()
                 with anyio.move_on_after(math.inf if wait is None else wait):
-                    await self._wake.wait()
+                    await wait_preparing(self._wake, self.context.prepare)
                 continue
             await self._turn(self.perception.take())
 
@@ -232,7 +232,7 @@ class Agent:
             snapshot = await self._snapshot()
             event_times = [t.event.t for t in triaged]
             stored = self.context.add(
-                NewMessage(
+                Message(
                     role="user",
                     kind="observation",
                     content=format_events(triaged),
@@ -261,7 +261,7 @@ class Agent:
                 return
             calls = completion.tool_calls
             stored = self.context.add(
-                NewMessage(
+                Message(
                     role="assistant",
                     kind="assistant",
                     content=completion.content,
@@ -335,7 +335,7 @@ class Agent:
 
     def _add_result(self, turn: int, step: int, call: ToolCall, outcome: Outcome) -> None:
         stored = self.context.add(
-            NewMessage(role="tool", kind="tool_result", content=outcome.text, tool_call_id=call.id, name=call.name)
+            Message(role="tool", kind="tool_result", content=outcome.text, tool_call_id=call.id, name=call.name)
         )
         ref = self.recorder.message(stored, turn=turn)
         self.recorder.write(
@@ -398,13 +398,7 @@ class Agent:
             assembly = self.context.assemble(limit)
             for trim in assembly.trims:
                 stats.trims += 1
-                self.recorder.write(
-                    TrimRecordEntry(
-                        turn=stats.turn, rung=trim.rung, messages_touched=trim.messages_touched,
-                        tokens_freed=trim.tokens_freed, horizon_after_s=trim.horizon_after_s,
-                        tokens_before=trim.tokens_before, tokens_after=trim.tokens_after,
-                    )
-                )
+                self.recorder.write(trim.model_copy(update={"turn": stats.turn}))
             refs = self.recorder.request_refs(assembly.messages, turn=stats.turn, ids=assembly.message_ids)
             request = ChatRequest(
                 messages=assembly.messages,

@@ -33,6 +33,7 @@ from emil.agent.turnstats import SessionStats
 from emil.config import Settings
 from emil.context.budget import Budget
 from emil.context.history import History
+from emil.context.ladder import LadderConfig
 from emil.context.manager import ContextManager
 from emil.context.template import ChatTemplate
 from emil.context.tokens import TokenCounter, get_token_counter
@@ -186,6 +187,7 @@ def build_agent(
     manager = ContextManager(
         model.counter, model.budget, system_prompt, tools, s.enable_thinking,
         template=model.template, preserve_thinking=s.preserve_thinking,
+        ladder=LadderConfig(rungs=s.trim_rungs),
     )
     context = ManagedContext(manager, system_prompt, tools, history=history)
     context.check_fits()

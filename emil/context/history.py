@@ -13,10 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from typing import Any, Literal
-
-from emil.context.turn_cache import PerTurn
 
 __all__ = ["History", "Kind", "Message", "Role", "Turn"]
 
@@ -174,24 +171,6 @@ class Message:
 
 Turn = tuple[Message, ...]
 
-# Oldest event time per turn, by turn identity (the entry holds the turn, so its id stays
-# unique): the horizon is asked for on every request and a long history has hundreds of turns.
-_oldest: dict[int, tuple[Turn, float | None]] = {}
-
-
-def _turn_oldest(turn: Turn) -> float | None:
-    entry = _oldest.get(id(turn))
-    if entry is None or entry[0] is not turn:
-        times = [m.event_time for m in turn if m.event_time is not None]
-        entry = (turn, min(times) if times else None)
-        if len(_oldest) > 50_000:  # a bound for very long sessions; recomputing is cheap
-            _oldest.clear()
-        _oldest[id(turn)] = entry
-    return entry[1]
-
-
-_oldest_per_turn = PerTurn(_turn_oldest)
-
 
 @dataclass(frozen=True)
 class History:
@@ -231,20 +210,11 @@ class History:
         return sum(len(turn) for turn in self.turns)
 
     def oldest_event_time(self) -> float | None:
-        return self._oldest_event_time
-
-    @cached_property
-    def _oldest_event_time(self) -> float | None:
-        # Once per history object: the manager and its callers ask on every request.
-        times = [t for t in _oldest_per_turn.values(self.turns) if t is not None]
-        return min(times) if times else None
+        """Game time of the oldest event still held verbatim (the memory note not included)."""
+        times = (m.event_time for turn in self.turns for m in turn if m.event_time is not None)
+        return min(times, default=None)
 
     def horizon(self, now: float) -> float | None:
         """Seconds since the oldest game event still held verbatim; None if none is timed."""
         oldest = self.oldest_event_time()
         return None if oldest is None else max(0.0, now - oldest)
-
-    def with_turns(self, turns: Iterable[Turn], memory: Message | None = None) -> History:
-        return History(
-            tuple(tuple(t) for t in turns), memory if memory is not None else self.memory
-        )

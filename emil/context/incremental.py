@@ -25,17 +25,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from itertools import chain, compress, count, islice
-from operator import attrgetter, is_, is_not, ne
 from typing import Any
 
 from emil.context.history import Message
 from emil.context.qwen_blocks import render_block
 from emil.context.template import ChatTemplate, TemplateError, prepare_messages, prepare_tools
 from emil.context.tokens import TokenCounter
-from emil.context.turn_cache import PerTurn
 
-__all__ = ["BlockKey", "BlockLayout", "IncrementalCounter", "MessageLike"]
+__all__ = ["BlockKey", "IncrementalCounter", "MessageLike"]
 
 _log = logging.getLogger(__name__)
 
@@ -45,6 +42,7 @@ BlockKey = tuple[str, str]
 
 _PROBE_USER: dict[str, Any] = {"role": "user", "content": "probe"}
 _PROBE_TOOL: dict[str, Any] = {"role": "tool", "tool_call_id": "probe", "content": "probe"}
+_PROBE_QUERY = Message.chat("probe")
 
 
 def _fingerprint(message: MessageLike) -> str:
@@ -67,112 +65,16 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
-def _is_query_message(message: MessageLike, wire: dict[str, Any]) -> bool:
-    if isinstance(message, Message):
-        if message.role != "user":
-            return False
-        text = message.text.strip()
-        return not (text.startswith("<tool_response>") and text.endswith("</tool_response>"))
-    return _is_query(wire)
-
-
-def _is_query(wire: dict[str, Any]) -> bool:
+def _is_query(message: MessageLike) -> bool:
     """A user message that is not a bare tool-response wrapper (the template's rule)."""
-    if wire.get("role") != "user":
+    if isinstance(message, Message):
+        text = message.text if message.role == "user" else None
+    else:
+        text = _content_text(message.get("content")) if message.get("role") == "user" else None
+    if text is None:
         return False
-    text = _content_text(wire.get("content")).strip()
+    text = text.strip()
     return not (text.startswith("<tool_response>") and text.endswith("</tool_response>"))
-
-
-class _TurnInfo:
-    """What is cached about one turn (by identity): whether it holds a real user query, whether
-    it opens with a tool result, and (filled on demand) its block counts, keys and total as it
-    renders before the last query."""
-
-    __slots__ = ("bad", "counts", "keys", "query", "total", "turn")
-
-    def __init__(self, turn: tuple[Message, ...]) -> None:
-        self.turn = turn
-        self.query = any(m.role == "user" and _is_query_message(m, {}) for m in turn)
-        self.bad = not turn or turn[0].role == "tool"
-        self.counts: list[int] = []
-        self.keys: list[BlockKey] = []
-        self.total = -1
-
-
-_BAD = attrgetter("bad")
-_TOTAL = attrgetter("total")
-_COUNTS = attrgetter("counts")
-_KEYS = attrgetter("keys")
-
-
-def _flat_shared(previous: list[BlockKey], keys: list[BlockKey], counts: list[int]) -> tuple[int, bool]:
-    n = len(previous)
-    # Mostly the very same key objects, so the list comparison runs at C speed.
-    if n and n <= len(keys) and keys[:n] == previous:
-        return sum(counts[:n]), True
-    same = next(compress(count(), map(ne, previous, keys)), min(n, len(keys)))
-    return sum(counts[:same]), bool(previous) and same == n
-
-
-class BlockLayout:
-    """Per-block token counts and keys of one measured prompt (equal keys at equal positions
-    mean identical rendered text), kept in the parts they were measured in: the head and tail
-    blocks, and the cached lists of the old turns between them. Flattened only when read, and
-    compared with the previous prompt turn by turn, so a request costs O(turns), not
-    O(messages)."""
-
-    __slots__ = ("head", "old", "tail_counts", "tail_keys")
-
-    def __init__(
-        self,
-        head: int,
-        tail_counts: list[int],
-        tail_keys: list[BlockKey],
-        old: Sequence[_TurnInfo] = (),
-    ) -> None:
-        self.head = head
-        """How many leading entries of the tail lists are the head (system, memory note)."""
-        self.tail_counts = tail_counts
-        self.tail_keys = tail_keys
-        self.old = old
-
-    @classmethod
-    def flat(cls, counts: list[int], keys: list[BlockKey]) -> BlockLayout:
-        return cls(len(counts), counts, keys)
-
-    def counts(self) -> list[int]:
-        h = self.head
-        return list(chain(self.tail_counts[:h], *map(_COUNTS, self.old), self.tail_counts[h:]))
-
-    def keys(self) -> list[BlockKey]:
-        h = self.head
-        return list(chain(self.tail_keys[:h], *map(_KEYS, self.old), self.tail_keys[h:]))
-
-    def shared_prefix(self, previous: BlockLayout | None) -> tuple[int, bool]:
-        """Leading tokens identical to ``previous`` (block-granular), and whether all of
-        ``previous`` is a prefix of this prompt (the request only appends)."""
-        if previous is None:
-            return 0, False
-        h = self.head
-        if not (self.old or previous.old) or previous.head != h:
-            return _flat_shared(previous.keys(), self.keys(), self.counts())
-        if previous.tail_keys[:h] != self.tail_keys[:h]:
-            return _flat_shared(previous.keys(), self.keys(), self.counts())
-        # Same head; the old turns agree up to the first one that is not the same object
-        # (the same object has the same blocks); from there on, block by block.
-        old_p, old_c = previous.old, self.old
-        i = next(compress(count(), map(is_not, old_p, old_c)), min(len(old_p), len(old_c)))
-        tokens = sum(self.tail_counts[:h]) + sum(map(_TOTAL, old_c[:i]))
-        rest_p = old_p[i:]
-        rest_c = old_c[i:]
-        n_p = sum(map(len, map(_KEYS, rest_p))) + len(previous.tail_keys) - h
-        n_c = sum(map(len, map(_KEYS, rest_c))) + len(self.tail_keys) - h
-        keys_p = chain(chain.from_iterable(map(_KEYS, rest_p)), islice(previous.tail_keys, h, None))
-        keys_c = chain(chain.from_iterable(map(_KEYS, rest_c)), islice(self.tail_keys, h, None))
-        same = next(compress(count(), map(ne, keys_p, keys_c)), min(n_p, n_c))
-        counts_c = chain(chain.from_iterable(map(_COUNTS, rest_c)), islice(self.tail_counts, h, None))
-        return tokens + sum(islice(counts_c, same)), same == n_p
 
 
 class IncrementalCounter:
@@ -202,20 +104,10 @@ class IncrementalCounter:
         self._heads: dict[tuple[str, str], int] = {}
         self._constants: dict[str, int] = {}
         self._tools_cache: tuple[list[dict[str, Any]], str] | None = None
-        self._turns: dict[int, _TurnInfo] = {}
-        self._infos = PerTurn(self._turn_info)
-        # The last tail walked by measure_turns: the objects it was made of (held, so their
-        # identities stay unique) and its block counts, keys and sum.
-        self._tail: tuple[tuple[Any, ...], list[int], list[BlockKey], int] = ((), [], [], 0)
-        # The last turn sequences known to take the cached path of measure_turns (no turn opens
-        # with a tool result, some turn holds a query), with the index of their last query turn:
-        # the ladder's current state and its latest candidate (kept or not).
-        self._good: list[tuple[tuple[tuple[Message, ...], ...], int]] = []
         self.stats = {"misses": 0, "whole_renders": 0}
         self.max_blocks = 200_000
-        """Block counts kept before the cache starts over (recounting is cheap; an offline
-        sweep, which holds its whole session anyway, raises this and :attr:`max_turns`)."""
-        self.max_turns = 50_000
+        """Block counts kept before the cache starts over (a bound for very long sessions;
+        recounting is cheap)."""
 
     # -- whole render (the reference, and the fallback) ----------------------------------------
 
@@ -375,9 +267,7 @@ class IncrementalCounter:
         roles = [m.role if isinstance(m, Message) else m.get("role") for m in messages]
         last_query = -1
         for index in range(len(messages) - 1, -1, -1):
-            if roles[index] == "user" and _is_query_message(
-                messages[index], _wire(messages[index])
-            ):
+            if roles[index] == "user" and _is_query(messages[index]):
                 last_query = index
                 break
         if last_query < 0:
@@ -433,215 +323,23 @@ class IncrementalCounter:
         blocks, keys = self.block_counts_and_keys(messages, tools)
         return sum(blocks) + self.generation_tokens(), blocks, keys
 
-    def count_turns(
-        self,
-        head: Sequence[MessageLike],
-        turns: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None = None,
-    ) -> int:
-        """Exact count of ``head + flattened turns`` (see :meth:`measure_turns`)."""
-        return self.measure_turns(head, turns, tools, blocks=False)[0]
-
-    def measure_turns(
-        self,
-        head: Sequence[MessageLike],
-        turns: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None = None,
-        *,
-        blocks: bool = True,
-    ) -> tuple[int, list[int], list[BlockKey]]:
-        """:meth:`measure` of ``head + flattened turns`` (see :meth:`measure_layout`).
-        ``blocks=False`` skips the per-block lists (returned empty) when only the total is
-        wanted."""
-        total, layout = self._layout(head, turns, tools, blocks=blocks)
-        if layout is None:
-            return total, [], []
-        return total, layout.counts(), layout.keys()
-
-    def measure_layout(
-        self,
-        head: Sequence[MessageLike],
-        turns: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None = None,
-    ) -> tuple[int, BlockLayout]:
-        """Exact prompt tokens of ``head + flattened turns`` and its :class:`BlockLayout`
-        (empty in whole-render mode)."""
-        total, layout = self._layout(head, turns, tools, blocks=True)
-        assert layout is not None
-        return total, layout
-
-    def _layout(
-        self,
-        head: Sequence[MessageLike],
-        turns: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None,
-        *,
-        blocks: bool,
-    ) -> tuple[int, BlockLayout | None]:
-        """:meth:`measure` of ``head + flattened turns``, with whole old turns cached.
-
-        A turn wholly before the last user query renders the same wherever it sits, so its
-        block counts, keys and total are cached by the turn itself (by identity: History keeps
-        old turn tuples, and the trim ladder measures hundreds of candidates that differ in one
-        turn). Only the head and the turns from the last query on are walked message by
-        message; the rest costs one cache look-up per turn.
-        """
-        if self.mode == "whole" or not self._verified or not head:
-            return self._layout_flat(head, turns, tools)
-        first = head[0]
-        if (first.role if isinstance(first, Message) else first.get("role")) != "system":
-            return self._layout_flat(head, turns, tools)
-        infos = self._infos.values(turns)
-        split = len(turns)
-        for index in range(len(infos) - 1, -1, -1):
-            if infos[index].query:
-                split = index
-                break
-        # Turns opening with a tool result would take their framing from the previous turn.
-        if split == len(turns) or any(map(_BAD, infos)):
-            return self._layout_flat(head, turns, tools)
-        if isinstance(turns, tuple):
-            self._good = [(turns, split)]
-        tail_counts, tail_keys, tail_total = self._tail_blocks(head, turns[split:], tools)
-        old = infos[:split]
-        totals = list(map(_TOTAL, old))
-        if totals and min(totals) < 0:
-            for info in old:
-                if info.total < 0:
-                    self._fill(info)
-            totals = list(map(_TOTAL, old))
-        total = tail_total + sum(totals) + self.generation_tokens()
-        if not blocks:
-            return total, None
-        return total, BlockLayout(len(head), tail_counts, tail_keys, old)
-
-    def _layout_flat(
-        self,
-        head: Sequence[MessageLike],
-        turns: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None,
-    ) -> tuple[int, BlockLayout]:
-        total, counts, keys = self._measure_flat(head, turns, tools)
-        return total, BlockLayout.flat(counts, keys)
-
-    def _old_total(self, turn: tuple[Message, ...]) -> int:
-        info = self._turn_info(turn)
-        if info.total < 0:
-            self._fill(info)
-        return info.total
-
-    def swap_turn(
-        self,
-        turns: tuple[tuple[Message, ...], ...],
-        index: int,
-        turn: tuple[Message, ...],
-    ) -> tuple[tuple[tuple[Message, ...], ...], int | None]:
-        """``turns`` with ``turns[index]`` replaced, and the exact change that makes to
-        :meth:`measure_turns` (any head opening with the system message), or None when it
-        is not known without a full count.
-
-        Known when ``turns`` was last measured (or built here) on the cached path and the
-        turn sits before the last query: old turns render alike wherever they sit, so the
-        prompt changes by exactly the difference of the two turns' cached totals.
-        """
-        out = (*turns[:index], turn, *turns[index + 1 :])
-        split = self._good_split(turns)
-        if split is None or index >= split or self._turn_info(turn).bad:
-            return out, None
-        delta = self._old_total(turn) - self._old_total(turns[index])
-        self._good = [(turns, split), (out, split)]
-        return out, delta
-
-    def drop_oldest(
-        self, turns: tuple[tuple[Message, ...], ...]
-    ) -> tuple[tuple[tuple[Message, ...], ...], int | None]:
-        """``turns`` without its first turn, and the exact change to :meth:`measure_turns`
-        (head unchanged), or None when unknown (see :meth:`swap_turn`)."""
-        out = turns[1:]
-        split = self._good_split(turns)
-        if split is None or split < 1:
-            return out, None
-        delta = -self._old_total(turns[0])
-        self._good = [(turns, split), (out, split - 1)]
-        return out, delta
-
-    def _good_split(self, turns: tuple[tuple[Message, ...], ...]) -> int | None:
-        if self.mode != "incremental":
-            return None
-        for good, split in self._good:
-            if good is turns:
-                return split
-        return None
-
-    def _tail_blocks(
-        self,
-        head: Sequence[MessageLike],
-        tail: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None,
-    ) -> tuple[list[int], list[BlockKey], int]:
-        """Blocks of ``head`` + the turns from the last query on, reused while they are the
-        very same objects: the trim ladder measures hundreds of candidates that differ only in
-        an old turn or the memory note, with the same head and tail each time."""
-        parts = (*head, *tail, tools)
-        held, counts, keys, total = self._tail
-        if (
-            len(held) == len(parts)
-            and all(map(is_, held, parts))
-            and all(isinstance(m, Message) for m in head)  # dicts could be edited in place
-        ):
-            return counts, keys, total
-        counts, keys = self.block_counts_and_keys(
-            [*head, *(m for turn in tail for m in turn)], tools
-        )
-        total = sum(counts)
-        self._tail = (parts, counts, keys, total)
-        return counts, keys, total
-
-    def measure_turns_reference(
-        self,
-        head: Sequence[MessageLike],
-        turns: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None = None,
-    ) -> tuple[int, list[int], list[BlockKey]]:
-        """The plain path (every message walked, no per-turn cache); tests compare with it."""
-        return self._measure_flat(head, turns, tools)
-
-    def _measure_flat(
-        self,
-        head: Sequence[MessageLike],
-        turns: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None,
-    ) -> tuple[int, list[int], list[BlockKey]]:
-        return self.measure([*head, *(m for turn in turns for m in turn)], tools)
-
-    def _turn_info(self, turn: tuple[Message, ...]) -> _TurnInfo:
-        info = self._turns.get(id(turn))
-        if info is None or info.turn is not turn:
-            info = _TurnInfo(turn)
-            if len(self._turns) > self.max_turns:  # a bound for very long sessions
-                self._turns.clear()
-            self._turns[id(turn)] = info  # holds the turn, so the id stays unique
-        return info
-
-    def _fill(self, info: _TurnInfo) -> None:
-        # A probe query after the turn puts every assistant message before the last query, as
-        # in the real prompt; no tools, so no head is attributed to it.
-        counts, keys = self.block_counts_and_keys([*info.turn, _PROBE_USER])
-        info.counts, info.keys = counts[:-1], keys[:-1]
-        info.total = sum(info.counts)
-
     def count(
         self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None
     ) -> int:
         """Exact prompt tokens (generation prompt included if configured)."""
-        if self.mode == "whole":
-            return self.count_whole(messages, tools)
-        if not self._verified:
-            self._verified = True
-            if not self.verify(messages, tools):
-                return self.count_whole(messages, tools)
-        total = sum(self.block_counts(messages, tools))
-        return total + (self._constant("gen") if self.add_generation_prompt else 0)
+        return self.measure(messages, tools)[0]
+
+    # -- what the trim ladder asks about one turn -------------------------------------------
+
+    def has_query(self, turn: Sequence[MessageLike]) -> bool:
+        """Whether the turn holds a real user query (the template's rule)."""
+        return any(_is_query(m) for m in turn)
+
+    def turn_tokens(self, turn: Sequence[MessageLike]) -> int:
+        """Tokens of a turn that opens with no tool result and renders before a later user
+        query: what it adds to a prompt wherever it sits there (assistant reasoning shown or
+        not as at that position). Used to size ladder steps without a full count."""
+        return sum(self.block_counts([*turn, _PROBE_QUERY])[:-1])
 
     def verify(
         self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None

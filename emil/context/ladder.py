@@ -1,475 +1,238 @@
-"""The trim ladder: pure rungs over turns, cheapest loss first.
+"""The trim ladder as data: an ordered list of rung objects, cheapest loss first.
 
-1. ``drop_reasoning``   old assistant reasoning (often free: the Qwen template already hides it)
-2. ``collapse_status``  status snapshots superseded by a newer one
-3. ``elide_results``    bulky old tool results become a stub saying what was elided
-4. ``fold``             the oldest turns become lines of a rolling memory note
-5. ``evict``            whole old turns go (then the memory note itself)
-6. ``cut_newest``       only then the newest turn is cut (results elided, reasoning dropped,
-                        oldest call groups dropped); its opening message is pinned. This rung
-                        stops at the hard budget (``ceiling``), not at the low-water target:
-                        the newest turn is the one in progress, and a call group cut from it
-                        is an action the model no longer knows it took, so it takes it again
-                        (Emil answered one chat line twice after an overflow recovery); each
-                        dropped group leaves a line saying what it did in the opening message
+A :class:`Rung` is one class with one job (its ``name``, what :meth:`Rung.apply` does to the
+history, and optionally an async :meth:`Rung.prepare` run between turns). :func:`run_ladder`
+applies the rungs in order to a :class:`Trim`, which measures every step exactly, keeps a step
+only if it makes the prompt smaller, stops each rung at the target (the low-water mark; the
+hard budget for a rung marked ``hard``) and writes one :class:`TrimRecord` per rung that freed
+tokens. The built-in rungs, their registry and the checks on a configured order are in
+:mod:`emil.context.rungs`.
 
-Every rung is a pure function (turns in, turns out); :func:`run_ladder` applies them oldest turn
-first, measures after every step with the exact counter, stops at the target (the low-water
-mark) and returns a :class:`TrimRecord` per rung that freed tokens. A tool call and its result
-always stay or go together: results are elided in place, and groups (an assistant message with
-its results) leave whole.
+``apply`` is synchronous and asks nothing of the outside world: it runs inside ``assemble``,
+which runs inside the overflow recovery. Work that needs the model (a written summary) happens
+in ``prepare``, between turns, and ``apply`` only uses what is ready by then.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
+from typing import ClassVar, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from emil.context.history import History, Message, Turn
 
 __all__ = [
+    "DEFAULT_RUNGS",
     "LadderConfig",
-    "LadderState",
-    "Measure",
-    "Measurer",
-    "Summariser",
+    "Preparation",
+    "Rung",
+    "Sizes",
+    "Trim",
     "TrimRecord",
-    "collapse_status",
-    "digest_turn",
-    "drop_reasoning",
-    "elide_result",
-    "elide_results",
-    "note_dropped",
     "run_ladder",
-    "split_groups",
 ]
 
-Summariser = Callable[[Turn], str]
-"""Turns one turn into one line of the memory note (deterministic digest by default)."""
-
-_MEMORY_HEADER = "[memory] Earlier events, folded from older turns (oldest first):"
-
-
-@dataclass(frozen=True)
-class TrimRecord:
-    """What one rung of one trim did."""
-
-    rung: str
-    messages_touched: int
-    tokens_freed: int
-    horizon_after_s: float | None
-    tokens_before: int
-    tokens_after: int
+DEFAULT_RUNGS: tuple[str, ...] = (
+    "drop_reasoning", "collapse_status", "elide_results", "fold", "evict", "cut_newest",
+)
 
 
-@dataclass(frozen=True)
-class LadderState:
-    """Turns plus the memory note: what the ladder rewrites."""
+class TrimRecord(BaseModel):
+    """What one rung of one trim did; also the recording's ``trim`` record (one type for both:
+    the loop stamps ``turn`` and writes it as it is)."""
 
-    turns: tuple[Turn, ...]
-    memory: Message | None = None
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
-    @classmethod
-    def of(cls, history: History) -> LadderState:
-        return cls(history.turns, history.memory)
-
-    def to_history(self) -> History:
-        return History(self.turns, self.memory)
+    kind: Literal["trim"] = "trim"
+    t: float = Field(default_factory=time.time)
+    """Unix time of the trim (the ``now`` the prompt was assembled at)."""
+    turn: int | None = None
+    """The agent turn it happened in (set by the loop; None inside the context manager)."""
+    rung: str = ""
+    messages_touched: int = 0
+    """Messages of the history the rung rewrote or removed (folded turns count, the memory
+    note they went into does not; a memory note evicted counts one)."""
+    tokens_freed: int = 0
+    horizon_after_s: float | None = None
+    """Age of the oldest game event still held verbatim after the rung."""
+    tokens_before: int | None = None
+    """Prompt tokens before and after the rung (None in recordings older than these fields)."""
+    tokens_after: int | None = None
 
 
 @dataclass(frozen=True)
 class LadderConfig:
-    """Knobs of the ladder; defaults suit Emil's JSON-heavy tool results."""
+    """The rung order and the knobs of the built-in rungs; defaults suit Emil's results."""
 
+    rungs: tuple[str, ...] = DEFAULT_RUNGS
+    """Rung names in the order they run (see :mod:`emil.context.rungs` for the checks)."""
     elide_over_tokens: int = 160
-    """Tool results bigger than this (in tokens) are elided on rung 3."""
+    """Tool results bigger than this (in tokens) are elided (``elide_results``, ``cut_newest``)."""
     memory_max_tokens: int = 1200
     """The memory note rolls: its oldest lines drop beyond this size."""
-    summariser: Summariser | None = None
-    """None: the deterministic :func:`digest_turn`."""
-    tokens_of: Callable[[str], int] = field(default=lambda text: len(text) // 3)
-    """Text token counter used for stub and memory sizes (the manager passes the exact one)."""
-    memo_limit: int = 20_000
-    """Per-turn rewrites remembered (see :func:`_rewrite`) before the memo starts over: a bound
-    for very long live sessions; an offline sweep, which holds its whole session anyway,
-    raises it so that one day of play never starts over."""
-    _memo: dict[tuple[str, int], tuple[Turn, Turn | None]] = field(
-        default_factory=dict, init=False, compare=False, repr=False
-    )
 
 
-# -- per-message and per-turn transforms (pure) -------------------------------------------------
+class Sizes(Protocol):
+    """Exact prompt sizes of histories, with two ladder steps a counter may size without a
+    full count (the ladder tries hundreds of one-turn changes per trim, most freeing nothing).
+    ``swap`` and ``fold`` must return exactly ``measure`` of the history they build."""
 
+    def measure(self, history: History) -> int: ...
 
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _tool_names(turn: Sequence[Message]) -> dict[str, tuple[str, str]]:
-    names: dict[str, tuple[str, str]] = {}
-    for message in turn:
-        for call in message.tool_calls:
-            names[call["id"]] = (call["name"], call["arguments"])
-    return names
-
-
-def elide_result(result: Message, call: tuple[str, str] | None, tokens: int) -> Message:
-    """The stub that replaces a bulky tool result: which call, how big, what it held."""
-    name, arguments = call if call else ("unknown tool", "")
-    content = result.content or ""
-    shape = ""
-    try:
-        data = json.loads(content)
-    except (json.JSONDecodeError, TypeError):
-        data = None
-    if isinstance(data, dict):
-        shape = "; keys: " + ", ".join(list(data)[:8])
-        for flag in ("ok", "error"):
-            if flag in data and not isinstance(data[flag], dict | list):
-                shape += f"; {flag}={_clip(str(data[flag]), 60)}"
-    elif isinstance(data, list):
-        shape = f"; a list of {len(data)} items"
-    stub = (
-        f"[elided: {tokens}-token result of {name}({_clip(arguments, 80)}){shape}; "
-        f"began: {_clip(content, 80)}]"
-    )
-    return result.with_changes(content=stub)
-
-
-def drop_reasoning(turn: Turn) -> Turn | None:
-    """Assistant reasoning removed; None when the turn has none."""
-    if not any(m.reasoning for m in turn):
-        return None
-    return tuple(m.with_changes(reasoning=None) if m.reasoning else m for m in turn)
-
-
-def collapse_status(turn: Turn) -> Turn | None:
-    """Status snapshots removed (the caller only passes turns a newer snapshot supersedes)."""
-    if not any(m.status for m in turn):
-        return None
-    return tuple(m.with_changes(status=None) if m.status else m for m in turn)
-
-
-def elide_results(turn: Turn, config: LadderConfig) -> Turn | None:
-    """Bulky tool results replaced by stubs; None when nothing is bulky."""
-    calls = _tool_names(turn)
-    changed = False
-    out: list[Message] = []
-    for message in turn:
-        if message.role == "tool" and not (message.content or "").startswith("[elided:"):
-            tokens = config.tokens_of(message.content or "")
-            if tokens > config.elide_over_tokens:
-                out.append(elide_result(message, calls.get(message.tool_call_id or ""), tokens))
-                changed = True
-                continue
-        out.append(message)
-    return tuple(out) if changed else None
-
-
-def split_groups(turn: Turn) -> list[tuple[Message, ...]]:
-    """A turn as [opening, group, group...]: each group is an assistant message and the tool
-    results that answer it, so groups can leave without orphaning a call or a result."""
-    groups: list[list[Message]] = []
-    for message in turn:
-        if message.role == "tool" and groups and len(groups) > 1:
-            groups[-1].append(message)
-        else:
-            groups.append([message])
-    return [tuple(g) for g in groups]
-
-
-def _clock(t: float | None) -> str:
-    return "--:--:--" if t is None else time.strftime("%H:%M:%S", time.gmtime(t))
-
-
-def _actions(messages: Sequence[Message]) -> list[str]:
-    """What the assistant messages among ``messages`` said and did, and how each call went."""
-    results = {m.tool_call_id: m for m in messages if m.role == "tool"}
-    parts: list[str] = []
-    for message in messages:
-        if message.role != "assistant":
-            continue
-        if message.content:
-            parts.append(f'said "{_clip(message.content, 60)}"')
-        for call in message.tool_calls:
-            result = results.get(call["id"])
-            outcome = _clip(result.content or "", 50) if result else "no result"
-            parts.append(f"{call['name']}({_clip(call['arguments'], 40)}) -> {outcome}")
-    return parts
-
-
-def digest_turn(turn: Turn) -> str:
-    """One deterministic line: when, what started the turn, what Emil did and how it went."""
-    opening = turn[0]
-    parts = [f"{_clock(opening.event_time)} {_clip(opening.content or '', 100)}"]
-    return "- " + "; ".join(parts + _actions(turn[1:]))
-
-
-_DONE_NOTE = "\n\n[cut for space; already done earlier in this turn: "
-
-
-def note_dropped(opening: Message, group: Sequence[Message]) -> Message:
-    """The opening message of the turn in progress, with a note of what a call group cut from
-    that turn did: without it the model no longer knows it took those actions, and takes them
-    again (Emil answered one chat line twice after an overflow recovery)."""
-    done = _actions(group)
-    if not done:
-        return opening
-    content = opening.content or ""
-    base, sep, earlier = content.partition(_DONE_NOTE)
-    items = [earlier.removesuffix("]"), *done] if sep else done
-    return opening.with_changes(content=f"{base}{_DONE_NOTE}{'; '.join(items)}]")
-
-
-def _fold(memory: Message | None, turn: Turn, config: LadderConfig) -> Message:
-    summarise = config.summariser or digest_turn
-    lines = [] if memory is None else (memory.content or "").split("\n")[1:]
-    lines.append(summarise(turn))
-    # Rolling: the oldest lines leave first once the note is over its size.
-    while (
-        len(lines) > 1
-        and config.tokens_of("\n".join([_MEMORY_HEADER, *lines])) > config.memory_max_tokens
-    ):
-        lines.pop(0)
-    times = [m.event_time for m in turn if m.event_time is not None]
-    first = memory.event_time if memory is not None and memory.event_time is not None else None
-    oldest = min([t for t in [first, *times] if t is not None], default=None)
-    return Message.memory("\n".join([_MEMORY_HEADER, *lines]), event_time=oldest)
-
-
-# -- the driver ----------------------------------------------------------------------------------
-
-
-Measure = Callable[[LadderState], int]
-
-
-class Measurer(Protocol):
-    """Exact sizes of ladder states, with two steps a counter may answer without a full count.
-
-    ``swap`` and ``fold`` must return exactly ``measure`` of the state they build; a counter
-    that knows the size of one old turn can answer them in O(1) (the ladder tries hundreds of
-    one-turn changes per trim, most of which free nothing).
-    """
-
-    def measure(self, state: LadderState) -> int: ...
-
-    def swap(
-        self, state: LadderState, tokens: int, index: int, turn: Turn
-    ) -> tuple[LadderState, int]:
-        """``state`` (of size ``tokens``) with ``turns[index]`` replaced by ``turn``."""
+    def swap(self, history: History, tokens: int, index: int, turn: Turn) -> tuple[History, int]:
+        """``history`` (of size ``tokens``) with ``turns[index]`` replaced by ``turn``."""
         ...
 
-    def fold(
-        self, state: LadderState, tokens: int, memory: Message | None
-    ) -> tuple[LadderState, int]:
-        """``state`` without its oldest turn, and with ``memory`` as its memory note."""
+    def fold(self, history: History, tokens: int, memory: Message | None) -> tuple[History, int]:
+        """``history`` without its oldest turn, and with ``memory`` as its memory note."""
         ...
 
 
-class _Plain:
-    """A :class:`Measurer` that measures every state it builds."""
+class Trim:
+    """One run of the ladder: the history being trimmed, its exact size, and the only ways a
+    rung changes it (each kept only if it makes the prompt smaller)."""
 
-    def __init__(self, measure: Measure) -> None:
-        self.measure = measure
-
-    def swap(
-        self, state: LadderState, tokens: int, index: int, turn: Turn
-    ) -> tuple[LadderState, int]:
-        candidate = _replace_turn(state, index, turn)
-        return candidate, self.measure(candidate)
-
-    def fold(
-        self, state: LadderState, tokens: int, memory: Message | None
-    ) -> tuple[LadderState, int]:
-        candidate = LadderState(state.turns[1:], memory)
-        return candidate, self.measure(candidate)
-
-
-class _Run:
-    """Mutable bookkeeping of one ladder run; the rungs themselves stay pure."""
-
-    def __init__(self, state: LadderState, sizes: Measurer, target: int, now: float) -> None:
-        self.state = state
-        self.sizes = sizes
+    def __init__(
+        self,
+        history: History,
+        tokens: int,
+        sizes: Sizes,
+        *,
+        target: int,
+        ceiling: int,
+        now: float,
+        config: LadderConfig,
+        tokens_of: Callable[[str], int],
+    ) -> None:
+        self.history = history
+        self.tokens = tokens
         self.target = target
+        """Where this rung stops: the low-water mark, or the hard budget for a ``hard`` rung."""
+        self.ceiling = ceiling
         self.now = now
-        self.tokens = sizes.measure(state)
-        self.records: list[TrimRecord] = []
+        self.config = config
+        self.tokens_of = tokens_of
+        """Exact tokens of a text (stub and memory-note sizes)."""
+        self.touched = 0
+        self._sizes = sizes
 
     @property
     def over(self) -> bool:
+        """True while the prompt is above this rung's target."""
         return self.tokens > self.target
 
-    def _keep(self, candidate: LadderState, tokens: int) -> bool:
-        """Keep a candidate only if it is smaller: a step that frees nothing changes nothing."""
+    def _keep(self, candidate: History, tokens: int, before: Sequence[Message], after: Sequence[Message]) -> bool:
         if tokens >= self.tokens:
             return False
-        self.state, self.tokens = candidate, tokens
+        kept = set(map(id, after))
+        self.touched += sum(1 for m in before if id(m) not in kept)
+        self.history, self.tokens = candidate, tokens
         return True
 
-    def try_state(self, candidate: LadderState) -> bool:
-        return self._keep(candidate, self.sizes.measure(candidate))
-
     def try_swap(self, index: int, turn: Turn) -> bool:
-        return self._keep(*self.sizes.swap(self.state, self.tokens, index, turn))
+        """Replace ``turns[index]`` with ``turn`` if that frees tokens."""
+        old = self.history.turns[index]
+        return self._keep(*self._sizes.swap(self.history, self.tokens, index, turn), old, turn)
 
     def try_fold(self, memory: Message | None) -> bool:
-        return self._keep(*self.sizes.fold(self.state, self.tokens, memory))
+        """Drop the oldest turn and make ``memory`` the memory note, if that frees tokens."""
+        oldest = self.history.turns[0]
+        return self._keep(*self._sizes.fold(self.history, self.tokens, memory), oldest, ())
 
-    def record(self, rung: str, touched: int, before: int) -> None:
-        if touched and before > self.tokens:
-            self.records.append(
-                TrimRecord(
-                    rung=rung,
-                    messages_touched=touched,
-                    tokens_freed=before - self.tokens,
-                    horizon_after_s=self.state.to_history().horizon(self.now),
-                    tokens_before=before,
-                    tokens_after=self.tokens,
-                )
-            )
+    def try_history(self, candidate: History) -> bool:
+        """Any other change, measured in full."""
+        def parts(h: History) -> list[Message]:
+            return [*([h.memory] if h.memory else []), *h.messages()]
+
+        tokens = self._sizes.measure(candidate)
+        return self._keep(candidate, tokens, parts(self.history), parts(candidate))
 
 
-def _replace_turn(state: LadderState, index: int, turn: Turn) -> LadderState:
-    turns = list(state.turns)
-    turns[index] = turn
-    return LadderState(tuple(turns), state.memory)
+@dataclass(frozen=True)
+class Preparation:
+    """What a rung's between-turns step sees: the history as the next turn will find it, its
+    exact size, and the budget and low-water mark the next trim will trim to."""
+
+    history: History
+    tokens: int
+    budget: int
+    target: int
+    measure: Callable[[History], int]
+    tokens_of: Callable[[str], int]
 
 
-def _changed(old: Turn, new: Turn) -> int:
-    return sum(1 for a, b in zip(old, new, strict=False) if a is not b) + abs(len(old) - len(new))
+class Rung:
+    """One rung of the trim ladder; subclass it, set ``name``, implement :meth:`apply`.
 
+    A rung is built once per context manager with the ladder's config, so it may keep state
+    across trims (e.g. what :meth:`prepare` made ready).
+    """
 
-# Results of the per-turn rungs by (rung, turn identity), kept on the config. The rungs are
-# pure, so this changes nothing but speed: a turn a rung left unchanged (or whose rewrite freed
-# nothing, e.g. reasoning the template already hides) is tried again at every later trim, and
-# handing back the same rewritten turn object lets the exact counter find it in its per-turn
-# cache instead of counting fresh messages again. Entries hold the turn, so the identities in
-# the key stay unique.
-def _rewrite(
-    name: str, transform: Callable[[Turn], Turn | None], old: Turn, cfg: LadderConfig
-) -> Turn | None:
-    memo = cfg._memo
-    key = (name, id(old))
-    entry = memo.get(key)
-    if entry is None or entry[0] is not old:
-        if len(memo) >= cfg.memo_limit:
-            memo.clear()
-        entry = memo[key] = (old, transform(old))
-    return entry[1]
+    name: ClassVar[str] = ""
+    """The name used in ``trim_rungs`` and in trim records."""
+    hard: ClassVar[bool] = False
+    """Trim only above the hard budget, not down to the low-water mark (the turn in progress:
+    what it loses are actions the model would take again)."""
+    required: ClassVar[str] = ""
+    """Non-empty: why a ladder without this rung cannot guarantee that a prompt fits."""
+    last: ClassVar[bool] = False
+    """Must be the last rung of the ladder."""
 
+    def __init__(self, config: LadderConfig) -> None:
+        self.config = config
 
-def _per_turn(
-    run: _Run,
-    name: str,
-    transform: Callable[[Turn], Turn | None],
-    last: int,
-    cfg: LadderConfig,
-) -> None:
-    before, touched = run.tokens, 0
-    for index in range(last):
-        if not run.over:
-            break
-        old = run.state.turns[index]
-        new = _rewrite(name, transform, old, cfg)
-        if new is not None and run.try_swap(index, new):
-            touched += _changed(old, new)
-    run.record(name, touched, before)
+    def apply(self, trim: Trim) -> None:
+        """Shrink ``trim.history`` while ``trim.over``, through ``trim.try_*``; synchronous and
+        free of I/O (it runs inside the overflow recovery)."""
+        raise NotImplementedError
 
-
-def _fold_or_evict(run: _Run, name: str, config: LadderConfig, fold: bool) -> None:
-    before, touched = run.tokens, 0
-    while run.over and len(run.state.turns) > 1:
-        oldest = run.state.turns[0]
-        memory = _fold(run.state.memory, oldest, config) if fold else run.state.memory
-        if not run.try_fold(memory):
-            break
-        touched += len(oldest)
-    if (
-        not fold
-        and run.over
-        and run.state.memory is not None
-        and run.try_state(LadderState(run.state.turns, None))
-    ):
-        touched += 1
-    run.record(name, touched, before)
-
-
-def _cut_newest(run: _Run, config: LadderConfig, ceiling: int) -> None:
-    """Cut the turn in progress only while the prompt is above ``ceiling`` (the hard budget)."""
-    run.target = max(run.target, ceiling)
-    before, touched = run.tokens, 0
-    if not run.state.turns:
-        return
-    index = len(run.state.turns) - 1
-    for transform in (lambda t: elide_results(t, config), drop_reasoning):
-        if not run.over:
-            break
-        old = run.state.turns[index]
-        new = transform(old)
-        if new is not None and run.try_swap(index, new):
-            touched += _changed(old, new)
-    # Then whole groups, oldest first; the opening message is pinned, and notes what each
-    # dropped group did (unless the note would cost more than the group frees).
-    while run.over:
-        groups = split_groups(run.state.turns[index])
-        if len(groups) <= 1:
-            break
-        dropped = groups[1]
-        rest = tuple(m for g in (groups[0][1:], *groups[2:]) for m in g)
-        noted = (note_dropped(groups[0][0], dropped), *rest)
-        if not run.try_swap(index, noted) and not run.try_swap(index, (groups[0][0], *rest)):
-            break
-        touched += len(dropped)
-    run.record("cut_newest", touched, before)
-
-
-def _superseded_status_turns(turns: Sequence[Turn]) -> int:
-    """Turns before the last turn that carries a status snapshot (their snapshots are stale)."""
-    for index in range(len(turns) - 1, -1, -1):
-        if any(m.status for m in turns[index]):
-            return index
-    return 0
+    async def prepare(self, preparation: Preparation) -> None:
+        """Between turns, off the hot path: make ready what :meth:`apply` will use at the next
+        trim (it may await the model; a turn that starts cancels it)."""
+        return None
 
 
 def run_ladder(
     history: History,
+    rungs: Sequence[Rung],
+    sizes: Sizes,
     *,
     target: int,
-    measure: Measure | Measurer,
-    config: LadderConfig | None = None,
-    now: float | None = None,
     ceiling: int | None = None,
+    tokens: int | None = None,
+    now: float | None = None,
+    config: LadderConfig | None = None,
+    tokens_of: Callable[[str], int] = lambda text: len(text) // 3,
 ) -> tuple[History, list[TrimRecord], int]:
-    """Trim ``history`` until ``measure`` says it is at or under ``target``.
+    """Trim ``history`` with ``rungs`` in order until it is at or under ``target``.
 
-    ``ceiling`` is the hard budget (default: ``target``). Older turns are trimmed down to
-    ``target`` (the low-water mark, so the next steps need no trim); the newest turn, the one
-    in progress, is cut only while the prompt is above ``ceiling``: what it loses are actions
-    the model would repeat.
-
-    ``measure`` is a function of a state, or a :class:`Measurer` that can also size the
-    ladder's one-turn steps without a full count.
-
-    Returns the trimmed history, one record per rung that freed tokens, and the final count.
-    If even the last rung cannot reach the target the result is as small as the ladder can
-    make it; the caller decides whether that fits its hard budget.
+    ``ceiling`` is the hard budget (default ``target``), where ``hard`` rungs stop. ``tokens``
+    is the size of ``history`` when already known. Returns the trimmed history, one record per
+    rung that freed tokens, and the final size; if the last rung cannot reach the target the
+    result is as small as the ladder can make it, and the caller decides whether it fits.
     """
-    cfg = config or LadderConfig()
-    sizes = _Plain(measure) if callable(measure) else measure
-    run = _Run(LadderState.of(history), sizes, target, time.time() if now is None else now)
-    if run.over:
-        old_turns = max(len(run.state.turns) - 1, 0)
-        _per_turn(run, "drop_reasoning", drop_reasoning, old_turns, cfg)
-        _per_turn(
-            run, "collapse_status", collapse_status, _superseded_status_turns(run.state.turns), cfg
-        )
-        _per_turn(run, "elide_results", lambda t: elide_results(t, cfg), old_turns, cfg)
-        _fold_or_evict(run, "fold", cfg, fold=True)
-        _fold_or_evict(run, "evict", cfg, fold=False)
-        _cut_newest(run, cfg, target if ceiling is None else ceiling)
-    return run.state.to_history(), run.records, run.tokens
+    now = time.time() if now is None else now
+    ceiling = target if ceiling is None else ceiling
+    trim = Trim(
+        history, sizes.measure(history) if tokens is None else tokens, sizes, target=target,
+        ceiling=ceiling, now=now, config=config or LadderConfig(), tokens_of=tokens_of,
+    )
+    records: list[TrimRecord] = []
+    for rung in rungs:
+        trim.target = max(target, ceiling) if rung.hard else target
+        if not trim.over:
+            continue
+        before, trim.touched = trim.tokens, 0
+        rung.apply(trim)
+        if trim.touched and trim.tokens < before:
+            records.append(
+                TrimRecord(
+                    t=now, rung=rung.name, messages_touched=trim.touched,
+                    tokens_freed=before - trim.tokens, horizon_after_s=trim.history.horizon(now),
+                    tokens_before=before, tokens_after=trim.tokens,
+                )
+            )
+    return trim.history, records, trim.tokens

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from emil.context.budget import Budget
 from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
-from emil.context.synthetic import emil_tool_specs
 from emil.context.tokens import get_token_counter
 from emil.exceptions import BudgetError
+from emil.offline.synthetic import emil_tool_specs
 
 COUNTER = get_token_counter("qwen3.6")
 TOOLS = emil_tool_specs()[:6]

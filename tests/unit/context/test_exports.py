@@ -16,7 +16,7 @@ MODULES = [
     "ladder",
     "manager",
     "qwen_blocks",
-    "synthetic",
+    "rungs",
     "template",
     "tokens",
 ]

@@ -1,8 +1,12 @@
-"""The fast assembly path (per-turn caches, rewrite memo) gives exactly what the plain path gives.
+"""The manager's fast paths give exactly what plain counting gives.
 
-Same histories in, the same Assembly out, request after request over synthetic play that trims
-often: messages, predicted tokens, trim records, shared prefix, horizon, block counts, and the
-trimmed history itself (compared by content; message ids are fresh on both sides).
+Two shortcuts are left in the manager: block counts cached per message and summed (checked
+against whole renders of the prompt, and the shared prefix against the real token prefix), and
+the trim ladder's one-turn steps sized from the two turns involved (checked against a run in
+which every ladder candidate is counted in full). Over synthetic play that trims often, both
+runs must give the same Assembly request by request: messages, predicted tokens, trim records,
+shared prefix, horizon, block counts and the trimmed history (compared by content; message ids
+are fresh on both sides).
 """
 
 from __future__ import annotations
@@ -16,19 +20,18 @@ import pytest
 from emil.context.budget import Budget
 from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
-from emil.context.synthetic import (
+from emil.context.tokens import get_token_counter
+from emil.offline.budget_sweep import BudgetPoint, simulate
+from emil.offline.piece_counter import CachedCounter
+from emil.offline.synthetic import (
     SYSTEM_PROMPT,
     emil_tool_specs,
     grow,
     request_steps,
+    synthetic_trace,
     synthetic_turns,
 )
-from emil.context.tokens import get_token_counter
-from emil.offline.budget_sweep import simulate
-from emil.offline.piece_counter import CachedCounter
-from emil.offline.synthetic import synthetic_trace
-from emil.offline.trace import SessionTrace
-from tests.unit.context.reference_manager import ReferenceContextManager, naive_oldest_event_time
+from tests.unit.context.reference import PlainSizes
 
 COUNTER = CachedCounter(get_token_counter("qwen3.6"))
 TOOLS = emil_tool_specs()
@@ -44,64 +47,68 @@ def _content(history: History) -> tuple[list[str], str | None]:
     return [m.fingerprint for m in history.messages()], memory
 
 
-def _same(fast: Assembly, slow: Assembly) -> None:
-    assert fast.messages == slow.messages
-    assert fast.predicted_tokens == slow.predicted_tokens
-    assert fast.trims == slow.trims
-    assert fast.shared_prefix_tokens == slow.shared_prefix_tokens
-    assert fast.extends_previous == slow.extends_previous
-    assert fast.horizon_s == slow.horizon_s
-    assert fast.prompt_budget == slow.prompt_budget
-    assert fast.block_tokens == slow.block_tokens
-    assert _content(fast.history) == _content(slow.history)
+def _view(a: Assembly) -> tuple[object, ...]:
+    return (
+        a.messages, a.predicted_tokens, a.trims, a.shared_prefix_tokens, a.extends_previous,
+        a.horizon_s, a.prompt_budget, a.block_tokens, _content(a.history),
+    )
+
+
+def _play(seed: int, preserve: bool, window: int, *, check: bool) -> list[tuple[object, ...]]:
+    budget = Budget(window, output_reserve=6144)
+    manager = ContextManager(COUNTER, budget, SYSTEM_PROMPT, TOOLS, preserve_thinking=preserve)
+    history = History()
+    views: list[tuple[object, ...]] = []
+    previous: list[int] = []
+    for index, (new_turn, messages) in enumerate(_steps(seed, 90)):
+        history = grow(history, new_turn, messages)
+        # Now and then an overflow-recovery request with a forced smaller limit.
+        limit = budget.prompt_budget - 3000 if index % 37 == 36 else None
+        a = manager.assemble(history, limit=limit, now=2e9 + index)
+        if check and index % 10 == 0:  # the cached sum and the prefix figure against renders
+            text = manager.incremental.render(a.sequence, TOOLS)
+            assert a.predicted_tokens == manager.incremental.count_whole(a.sequence, TOOLS)
+            tokens = COUNTER.encode(text)
+            common = next(
+                (i for i, (x, y) in enumerate(zip(previous, tokens, strict=False)) if x != y),
+                min(len(previous), len(tokens)),
+            )
+            assert a.shared_prefix_tokens <= common
+        if check:
+            previous = COUNTER.encode(manager.incremental.render(a.sequence, TOOLS))
+        history = a.history
+        views.append(_view(a))
+    return views
 
 
 @pytest.mark.parametrize(
     ("seed", "preserve", "window"), [(0, False, 22000), (1, True, 22000), (2, False, 14000)]
 )
-def test_fast_assemblies_equal_the_reference_over_synthetic_play(
-    seed: int, preserve: bool, window: int
+def test_assemblies_equal_the_reference_over_synthetic_play(
+    seed: int, preserve: bool, window: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    budget = Budget(window, output_reserve=6144)
-    fast = ContextManager(COUNTER, budget, SYSTEM_PROMPT, TOOLS, preserve_thinking=preserve)
-    slow = ReferenceContextManager(
-        COUNTER, budget, SYSTEM_PROMPT, TOOLS, preserve_thinking=preserve
-    )
-    fast_history = slow_history = History()
-    requests = trims = 0
-    for index, (new_turn, messages) in enumerate(_steps(seed, 90)):
-        fast_history = grow(fast_history, new_turn, messages)
-        slow_history = grow(slow_history, new_turn, messages)
-        now = 2e9 + index
-        # Now and then an overflow-recovery request with a forced smaller limit.
-        limit = budget.prompt_budget - 3000 if index % 37 == 36 else None
-        a = fast.assemble(fast_history, limit=limit, now=now)
-        b = slow.assemble(slow_history, limit=limit, now=now)
-        _same(a, b)
-        if index % 10 == 0:  # and both equal the whole render (slow: every tenth request)
-            head = [fast.system, *([a.history.memory] if a.history.memory else [])]
-            whole = fast.incremental.count_whole([*head, *a.history.messages()], TOOLS)
-            assert a.predicted_tokens == whole
-        assert a.history.oldest_event_time() == naive_oldest_event_time(a.history)
-        fast_history, slow_history = a.history, b.history
-        requests += 1
-        trims += bool(a.trims)
+    fast = _play(seed, preserve, window, check=True)
+    monkeypatch.setattr("emil.context.manager._Sizes", PlainSizes)
+    slow = _play(seed, preserve, window, check=False)
+    assert len(fast) == len(slow)
+    for a, b in zip(fast, slow, strict=True):
+        assert a == b
     # The session must exercise the ladder, repeatedly, or this proves little.
-    assert trims >= 5, (requests, trims)
+    assert sum(bool(v[2]) for v in fast) >= 5
 
 
 @pytest.mark.parametrize("preserve", [True, False])
-def test_a_sweep_point_is_the_same_with_the_reference_manager(preserve: bool) -> None:
-    trace: SessionTrace = synthetic_trace(hours=1.0, seed=3, preserve_thinking=preserve)
+def test_a_sweep_point_is_the_same_with_the_reference_sizes(
+    preserve: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace = synthetic_trace(hours=1.0, seed=3, preserve_thinking=preserve)
     budget = Budget(window=24000, output_reserve=6144)
 
-    def reference(b: Budget, t: SessionTrace) -> ContextManager:
-        return ReferenceContextManager(
-            COUNTER, b, t.system_prompt, t.tools, t.enable_thinking,
-            preserve_thinking=t.preserve_thinking,
-        )
+    def point() -> BudgetPoint:
+        return replace(simulate(trace, budget, COUNTER), seconds=0.0)
 
-    fast = simulate(trace, budget, COUNTER)
-    slow = simulate(trace, budget, COUNTER, manager_factory=reference)
+    fast = point()
+    monkeypatch.setattr("emil.context.manager._Sizes", PlainSizes)
+    slow = point()
     assert fast.trims >= 5
-    assert replace(fast, seconds=0.0) == replace(slow, seconds=0.0)
+    assert fast == slow
