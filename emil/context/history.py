@@ -11,7 +11,7 @@ verbatim. The field notes' two-minute horizon is the number this makes visible.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -106,12 +106,8 @@ class Message:
                 out["reasoning"] = self.reasoning
             if self.tool_calls:
                 out["tool_calls"] = [
-                    {
-                        "id": call["id"],
-                        "type": "function",
-                        "function": {"name": call["name"], "arguments": call["arguments"]},
-                    }
-                    for call in self.tool_calls
+                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                    for c in self.tool_calls
                 ]
         if self.role == "tool" and self.tool_call_id is not None:
             out["tool_call_id"] = self.tool_call_id
@@ -129,9 +125,7 @@ class Message:
         return cls("system", content, kind="system")
 
     @classmethod
-    def observation(
-        cls, content: str, *, event_time: float | None = None, status: str | None = None
-    ) -> Message:
+    def observation(cls, content: str, *, event_time: float | None = None, status: str | None = None) -> Message:
         return cls("user", content, kind="observation", event_time=event_time, status=status)
 
     @classmethod
@@ -140,29 +134,15 @@ class Message:
 
     @classmethod
     def assistant(
-        cls,
-        content: str | None = None,
-        *,
-        tool_calls: Iterable[dict[str, str]] = (),
-        reasoning: str | None = None,
-        event_time: float | None = None,
+        cls, content: str | None = None, *, tool_calls: Iterable[dict[str, str]] = (),
+        reasoning: str | None = None, event_time: float | None = None,
     ) -> Message:
-        return cls(
-            "assistant",
-            content,
-            kind="assistant",
-            tool_calls=tuple(tool_calls),
-            reasoning=reasoning,
-            event_time=event_time,
-        )
+        return cls("assistant", content, kind="assistant", tool_calls=tuple(tool_calls),
+                   reasoning=reasoning, event_time=event_time)
 
     @classmethod
-    def tool_result(
-        cls, tool_call_id: str, content: str, *, event_time: float | None = None
-    ) -> Message:
-        return cls(
-            "tool", content, kind="tool_result", tool_call_id=tool_call_id, event_time=event_time
-        )
+    def tool_result(cls, tool_call_id: str, content: str, *, event_time: float | None = None) -> Message:
+        return cls("tool", content, kind="tool_result", tool_call_id=tool_call_id, event_time=event_time)
 
     @classmethod
     def memory(cls, content: str, *, event_time: float | None = None) -> Message:
@@ -194,6 +174,7 @@ class History:
         return replace(self, turns=(*self.turns, (message,)))
 
     def extend(self, messages: Iterable[Message]) -> History:
+        """:meth:`append` each message in turn."""
         history = self
         for message in messages:
             history = history.append(message)
@@ -202,9 +183,6 @@ class History:
     def messages(self) -> list[Message]:
         """Every message, oldest first (the memory note is not included)."""
         return [message for turn in self.turns for message in turn]
-
-    def __iter__(self) -> Iterator[Message]:
-        return iter(self.messages())
 
     def __len__(self) -> int:
         return sum(len(turn) for turn in self.turns)

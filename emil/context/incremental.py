@@ -42,7 +42,6 @@ BlockKey = tuple[str, str]
 
 _PROBE_USER: dict[str, Any] = {"role": "user", "content": "probe"}
 _PROBE_TOOL: dict[str, Any] = {"role": "tool", "tool_call_id": "probe", "content": "probe"}
-_PROBE_QUERY = Message.chat("probe")
 
 
 def _fingerprint(message: MessageLike) -> str:
@@ -328,18 +327,6 @@ class IncrementalCounter:
     ) -> int:
         """Exact prompt tokens (generation prompt included if configured)."""
         return self.measure(messages, tools)[0]
-
-    # -- what the trim ladder asks about one turn -------------------------------------------
-
-    def has_query(self, turn: Sequence[MessageLike]) -> bool:
-        """Whether the turn holds a real user query (the template's rule)."""
-        return any(_is_query(m) for m in turn)
-
-    def turn_tokens(self, turn: Sequence[MessageLike]) -> int:
-        """Tokens of a turn that opens with no tool result and renders before a later user
-        query: what it adds to a prompt wherever it sits there (assistant reasoning shown or
-        not as at that position). Used to size ladder steps without a full count."""
-        return sum(self.block_counts([*turn, _PROBE_QUERY])[:-1])
 
     def verify(
         self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Protocol
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,7 +29,6 @@ __all__ = [
     "LadderConfig",
     "Preparation",
     "Rung",
-    "Sizes",
     "Trim",
     "TrimRecord",
     "run_ladder",
@@ -75,31 +74,15 @@ class LadderConfig:
     """The memory note rolls: its oldest lines drop beyond this size."""
 
 
-class Sizes(Protocol):
-    """Exact prompt sizes of histories, with two ladder steps a counter may size without a
-    full count (the ladder tries hundreds of one-turn changes per trim, most freeing nothing).
-    ``swap`` and ``fold`` must return exactly ``measure`` of the history they build."""
-
-    def measure(self, history: History) -> int: ...
-
-    def swap(self, history: History, tokens: int, index: int, turn: Turn) -> tuple[History, int]:
-        """``history`` (of size ``tokens``) with ``turns[index]`` replaced by ``turn``."""
-        ...
-
-    def fold(self, history: History, tokens: int, memory: Message | None) -> tuple[History, int]:
-        """``history`` without its oldest turn, and with ``memory`` as its memory note."""
-        ...
-
-
 class Trim:
-    """One run of the ladder: the history being trimmed, its exact size, and the only ways a
-    rung changes it (each kept only if it makes the prompt smaller)."""
+    """One run of the ladder: the history being trimmed, its exact size, and the only way a
+    rung changes it: :meth:`try_history` (and its shorthands), kept only if it frees tokens."""
 
     def __init__(
         self,
         history: History,
         tokens: int,
-        sizes: Sizes,
+        measure: Callable[[History], int],
         *,
         target: int,
         ceiling: int,
@@ -117,38 +100,34 @@ class Trim:
         self.tokens_of = tokens_of
         """Exact tokens of a text (stub and memory-note sizes)."""
         self.touched = 0
-        self._sizes = sizes
+        self._measure = measure
 
     @property
     def over(self) -> bool:
         """True while the prompt is above this rung's target."""
         return self.tokens > self.target
 
-    def _keep(self, candidate: History, tokens: int, before: Sequence[Message], after: Sequence[Message]) -> bool:
+    def try_history(self, candidate: History) -> bool:
+        """Make ``candidate`` the trimmed history if it is smaller (measured exactly)."""
+        tokens = self._measure(candidate)
         if tokens >= self.tokens:
             return False
-        kept = set(map(id, after))
-        self.touched += sum(1 for m in before if id(m) not in kept)
+        # Touched: messages of the history that the candidate no longer holds as they were.
+        kept = set(map(id, candidate.messages()))
+        self.touched += sum(1 for m in self.history.messages() if id(m) not in kept)
+        if self.history.memory is not None and candidate.memory is None:
+            self.touched += 1
         self.history, self.tokens = candidate, tokens
         return True
 
     def try_swap(self, index: int, turn: Turn) -> bool:
         """Replace ``turns[index]`` with ``turn`` if that frees tokens."""
-        old = self.history.turns[index]
-        return self._keep(*self._sizes.swap(self.history, self.tokens, index, turn), old, turn)
+        turns = self.history.turns
+        return self.try_history(History((*turns[:index], turn, *turns[index + 1 :]), self.history.memory))
 
     def try_fold(self, memory: Message | None) -> bool:
         """Drop the oldest turn and make ``memory`` the memory note, if that frees tokens."""
-        oldest = self.history.turns[0]
-        return self._keep(*self._sizes.fold(self.history, self.tokens, memory), oldest, ())
-
-    def try_history(self, candidate: History) -> bool:
-        """Any other change, measured in full."""
-        def parts(h: History) -> list[Message]:
-            return [*([h.memory] if h.memory else []), *h.messages()]
-
-        tokens = self._sizes.measure(candidate)
-        return self._keep(candidate, tokens, parts(self.history), parts(candidate))
+        return self.try_history(History(self.history.turns[1:], memory))
 
 
 @dataclass(frozen=True)
@@ -198,7 +177,7 @@ class Rung:
 def run_ladder(
     history: History,
     rungs: Sequence[Rung],
-    sizes: Sizes,
+    measure: Callable[[History], int],
     *,
     target: int,
     ceiling: int | None = None,
@@ -207,7 +186,8 @@ def run_ladder(
     config: LadderConfig | None = None,
     tokens_of: Callable[[str], int] = lambda text: len(text) // 3,
 ) -> tuple[History, list[TrimRecord], int]:
-    """Trim ``history`` with ``rungs`` in order until it is at or under ``target``.
+    """Trim ``history`` with ``rungs`` in order until ``measure`` (exact prompt tokens) says it is
+    at or under ``target``.
 
     ``ceiling`` is the hard budget (default ``target``), where ``hard`` rungs stop. ``tokens``
     is the size of ``history`` when already known. Returns the trimmed history, one record per
@@ -217,7 +197,7 @@ def run_ladder(
     now = time.time() if now is None else now
     ceiling = target if ceiling is None else ceiling
     trim = Trim(
-        history, sizes.measure(history) if tokens is None else tokens, sizes, target=target,
+        history, measure(history) if tokens is None else tokens, measure, target=target,
         ceiling=ceiling, now=now, config=config or LadderConfig(), tokens_of=tokens_of,
     )
     records: list[TrimRecord] = []

@@ -21,7 +21,7 @@ from operator import ne
 from typing import Any
 
 from emil.context.budget import Budget, Calibration, CalibrationReport
-from emil.context.history import History, Message, Turn
+from emil.context.history import History, Message
 from emil.context.incremental import BlockKey, IncrementalCounter
 from emil.context.ladder import LadderConfig, Preparation, TrimRecord, run_ladder
 from emil.context.rungs import build_rungs
@@ -100,8 +100,7 @@ class ContextManager:
         self.enable_thinking = enable_thinking
         if incremental is None:
             incremental = IncrementalCounter(
-                self.counter, template, enable_thinking=enable_thinking,
-                preserve_thinking=preserve_thinking,
+                self.counter, template, enable_thinking=enable_thinking, preserve_thinking=preserve_thinking
             )
         elif (
             incremental.counter is not self.counter
@@ -143,9 +142,7 @@ class ContextManager:
             "generation prompt": inc.generation_tokens(),
         }
 
-    def _budget_error(
-        self, budget: int, limit: int | None, pinned: dict[str, int], got: int | None
-    ) -> BudgetError:
+    def _budget_error(self, budget: int, limit: int | None, pinned: dict[str, int], got: int | None) -> BudgetError:
         margin = max(self.budget.margin, self.calibration.margin)
         parts = " + ".join(f"{name} {value}" for name, value in pinned.items())
         limit_text = f", forced limit {limit}" if limit is not None else ""
@@ -158,9 +155,7 @@ class ContextManager:
 
     # -- the one operation ------------------------------------------------------------------------
 
-    def assemble(
-        self, history: History, *, limit: int | None = None, now: float | None = None
-    ) -> Assembly:
+    def assemble(self, history: History, *, limit: int | None = None, now: float | None = None) -> Assembly:
         """The prompt for this history, trimmed to fit; see :class:`Assembly`."""
         if not history.turns:
             raise ValueError("cannot assemble a prompt from an empty history")
@@ -174,18 +169,15 @@ class ContextManager:
         trims: list[TrimRecord] = []
         if tokens > budget:
             history, trims, tokens = run_ladder(
-                history, self.rungs, _Sizes(self), target=int(budget * self.budget.low_water),
+                history, self.rungs, self.count, target=int(budget * self.budget.low_water),
                 ceiling=budget, tokens=tokens, now=now, config=self.ladder,
                 tokens_of=self.counter.count,
             )
             if tokens > budget:
                 raise self._budget_error(budget, limit, pinned, tokens)
             for r in trims:
-                _log.info(
-                    "trim %s: %d messages, %d tokens freed (%d -> %d), horizon %s s", r.rung,
-                    r.messages_touched, r.tokens_freed, r.tokens_before, r.tokens_after,
-                    r.horizon_after_s,
-                )
+                _log.info("trim %s: %d messages, %d tokens freed (%d -> %d), horizon %s s", r.rung,
+                          r.messages_touched, r.tokens_freed, r.tokens_before, r.tokens_after, r.horizon_after_s)
             sequence = self.sequence(history)
             tokens, counts, keys = self.incremental.measure(sequence, self.tools)
         if not keys:  # whole-render mode: no block sizes, so no prefix figure either
@@ -193,15 +185,9 @@ class ContextManager:
         shared, extends = _shared_prefix(self._previous_keys, keys, counts)
         self._previous_keys = keys
         return Assembly(
-            history=history,
-            sequence=sequence,
-            predicted_tokens=tokens,
-            trims=trims,
-            shared_prefix_tokens=shared,
-            horizon_s=history.horizon(now),
-            prompt_budget=budget,
-            extends_previous=extends,
-            block_tokens=counts,
+            history=history, sequence=sequence, predicted_tokens=tokens, trims=trims,
+            shared_prefix_tokens=shared, horizon_s=history.horizon(now), prompt_budget=budget,
+            extends_previous=extends, block_tokens=counts,
         )
 
     async def prepare(self, history: History) -> None:
@@ -222,10 +208,8 @@ class ContextManager:
         """Feed the server's count for a prompt we predicted; widens the margin on disagreement."""
         self.calibration.observe(predicted, actual)
         if predicted != actual:
-            _log.warning(
-                "prompt count mismatch: predicted %d, server %d (margin now %d)",
-                predicted, actual, self.calibration.margin,
-            )
+            _log.warning("prompt count mismatch: predicted %d, server %d (margin now %d)",
+                         predicted, actual, self.calibration.margin)
 
     def calibration_report(self) -> CalibrationReport:
         return self.calibration.report()
@@ -240,53 +224,3 @@ def _shared_prefix(previous: list[BlockKey], keys: list[BlockKey], counts: list[
         return sum(counts[:n]), True
     same = next(compress(count(), map(ne, previous, keys)), min(n, len(keys)))
     return sum(counts[:same]), False
-
-
-class _Sizes:
-    """The manager's ladder :class:`~emil.context.ladder.Sizes` for one trim.
-
-    A turn wholly before the last user query renders the same wherever it sits (the template is
-    additive, verified), so replacing or dropping such a turn changes the prompt by exactly the
-    difference of the turns' own sizes: O(turn), not O(history). Anything else is counted whole.
-    """
-
-    def __init__(self, manager: ContextManager) -> None:
-        self._manager = manager
-        self._inc = manager.incremental
-        self._known: tuple[tuple[Turn, ...], int] | None = None
-        """The last turn sequence known to be additive, with the index of its last query turn."""
-
-    def measure(self, history: History) -> int:
-        return self._manager.count(history)
-
-    def _split(self, turns: tuple[Turn, ...]) -> int | None:
-        known = self._known
-        if known is not None and known[0] is turns:
-            return known[1]
-        # A turn that opens with a tool result would take its framing from the turn before.
-        if self._inc.mode != "incremental" or not all(t and t[0].role != "tool" for t in turns):
-            return None
-        split = next((i for i in range(len(turns) - 1, -1, -1) if self._inc.has_query(turns[i])), None)
-        if split is not None:
-            self._known = (turns, split)
-        return split
-
-    def swap(self, history: History, tokens: int, index: int, turn: Turn) -> tuple[History, int]:
-        turns = (*history.turns[:index], turn, *history.turns[index + 1 :])
-        out = History(turns, history.memory)
-        split = self._split(history.turns)
-        if split is None or index >= split or not turn or turn[0].role == "tool":
-            return out, self.measure(out)
-        self._known = (turns, split)
-        return out, tokens + self._inc.turn_tokens(turn) - self._inc.turn_tokens(history.turns[index])
-
-    def fold(self, history: History, tokens: int, memory: Message | None) -> tuple[History, int]:
-        out = History(history.turns[1:], memory)
-        split = self._split(history.turns)
-        if split is None or split < 1:
-            return out, self.measure(out)
-        self._known = (out.turns, split - 1)
-        # The memory note is a user block of its own right after the system turn.
-        note = self._inc.message_tokens
-        delta = (note(memory) if memory else 0) - (note(history.memory) if history.memory else 0)
-        return out, tokens - self._inc.turn_tokens(history.turns[0]) + delta

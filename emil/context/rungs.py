@@ -1,21 +1,10 @@
 """The built-in trim rungs, cheapest loss first, and the registry that names them.
 
-1. ``drop_reasoning``   old assistant reasoning (often free: the Qwen template already hides it)
-2. ``collapse_status``  status snapshots superseded by a newer one
-3. ``elide_results``    bulky old tool results become a stub saying what was elided
-4. ``fold``             the oldest turns become lines of a rolling memory note
-5. ``evict``            whole old turns go (then the memory note itself)
-6. ``cut_newest``       only then the turn in progress: results elided, reasoning dropped,
-                        oldest call groups dropped, its opening message pinned. It stops at the
-                        hard budget, not the low-water mark: a call group cut from the turn in
-                        progress is an action the model no longer knows it took, so it takes it
-                        again (Emil answered one chat line twice after an overflow recovery);
-                        each dropped group leaves a line saying what it did.
-
-A tool call and its result always stay or go together: results are elided in place, and
-groups (an assistant message with its results) leave whole. A new rung is one :class:`Rung`
-subclass plus :func:`register_rung`; :func:`build_rungs` turns a configured order into rung
-objects and refuses an order that cannot guarantee a fit.
+``drop_reasoning``, ``collapse_status`` (superseded status snapshots), ``elide_results`` (bulky
+old tool results become stubs), ``fold`` (oldest turns into the memory note), ``evict`` (whole
+old turns, then the note), ``cut_newest`` (the turn in progress, only above the hard budget).
+A tool call and its result stay or go together. A new rung is one :class:`Rung` subclass plus
+:func:`register_rung`; :func:`check_rungs` refuses an order that cannot guarantee a fit.
 """
 
 from __future__ import annotations
@@ -29,21 +18,9 @@ from emil.context.history import History, Message, Turn
 from emil.context.ladder import LadderConfig, Rung, Trim
 
 __all__ = [
-    "RUNGS",
-    "CollapseStatus",
-    "CutNewest",
-    "DropReasoning",
-    "ElideResults",
-    "Evict",
-    "Fold",
-    "build_rungs",
-    "check_rungs",
-    "digest_turn",
-    "elide_results",
-    "fold_note",
-    "note_dropped",
-    "register_rung",
-    "split_groups",
+    "RUNGS", "CollapseStatus", "CutNewest", "DropReasoning", "ElideResults", "Evict", "Fold",
+    "build_rungs", "check_rungs", "digest_turn", "elide_results", "fold_note", "note_dropped",
+    "register_rung", "split_groups",
 ]
 
 _MEMORY_HEADER = "[memory] Earlier events, folded from older turns (oldest first):"
@@ -74,10 +51,7 @@ def _elide(result: Message, call: tuple[str, str] | None, tokens: int) -> Messag
                 shape += f"; {flag}={_clip(str(data[flag]), 60)}"
     elif isinstance(data, list):
         shape = f"; a list of {len(data)} items"
-    stub = (
-        f"[elided: {tokens}-token result of {name}({_clip(arguments, 80)}){shape}; "
-        f"began: {_clip(content, 80)}]"
-    )
+    stub = f"[elided: {tokens}-token result of {name}({_clip(arguments, 80)}){shape}; began: {_clip(content, 80)}]"
     return result.with_changes(content=stub)
 
 
@@ -250,9 +224,11 @@ class Evict(Rung):
 
 
 class CutNewest(Rung):
-    """The turn in progress, only above the hard budget: its bulky results elided, its
-    reasoning dropped, then its oldest call groups, each leaving a line saying what it did
-    (unless the line costs more than the group frees). Its opening message is pinned."""
+    """The turn in progress, only above the hard budget (what it loses are actions the model no
+    longer knows it took, so it takes them again: Emil once answered one chat line twice after
+    an overflow recovery): its bulky results elided, its reasoning dropped, then its oldest call
+    groups, each leaving a line saying what it did unless the line costs more than the group
+    frees. Its opening message is pinned."""
 
     name = "cut_newest"
     hard = True

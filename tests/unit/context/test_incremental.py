@@ -165,27 +165,3 @@ def test_no_user_query_is_refused() -> None:
     inc = IncrementalCounter(COUNTER)
     with pytest.raises(TemplateError):
         inc.count([Message.system("only a system prompt")])
-
-
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(msgs=messages(), preserve=st.booleans(), with_tools=st.booleans())
-def test_an_old_turn_adds_its_own_tokens_wherever_it_sits(
-    msgs: list[Message], preserve: bool, with_tools: bool
-) -> None:
-    # What the trim ladder relies on to size a one-turn step: a turn before the last user
-    # query adds exactly turn_tokens(turn) to the whole render, wherever it sits.
-    tools = TOOLS if with_tools else None
-    inc = IncrementalCounter(COUNTER, preserve_thinking=preserve)
-    head = [msgs[0]] if msgs[0].role == "system" else []
-    turns: list[tuple[Message, ...]] = []  # as the history builds them: one per user message
-    for message in msgs[len(head) :]:
-        if message.role == "user" or not turns:
-            turns.append((message,))
-        else:
-            turns[-1] = (*turns[-1], message)
-    whole = inc.count_whole(msgs, tools)
-    assert inc.count(msgs, tools) == whole
-    last_query = max(i for i, t in enumerate(turns) if inc.has_query(t))
-    for index in range(last_query):
-        rest = [m for i, t in enumerate(turns) if i != index for m in t]
-        assert whole - inc.count_whole([*head, *rest], tools) == inc.turn_tokens(turns[index])

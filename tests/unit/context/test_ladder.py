@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from emil.context.history import History, Message, Turn
+from emil.context.history import History, Message
 from emil.context.ladder import LadderConfig, TrimRecord, run_ladder
 from emil.context.rungs import (
     build_rungs,
@@ -46,21 +46,6 @@ def _chars(state: History) -> int:
     )
 
 
-class _Chars:
-    """Sizes by :func:`_chars`, every candidate measured in full."""
-
-    def measure(self, history: History) -> int:
-        return _chars(history)
-
-    def swap(self, history: History, tokens: int, index: int, turn: Turn) -> tuple[History, int]:
-        out = History((*history.turns[:index], turn, *history.turns[index + 1 :]), history.memory)
-        return out, _chars(out)
-
-    def fold(self, history: History, tokens: int, memory: Message | None) -> tuple[History, int]:
-        out = History(history.turns[1:], memory)
-        return out, _chars(out)
-
-
 CONFIG = LadderConfig(elide_over_tokens=200, memory_max_tokens=600)
 
 
@@ -68,7 +53,7 @@ def _run(
     history: History, target: int, *, config: LadderConfig = CONFIG, ceiling: int | None = None
 ) -> tuple[History, list[TrimRecord], int]:
     return run_ladder(
-        history, build_rungs(config), _Chars(), target=target, ceiling=ceiling, config=config,
+        history, build_rungs(config), _chars, target=target, ceiling=ceiling, config=config,
         now=2000.0, tokens_of=len,
     )
 

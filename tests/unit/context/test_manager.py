@@ -8,8 +8,7 @@ import pytest
 
 from emil.context.budget import Budget, Calibration
 from emil.context.history import History, Message
-from emil.context.manager import ContextManager, _Sizes
-from emil.context.rungs import elide_results
+from emil.context.manager import ContextManager
 from emil.context.template import ChatTemplate
 from emil.context.tokens import get_token_counter
 from emil.exceptions import BudgetError
@@ -160,30 +159,6 @@ def test_overflow_limit_keeps_the_action_the_current_turn_already_took() -> None
     assert assembly.predicted_tokens <= limit
     assert assembly.history.turns[-1] == newest
     assert "cut_newest" not in [t.rung for t in assembly.trims]
-
-
-def test_ladder_steps_are_sized_exactly_with_or_without_a_full_count() -> None:
-    # The manager sizes a one-turn step from the two turns involved when it can; every case,
-    # including the ones it must count in full, gives the exact count of the new history.
-    manager = _manager(preserve_thinking=False)
-    history = _history(12)
-    tokens = manager.count(history)
-    sizes = _Sizes(manager)
-    lighter = elide_results(history.turns[3], 20, COUNTER.count)
-    assert lighter is not None
-    tool_first = tuple(m for m in history.turns[5] if m.role != "user")[1:]
-    assert tool_first and tool_first[0].role == "tool"
-    note = Message.memory("[memory] Earlier events, folded from older turns (oldest first):\n- a")
-    steps = [
-        sizes.swap(history, tokens, 3, lighter),  # an old turn
-        sizes.swap(history, tokens, len(history.turns) - 1, history.turns[-1][:1]),  # the newest
-        sizes.swap(history, tokens, 5, tool_first),  # would take its framing from turn 4
-        sizes.fold(history, tokens, note),
-        sizes.fold(History(history.turns, note), manager.count(History(history.turns, note)), None),
-    ]
-    for out, size in steps:
-        assert size == manager.count(out) == manager.incremental.count_whole(manager.sequence(out), TOOLS)
-    assert steps[0][1] != tokens  # the step changed the size (stubs of short results can grow it)
 
 
 def test_a_template_that_is_not_additive_still_trims_exactly() -> None:
