@@ -198,7 +198,7 @@ class ContextManager:
         budget = self.effective_budget()
         preparation = Preparation(
             history=history, tokens=self.count(history), budget=budget,
-            target=int(budget * self.budget.low_water), measure=self.count,
+            target=int(budget * self.budget.low_water), config=self.ladder, measure=self.count,
             tokens_of=self.counter.count,
         )
         for rung in self.rungs:

@@ -27,7 +27,7 @@ _MEMORY_HEADER = "[memory] Earlier events, folded from older turns (oldest first
 _DONE_NOTE = "\n\n[cut for space; already done earlier in this turn: "
 
 
-# -- per-message and per-turn transforms (pure) -------------------------------------------------
+# -- pure transforms of messages and turns -------------------------------------------------------
 
 
 def _clip(text: str, limit: int) -> str:
@@ -35,24 +35,34 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _elide(result: Message, call: tuple[str, str] | None, tokens: int) -> Message:
-    """The stub that replaces a bulky tool result: which call, how big, what it held."""
-    name, arguments = call if call else ("unknown tool", "")
+def _stub(result: Message, call: tuple[str, str] | None, tokens: int) -> Message:
+    """What replaces a bulky tool result: which call, how big, what it held."""
+    name, arguments = call or ("unknown tool", "")
     content = result.content or ""
-    shape = ""
     try:
         data = json.loads(content)
     except (json.JSONDecodeError, TypeError):
         data = None
+    shape = f"; a list of {len(data)} items" if isinstance(data, list) else ""
     if isinstance(data, dict):
         shape = "; keys: " + ", ".join(list(data)[:8])
         for flag in ("ok", "error"):
             if flag in data and not isinstance(data[flag], dict | list):
                 shape += f"; {flag}={_clip(str(data[flag]), 60)}"
-    elif isinstance(data, list):
-        shape = f"; a list of {len(data)} items"
-    stub = f"[elided: {tokens}-token result of {name}({_clip(arguments, 80)}){shape}; began: {_clip(content, 80)}]"
-    return result.with_changes(content=stub)
+    text = f"[elided: {tokens}-token result of {name}({_clip(arguments, 80)}){shape}; began: {_clip(content, 80)}]"
+    return result.with_changes(content=text)
+
+
+def elide_results(turn: Turn, over_tokens: int, tokens_of: Callable[[str], int]) -> Turn | None:
+    """Tool results over ``over_tokens`` replaced by stubs; None when nothing is bulky."""
+    calls = {c["id"]: (c["name"], c["arguments"]) for m in turn for c in m.tool_calls}
+    out, changed = list(turn), False
+    for i, m in enumerate(turn):
+        if m.role == "tool" and not (m.content or "").startswith("[elided:"):
+            tokens = tokens_of(m.content or "")
+            if tokens > over_tokens:
+                out[i], changed = _stub(m, calls.get(m.tool_call_id or ""), tokens), True
+    return tuple(out) if changed else None
 
 
 def _without(turn: Turn, field: str) -> Turn | None:
@@ -60,22 +70,6 @@ def _without(turn: Turn, field: str) -> Turn | None:
     if not any(getattr(m, field) for m in turn):
         return None
     return tuple(m.with_changes(**{field: None}) if getattr(m, field) else m for m in turn)
-
-
-def elide_results(turn: Turn, over_tokens: int, tokens_of: Callable[[str], int]) -> Turn | None:
-    """Tool results over ``over_tokens`` replaced by stubs; None when nothing is bulky."""
-    calls = {c["id"]: (c["name"], c["arguments"]) for m in turn for c in m.tool_calls}
-    changed = False
-    out: list[Message] = []
-    for message in turn:
-        if message.role == "tool" and not (message.content or "").startswith("[elided:"):
-            tokens = tokens_of(message.content or "")
-            if tokens > over_tokens:
-                out.append(_elide(message, calls.get(message.tool_call_id or ""), tokens))
-                changed = True
-                continue
-        out.append(message)
-    return tuple(out) if changed else None
 
 
 def split_groups(turn: Turn) -> list[tuple[Message, ...]]:
@@ -90,31 +84,26 @@ def split_groups(turn: Turn) -> list[tuple[Message, ...]]:
     return [tuple(g) for g in groups]
 
 
-def _clock(t: float | None) -> str:
-    return "--:--:--" if t is None else time.strftime("%H:%M:%S", time.gmtime(t))
-
-
 def _actions(messages: Sequence[Message]) -> list[str]:
     """What the assistant messages among ``messages`` said and did, and how each call went."""
-    results = {m.tool_call_id: m for m in messages if m.role == "tool"}
+    results = {m.tool_call_id: m.content or "" for m in messages if m.role == "tool"}
     parts: list[str] = []
-    for message in messages:
-        if message.role != "assistant":
-            continue
-        if message.content:
-            parts.append(f'said "{_clip(message.content, 60)}"')
-        for call in message.tool_calls:
-            result = results.get(call["id"])
-            outcome = _clip(result.content or "", 50) if result else "no result"
-            parts.append(f"{call['name']}({_clip(call['arguments'], 40)}) -> {outcome}")
+    for m in messages:
+        if m.role == "assistant":
+            parts += [f'said "{_clip(m.content, 60)}"'] if m.content else []
+            parts += [
+                f"{c['name']}({_clip(c['arguments'], 40)}) -> "
+                + (_clip(results[c["id"]], 50) if c["id"] in results else "no result")
+                for c in m.tool_calls
+            ]
     return parts
 
 
 def digest_turn(turn: Turn) -> str:
     """One deterministic line: when, what started the turn, what Emil did and how it went."""
-    opening = turn[0]
-    parts = [f"{_clock(opening.event_time)} {_clip(opening.content or '', 100)}"]
-    return "- " + "; ".join(parts + _actions(turn[1:]))
+    t = turn[0].event_time
+    clock = "--:--:--" if t is None else time.strftime("%H:%M:%S", time.gmtime(t))
+    return "- " + "; ".join([f"{clock} {_clip(turn[0].content or '', 100)}", *_actions(turn[1:])])
 
 
 def note_dropped(opening: Message, group: Sequence[Message]) -> Message:
@@ -129,20 +118,16 @@ def note_dropped(opening: Message, group: Sequence[Message]) -> Message:
 
 
 def fold_note(memory: Message | None, line: str, turn: Turn, trim: Trim) -> Message:
-    """The memory note with ``line`` (what ``turn`` was) added; the oldest lines roll out once
-    the note is over ``memory_max_tokens``. Any rung that folds turns builds its note here."""
-    lines = [] if memory is None else (memory.content or "").split("\n")[1:]
-    lines.append(line)
-    limit = trim.config.memory_max_tokens
-    while len(lines) > 1 and trim.tokens_of("\n".join([_MEMORY_HEADER, *lines])) > limit:
+    """The memory note with ``line`` (what ``turn`` was) added, its oldest lines rolled out
+    beyond ``memory_max_tokens``: every rung that folds turns builds its note here."""
+    lines = [*([] if memory is None else (memory.content or "").split("\n")[1:]), line]
+    while len(lines) > 1 and trim.tokens_of("\n".join([_MEMORY_HEADER, *lines])) > trim.config.memory_max_tokens:
         lines.pop(0)
-    times = [m.event_time for m in turn if m.event_time is not None]
-    if memory is not None and memory.event_time is not None:
-        times.append(memory.event_time)
+    times = [m.event_time for m in (*turn, *([memory] if memory else [])) if m.event_time is not None]
     return Message.memory("\n".join([_MEMORY_HEADER, *lines]), event_time=min(times, default=None))
 
 
-# -- the rungs ----------------------------------------------------------------------------------
+# -- the rungs ------------------------------------------------------------------------------------
 
 
 class _PerTurn(Rung):
@@ -159,8 +144,7 @@ class _PerTurn(Rung):
         for index in range(self.turns(trim.history)):
             if not trim.over:
                 return
-            new = self.rewrite(trim.history.turns[index], trim)
-            if new is not None:
+            if (new := self.rewrite(trim.history.turns[index], trim)) is not None:
                 trim.try_swap(index, new)
 
 
@@ -180,10 +164,8 @@ class CollapseStatus(_PerTurn):
     name = "collapse_status"
 
     def turns(self, history: History) -> int:
-        for index in range(len(history.turns) - 1, -1, -1):
-            if any(m.status for m in history.turns[index]):
-                return index
-        return 0
+        with_status = [i for i, turn in enumerate(history.turns) if any(m.status for m in turn)]
+        return with_status[-1] if with_status else 0
 
     def rewrite(self, turn: Turn, trim: Trim) -> Turn | None:
         return _without(turn, "status")
@@ -231,27 +213,21 @@ class CutNewest(Rung):
     frees. Its opening message is pinned."""
 
     name = "cut_newest"
-    hard = True
-    last = True
+    hard = last = True
     required = "the only rung that can shrink the turn in progress"
 
     def apply(self, trim: Trim) -> None:
         if not trim.history.turns:
             return
-        index = len(trim.history.turns) - 1
-        over = trim.config.elide_over_tokens
-        if trim.over and (new := elide_results(trim.history.turns[index], over, trim.tokens_of)):
-            trim.try_swap(index, new)
-        if trim.over and (new := _without(trim.history.turns[index], "reasoning")):
-            trim.try_swap(index, new)
-        while trim.over:
-            groups = split_groups(trim.history.turns[index])
-            if len(groups) <= 1:
-                return
+        i = len(trim.history.turns) - 1
+        if trim.over and (new := elide_results(trim.history.turns[i], trim.config.elide_over_tokens, trim.tokens_of)):
+            trim.try_swap(i, new)
+        if trim.over and (new := _without(trim.history.turns[i], "reasoning")):
+            trim.try_swap(i, new)
+        while trim.over and len(groups := split_groups(trim.history.turns[i])) > 1:
             opening, dropped = groups[0][0], groups[1]
             rest = tuple(m for g in (groups[0][1:], *groups[2:]) for m in g)
-            noted = (note_dropped(opening, dropped), *rest)
-            if not trim.try_swap(index, noted) and not trim.try_swap(index, (opening, *rest)):
+            if not trim.try_swap(i, (note_dropped(opening, dropped), *rest)) and not trim.try_swap(i, (opening, *rest)):
                 return
 
 
@@ -283,16 +259,14 @@ def check_rungs(names: Iterable[str]) -> tuple[str, ...]:
             close = difflib.get_close_matches(name, list(RUNGS), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ValueError(f"unknown trim rung {name!r}: {hint}known rungs: {', '.join(RUNGS)}")
-    twice = sorted({n for n in order if order.count(n) > 1})
-    if twice:
-        raise ValueError(f"trim rung {twice[0]!r} is listed twice; list each rung once")
+        if order.count(name) > 1:
+            raise ValueError(f"trim rung {name!r} is listed twice; list each rung once")
     lasts = [name for name, cls in RUNGS.items() if cls.last]
     for name, cls in RUNGS.items():
         if cls.required and name not in order:
             where = " at the end" if cls.last else f" before {lasts[0]!r}" if lasts else ""
             raise ValueError(
-                f"trim rungs must include {name!r} ({cls.required}; without it a prompt may "
-                f"never fit): add it{where}"
+                f"trim rungs must include {name!r} ({cls.required}; without it a prompt may never fit): add it{where}"
             )
         if cls.last and name in order and order[-1] != name:
             raise ValueError(f"trim rung {name!r} must be the last one: move it to the end")
@@ -301,4 +275,4 @@ def check_rungs(names: Iterable[str]) -> tuple[str, ...]:
 
 def build_rungs(config: LadderConfig) -> tuple[Rung, ...]:
     """The rung objects for ``config.rungs``, in order (checked by :func:`check_rungs`)."""
-    return tuple(RUNGS[name](config) for name in check_rungs(config.rungs))
+    return tuple(RUNGS[name]() for name in check_rungs(config.rungs))

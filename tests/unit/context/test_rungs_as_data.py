@@ -50,8 +50,7 @@ class PreparedSummary(Rung):
 
     name = "prepared_summary"
 
-    def __init__(self, config: LadderConfig) -> None:
-        super().__init__(config)
+    def __init__(self) -> None:
         self.ready: dict[str, str] = {}
         """Summary line per turn, by the fingerprint of the turn's opening message."""
         self.asked = 0
