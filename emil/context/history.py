@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Literal
 
 __all__ = ["History", "Kind", "Message", "Role", "Turn"]
@@ -49,7 +50,6 @@ class Message:
     event_time: float | None = None
     id: int = field(default_factory=_next_id)
     status: str | None = None
-    _fingerprint: str = field(default="", init=False, repr=False)
     _wire: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -62,17 +62,15 @@ class Message:
     # every field the wire form is built from, plus kind and time, so it is also the
     # token-cache key. repr of a tuple of strings, numbers and None is unambiguous, and half
     # the cost of JSON (no escaping of the quotes in JSON tool results).
-    @property
+    @cached_property  # a plain attribute read once computed: every request reads it per message
     def fingerprint(self) -> str:
         """Exact content key: equal fingerprints render and count identically."""
-        if not self._fingerprint:
-            calls = tuple((c["id"], c["name"], c["arguments"]) for c in self.tool_calls)
-            key = (
-                self.role, self.to_openai()["content"], self.reasoning, calls, self.tool_call_id,
-                self.name, self.kind, self.event_time,
-            )
-            object.__setattr__(self, "_fingerprint", repr(key))
-        return self._fingerprint
+        calls = tuple((c["id"], c["name"], c["arguments"]) for c in self.tool_calls)
+        key = (
+            self.role, self.to_openai()["content"], self.reasoning, calls, self.tool_call_id,
+            self.name, self.kind, self.event_time,
+        )
+        return repr(key)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):

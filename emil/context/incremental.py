@@ -38,7 +38,7 @@ _log = logging.getLogger(__name__)
 
 MessageLike = Message | dict[str, Any]
 BlockKey = tuple[str, str]
-"""(variant, fingerprint) of one rendered block."""
+"""(fingerprint, variant) of one rendered block."""
 
 _PROBE_USER: dict[str, Any] = {"role": "user", "content": "probe"}
 _PROBE_TOOL: dict[str, Any] = {"role": "tool", "tool_call_id": "probe", "content": "probe"}
@@ -274,40 +274,33 @@ class IncrementalCounter:
             self.render(messages, tools)
             raise TemplateError("no user query in messages; the count is not defined")
         tools_key = self._tools_key(tools)
-        counts: list[int] = []
-        keys: list[BlockKey] = []
-        start = 0
-        if roles[0] == "system":
-            counts.append(self._head(messages[0], tools, tools_key))
-            keys.append(("head", tools_key + _fingerprint(messages[0])))
-            start = 1
-        head_without_system = self._head(None, tools, tools_key) if start == 0 else 0
-        run = self._constant("run")
-        blocks = self._blocks
+        start = 1 if roles[0] == "system" else 0
         keep_all = self.preserve_thinking
-        previous_role = roles[start - 1] if start else None
-        for index in range(start, len(messages)):
-            role = roles[index]
-            message = messages[index]
-            fp = message.fingerprint if isinstance(message, Message) else _fingerprint(message)
-            if role == "assistant":
-                variant = "kept" if keep_all or index > last_query else "dropped"
-            elif role == "tool":
-                variant = "tool"
-            else:
-                variant = "user"
-            value = blocks.get((fp, variant))
-            if value is None:
-                value = self._block(message, variant)
-            if role == "tool" and previous_role != "tool":
-                value += run
-                variant = "tool-run"
-            counts.append(value)
-            keys.append((variant, fp))
-            previous_role = role
-        if head_without_system:
-            counts[0] += head_without_system
-            keys[0] = ("head+" + keys[0][0], tools_key + keys[0][1])
+        # List by list rather than message by message (this runs over the whole prompt on every
+        # request and on every candidate the trim ladder tries): the block look-ups run in C.
+        fps = [m.fingerprint if isinstance(m, Message) else _fingerprint(m) for m in messages]
+        variants = [
+            ("kept" if keep_all or i > last_query else "dropped") if r == "assistant"
+            else "tool" if r == "tool" else "user"
+            for i, r in enumerate(roles)
+        ]
+        keys: list[BlockKey] = list(zip(fps, variants, strict=True))
+        found = map(self._blocks.get, keys[start:])
+        counts = [
+            value if value is not None else self._block(messages[i], variants[i])
+            for i, value in enumerate(found, start)
+        ]
+        if start:
+            counts.insert(0, self._head(messages[0], tools, tools_key))
+            keys[0] = (tools_key + fps[0], "head")
+        # Each run of tool results adds the cost of opening and closing its turn to its first.
+        run = self._constant("run")
+        for i in [i for i in range(start, len(roles)) if roles[i] == "tool" and (i == 0 or roles[i - 1] != "tool")]:
+            counts[i] += run
+            keys[i] = (fps[i], "tool-run")
+        if not start and (head := self._head(None, tools, tools_key)):
+            counts[0] += head
+            keys[0] = (tools_key + keys[0][0], "head+" + keys[0][1])
         return counts, keys
 
     def measure(

@@ -84,8 +84,10 @@ class Trim:
         tokens = self._measure(candidate)
         if tokens >= self.tokens:
             return False
-        kept = set(map(id, candidate.messages()))
-        self.touched += sum(id(m) not in kept for m in self.history.messages())
+        # Touched: the messages of the turns it replaced or dropped that it does not keep.
+        old, new = set(map(id, self.history.turns)), set(map(id, candidate.turns))
+        kept = {id(m) for t in candidate.turns if id(t) not in old for m in t}
+        self.touched += sum(id(m) not in kept for t in self.history.turns if id(t) not in new for m in t)
         self.touched += self.history.memory is not None and candidate.memory is None
         self.history, self.tokens = candidate, tokens
         return True

@@ -13,6 +13,7 @@ import difflib
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from emil.context.history import History, Message, Turn
 from emil.context.ladder import LadderConfig, Rung, Trim
@@ -235,9 +236,10 @@ class CutNewest(Rung):
 
 RUNGS: dict[str, type[Rung]] = {}
 """Every rung a configuration may name, by name."""
+_R = TypeVar("_R", bound=type[Rung])
 
 
-def register_rung(cls: type[Rung]) -> type[Rung]:
+def register_rung(cls: _R) -> _R:
     """Make ``cls`` nameable in ``trim_rungs`` (usable as a class decorator)."""
     if not cls.name:
         raise ValueError(f"rung class {cls.__name__} has no name")

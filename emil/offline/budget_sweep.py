@@ -249,10 +249,8 @@ def simulate(
                 reprefill += max(0, tokens - assembly.shared_prefix_tokens - new_tokens)
         have_previous = True
         arrived.clear()
-        if trimmed_once and now is not None:
-            horizon = history.horizon(now)
-            if horizon is not None:
-                horizons.append(horizon)
+        if trimmed_once and now is not None and assembly.horizon_s is not None:
+            horizons.append(assembly.horizon_s)
     hours = ((last_now - first_now) / 3600.0) if first_now is not None and last_now is not None else 0.0
     per_hour = 1.0 / hours if hours > 0 else 0.0
     return BudgetPoint(
