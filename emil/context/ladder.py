@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -104,16 +105,20 @@ class Trim:
 
 @dataclass(frozen=True)
 class Preparation:
-    """What a rung's between-turns step sees: the history the next turn starts from, its exact
-    size, the budget and low-water mark the next trim trims to, and the ladder's config."""
+    """What a rung's between-turns step sees: the history the next turn starts from, the budget
+    and low-water mark the next trim trims to, the ladder's config, and exact counters."""
 
     history: History
-    tokens: int
     budget: int
     target: int
     config: LadderConfig
     measure: Callable[[History], int]
     tokens_of: Callable[[str], int]
+
+    @cached_property
+    def tokens(self) -> int:
+        """Exact prompt tokens of :attr:`history` (counted when first asked)."""
+        return self.measure(self.history)
 
 
 class Rung:

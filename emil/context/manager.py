@@ -23,7 +23,7 @@ from typing import Any
 from emil.context.budget import Budget, Calibration, CalibrationReport
 from emil.context.history import History, Message
 from emil.context.incremental import BlockKey, IncrementalCounter
-from emil.context.ladder import LadderConfig, Preparation, TrimRecord, run_ladder
+from emil.context.ladder import LadderConfig, Preparation, Rung, TrimRecord, run_ladder
 from emil.context.rungs import build_rungs
 from emil.context.template import ChatTemplate
 from emil.context.tokens import TokenCounter, get_token_counter
@@ -193,15 +193,15 @@ class ContextManager:
     async def prepare(self, history: History) -> None:
         """Between turns: every rung's :meth:`~emil.context.ladder.Rung.prepare` (e.g. a summary
         written by the model for the next trim). Never called from :meth:`assemble`."""
-        if not history.turns:
+        rungs = [r for r in self.rungs if type(r).prepare is not Rung.prepare]
+        if not history.turns or not rungs:  # nothing to prepare: not even a count
             return
         budget = self.effective_budget()
         preparation = Preparation(
-            history=history, tokens=self.count(history), budget=budget,
-            target=int(budget * self.budget.low_water), config=self.ladder, measure=self.count,
-            tokens_of=self.counter.count,
+            history=history, budget=budget, target=int(budget * self.budget.low_water),
+            config=self.ladder, measure=self.count, tokens_of=self.counter.count,
         )
-        for rung in self.rungs:
+        for rung in rungs:
             await rung.prepare(preparation)
 
     def observe_usage(self, predicted: int, actual: int) -> None:

@@ -226,3 +226,16 @@ async def test_the_loop_prepares_the_real_ladder_between_turns(tmp_path: Path, s
     trims = [r for r in read_recording(tmp_path / "rec.jsonl").records if isinstance(r, TrimRecord)]
     assert any(r.rung == "prepared_summary" and r.turn is not None for r in trims)
     assert context.history.memory is not None and "(summary " in (context.history.memory.content or "")
+
+
+async def test_preparing_costs_nothing_when_no_rung_prepares(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The loop prepares whenever it idles; with the built-in rungs there is nothing to prepare,
+    # so not even the history is counted (synchronous work would delay a turn that starts).
+    manager = ContextManager(COUNTER, Budget(16000, output_reserve=4096), SYSTEM_PROMPT, emil_tool_specs())
+    history = History().start_turn(next(synthetic_turns(1)).messages[0])
+
+    def no_count(_: History) -> int:
+        raise AssertionError("counted while preparing")
+
+    monkeypatch.setattr(manager, "count", no_count)
+    await manager.prepare(history)
