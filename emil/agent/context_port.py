@@ -10,6 +10,7 @@ from emil.context.history import History, Message
 from emil.context.ladder import TrimRecord
 from emil.context.manager import Assembly, ContextManager
 from emil.exceptions import BudgetError
+from emil.llm.types import LLM
 
 __all__ = ["ContextAssembly", "ManagedContext"]
 
@@ -50,7 +51,8 @@ class ManagedContext:
     """Keeps the session's :class:`History` and assembles it with a :class:`ContextManager`.
 
     Trims persist: the history returned by each assembly replaces ours, so the next prompt
-    extends this one (prefix-cache stability).
+    extends this one (prefix-cache stability). ``llm`` is the served model's client, handed to
+    the trim rungs' between-turns preparation.
     """
 
     def __init__(
@@ -60,8 +62,10 @@ class ManagedContext:
         tools: list[dict[str, Any]],
         *,
         history: History | None = None,
+        llm: LLM | None = None,
     ) -> None:
         self.manager = manager
+        self.llm = llm
         self.system_prompt = system_prompt
         self.tools = tools
         self.history = history or History()
@@ -82,7 +86,7 @@ class ManagedContext:
 
     async def prepare(self) -> None:
         """The trim ladder's between-turns step over the history as it stands."""
-        await self.manager.prepare(self.history)
+        await self.manager.prepare(self.history, llm=self.llm)
 
     def check_fits(self) -> None:
         """Startup check: system prompt + tool specs + a short observation fit the budget."""

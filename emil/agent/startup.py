@@ -189,7 +189,7 @@ def build_agent(
         template=model.template, preserve_thinking=s.preserve_thinking,
         ladder=LadderConfig(rungs=s.trim_rungs),
     )
-    context = ManagedContext(manager, system_prompt, tools, history=history)
+    context = ManagedContext(manager, system_prompt, tools, history=history, llm=model.llm)
     context.check_fits()
     recorder.write(
         HeaderRecord(

@@ -21,6 +21,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from emil.context.history import History, Message, Turn
+from emil.llm.types import LLM
 
 __all__ = ["DEFAULT_RUNGS", "LadderConfig", "Preparation", "Rung", "Trim", "TrimRecord", "run_ladder"]
 
@@ -106,7 +107,8 @@ class Trim:
 @dataclass(frozen=True)
 class Preparation:
     """What a rung's between-turns step sees: the history the next turn starts from, the budget
-    and low-water mark the next trim trims to, the ladder's config, and exact counters."""
+    and low-water mark the next trim trims to, the ladder's config, exact counters, and the
+    served model."""
 
     history: History
     budget: int
@@ -114,6 +116,9 @@ class Preparation:
     config: LadderConfig
     measure: Callable[[History], int]
     tokens_of: Callable[[str], int]
+    llm: LLM | None = None
+    """The served model's client (a short request, e.g. a summary); None offline, where a rung
+    that needs it prepares nothing and its fallback applies."""
 
     @cached_property
     def tokens(self) -> int:

@@ -28,6 +28,7 @@ from emil.context.rungs import build_rungs
 from emil.context.template import ChatTemplate
 from emil.context.tokens import TokenCounter, get_token_counter
 from emil.exceptions import BudgetError
+from emil.llm.types import LLM
 
 __all__ = ["Assembly", "ContextManager"]
 
@@ -190,7 +191,7 @@ class ContextManager:
             extends_previous=extends, block_tokens=counts,
         )
 
-    async def prepare(self, history: History) -> None:
+    async def prepare(self, history: History, *, llm: LLM | None = None) -> None:
         """Between turns: every rung's :meth:`~emil.context.ladder.Rung.prepare` (e.g. a summary
         written by the model for the next trim). Never called from :meth:`assemble`."""
         rungs = [r for r in self.rungs if type(r).prepare is not Rung.prepare]
@@ -199,7 +200,7 @@ class ContextManager:
         budget = self.effective_budget()
         preparation = Preparation(
             history=history, budget=budget, target=int(budget * self.budget.low_water),
-            config=self.ladder, measure=self.count, tokens_of=self.counter.count,
+            config=self.ladder, measure=self.count, tokens_of=self.counter.count, llm=llm,
         )
         for rung in rungs:
             await rung.prepare(preparation)

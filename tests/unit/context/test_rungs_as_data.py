@@ -2,9 +2,10 @@
 switch off, checked at start, and that a new rung joins as one class plus registering it.
 
 ``PreparedSummary`` is a test rung with the shape of issue #13's model-written summary: its
-``prepare`` (between turns, awaiting a stand-in for the model) writes summary lines for the
-oldest turns; its ``apply`` (inside ``assemble``, synchronous) folds a turn with its prepared
-line and leaves any turn without one to the ``fold`` rung after it (the deterministic digest).
+``prepare`` (between turns) asks the served model (``Preparation.llm``; here an in-process
+stand-in, ``SummaryLLM``) for summary lines of the oldest turns; its ``apply`` (inside
+``assemble``, synchronous) folds a turn with its prepared line and leaves any turn without one
+to the ``fold`` rung after it (the deterministic digest).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from emil.context.manager import ContextManager
 from emil.context.rungs import RUNGS, build_rungs, check_rungs, fold_note, register_rung
 from emil.context.tokens import get_token_counter
 from emil.events import Chat
-from emil.exceptions import ConfigurationError
+from emil.exceptions import ConfigurationError, EndpointUnavailable
 from emil.llm.types import ChatRequest, Completion
 from emil.offline.synthetic import (
     SYSTEM_PROMPT,
@@ -45,31 +46,47 @@ COUNTER = get_token_counter("qwen3.6")
 WITH_SUMMARY = ("drop_reasoning", "collapse_status", "elide_results", "prepared_summary", "fold", "evict", "cut_newest")
 
 
+class SummaryLLM:
+    """An in-process stand-in for the served model (a test double): it answers a summary
+    request with a numbered line, or fails like a busy endpoint."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.busy = False
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        await anyio.lowlevel.checkpoint()
+        if self.busy:
+            raise EndpointUnavailable("503 busy")
+        self.asked += 1
+        return Completion(content=f"(summary {self.asked}) {str(request.messages[-1]['content'])[:30]}")
+
+
 class PreparedSummary(Rung):
-    """Folds the oldest turns with summary lines written between turns (a test rung)."""
+    """Folds the oldest turns with summary lines the model wrote between turns (a test rung)."""
 
     name = "prepared_summary"
 
     def __init__(self) -> None:
         self.ready: dict[str, str] = {}
         """Summary line per turn, by the fingerprint of the turn's opening message."""
-        self.asked = 0
-        self.enabled = True
         self.idle = anyio.Event()
         """Set at the end of each preparation (the loop test waits for it)."""
 
     async def prepare(self, p: Preparation) -> None:
         # The turns the next trim would fold first: the oldest, up to what a trim frees.
         room = p.budget - p.target
-        for turn in p.history.turns[:-1] if self.enabled else ():
-            if room <= 0:
+        for turn in p.history.turns[:-1]:
+            if room <= 0 or p.llm is None:  # no model offline: those turns get the digest
                 break
             room -= sum(p.tokens_of(m.text) for m in turn)
             key = turn[0].fingerprint
             if key not in self.ready:
-                await anyio.lowlevel.checkpoint()  # stands in for a short request to the model
-                self.asked += 1
-                self.ready[key] = f"- (summary {self.asked}) {(turn[0].content or '')[:30]}"
+                request = ChatRequest(messages=[{"role": "user", "content": turn[0].content or ""}], max_completion_tokens=60)
+                try:
+                    self.ready[key] = "- " + ((await p.llm.complete(request)).content or "")
+                except EndpointUnavailable:
+                    break  # busy: those turns get the digest
         self.idle.set()
 
     def apply(self, trim: Trim) -> None:
@@ -156,15 +173,15 @@ async def test_a_new_rung_is_one_class_plus_registering_it(summary_rung: type[Ru
         COUNTER, budget, SYSTEM_PROMPT, emil_tool_specs(), preserve_thinking=True,
         ladder=LadderConfig(rungs=WITH_SUMMARY, memory_max_tokens=3000),
     )
-    rung = next(r for r in manager.rungs if isinstance(r, PreparedSummary))
-    context = ManagedContext(manager, SYSTEM_PROMPT, emil_tool_specs())
+    llm = SummaryLLM()
+    context = ManagedContext(manager, SYSTEM_PROMPT, emil_tool_specs(), llm=llm)
     records: list[TrimRecord] = []
     notes: list[list[str]] = []
     requests = 0
     for index, turn in enumerate(itertools.islice(synthetic_turns(5), 120)):
-        rung.enabled = index < 70  # later the model is "busy": nothing gets prepared
+        llm.busy = index >= 70  # later the endpoint is busy: nothing gets prepared
         await context.prepare()  # between turns
-        asked = rung.asked
+        asked = llm.asked
         for new_turn, messages in request_steps(turn):
             for n, message in enumerate(messages):
                 context.add(message, new_turn=new_turn and n == 0)
@@ -172,7 +189,7 @@ async def test_a_new_rung_is_one_class_plus_registering_it(summary_rung: type[Ru
             if requests % 25 == 24:  # an overflow recovery asks again, smaller
                 assemblies.append(context.assemble(limit=assemblies[0].predicted_tokens - 300).assembly)
             requests += 1
-            assert rung.asked == asked  # nothing in assemble awaits the model
+            assert llm.asked == asked  # nothing in assemble asks the model
             for assembly in assemblies:
                 records += assembly.trims
                 if assembly.trims and assembly.history.memory is not None:
@@ -198,7 +215,8 @@ async def test_the_loop_prepares_the_real_ladder_between_turns(tmp_path: Path, s
         ladder=LadderConfig(rungs=WITH_SUMMARY),
     )
     rung = next(r for r in manager.rungs if isinstance(r, PreparedSummary))
-    context = ManagedContext(manager, system, [])
+    llm = SummaryLLM()
+    context = ManagedContext(manager, system, [], llm=llm)
     world = WorldDouble()
 
     def brain(req: ChatRequest) -> Completion:
@@ -227,7 +245,7 @@ async def test_the_loop_prepares_the_real_ladder_between_turns(tmp_path: Path, s
     finally:
         world.close()
         rec.close()
-    assert rung.asked > 0
+    assert llm.asked > 0
     trims = [r for r in read_recording(tmp_path / "rec.jsonl").records if isinstance(r, TrimRecord)]
     assert any(r.rung == "prepared_summary" and r.turn is not None for r in trims)
     assert context.history.memory is not None and "(summary " in (context.history.memory.content or "")
