@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from emil.agent.between_turns import wait_preparing
+from emil.agent.between_turns import BetweenTurns
 from emil.agent.ports import Completer, ContextPort, Message, Outcome, WorldPort
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.events import ActionFinished, Chat, Damage, Death, GameEvent, HostileNearby
@@ -127,6 +127,7 @@ class Agent:
         self._dispatched: Counter[str] = Counter()
         """Actions this loop dispatched whose action_finished echo has not arrived yet."""
         self._log = _log.getChild(name) if name != "Emil" else _log
+        self._between = BetweenTurns(lambda: self.context.prepare())
 
     # --- public -------------------------------------------------------------------------
 
@@ -140,6 +141,7 @@ class Agent:
         failure: Exception | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._pump)
+            tg.start_soon(self._between.run)
             try:
                 await self._turns(max_turns)
             except Exception as e:  # re-raised below, unwrapped from the task group
@@ -202,8 +204,10 @@ class Agent:
             wait = self.perception.wait_s()
             if wait is None or wait > 0:
                 self._wake = anyio.Event()
+                self._between.idle()  # the context may prepare the next trim meanwhile
                 with anyio.move_on_after(math.inf if wait is None else wait):
-                    await wait_preparing(self._wake, self.context.prepare)
+                    await self._wake.wait()
+                self._between.busy()
                 continue
             await self._turn(self.perception.take())
 
