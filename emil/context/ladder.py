@@ -151,11 +151,11 @@ class Rung:
 def run_ladder(
     history: History, rungs: Sequence[Rung], measure: Callable[[History], int], *, target: int,
     ceiling: int | None = None, tokens: int | None = None, now: float | None = None,
-    config: LadderConfig | None = None, tokens_of: Callable[[str], int] = lambda text: len(text) // 3,
+    config: LadderConfig | None = None, tokens_of: Callable[[str], int],
 ) -> tuple[History, list[TrimRecord], int]:
     """Trim ``history`` with ``rungs`` in order until ``measure`` (its exact prompt tokens; the
     size ``tokens`` when already known) is at or under ``target``; ``hard`` rungs stop at
-    ``ceiling``, the hard budget. Returns the trimmed history, one record per rung that freed
+    ``ceiling``, the hard budget; ``tokens_of`` counts a text exactly (stubs, memory notes). Returns the trimmed history, one record per rung that freed
     tokens, and the final size: as small as the ladder can make it if it cannot reach the
     target (the caller decides whether that fits)."""
     now = time.time() if now is None else now
