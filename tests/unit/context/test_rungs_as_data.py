@@ -27,7 +27,6 @@ from emil.context.history import History
 from emil.context.ladder import DEFAULT_RUNGS, LadderConfig, Preparation, Rung, Trim
 from emil.context.manager import ContextManager
 from emil.context.rungs import RUNGS, build_rungs, check_rungs, fold_note, register_rung
-from emil.context.tokens import get_token_counter
 from emil.events import Chat
 from emil.exceptions import ConfigurationError, EndpointUnavailable
 from emil.llm.types import ChatRequest, Completion
@@ -42,7 +41,6 @@ from emil.perception import PerceptionPolicy
 from emil.recording import Recorder, TrimRecord, read_recording
 from tests.unit.agent.doubles import WorldDouble, answer, scripted_completer, tool
 
-COUNTER = get_token_counter("qwen3.6")
 WITH_SUMMARY = ("drop_reasoning", "collapse_status", "elide_results", "prepared_summary", "fold", "evict", "cut_newest")
 
 
@@ -154,7 +152,7 @@ def test_a_reordered_ladder_runs_in_that_order_and_a_rung_left_out_never_runs() 
     budget = Budget(16000, output_reserve=4096)
     order = ("elide_results", "drop_reasoning", "evict", "cut_newest")
     manager = ContextManager(
-        COUNTER, budget, SYSTEM_PROMPT, emil_tool_specs(), preserve_thinking=True,  # reasoning costs
+        "qwen3.6", budget, SYSTEM_PROMPT, emil_tool_specs(), preserve_thinking=True,  # reasoning costs
         ladder=LadderConfig(rungs=order),
     )
     history, trims = _play(manager, 60)
@@ -170,7 +168,7 @@ async def test_a_new_rung_is_one_class_plus_registering_it(summary_rung: type[Ru
     assert load_settings({"trim_rungs": ",".join(WITH_SUMMARY)}, env={}).settings.trim_rungs == WITH_SUMMARY
     budget = Budget(16000, output_reserve=4096)
     manager = ContextManager(
-        COUNTER, budget, SYSTEM_PROMPT, emil_tool_specs(), preserve_thinking=True,
+        "qwen3.6", budget, SYSTEM_PROMPT, emil_tool_specs(), preserve_thinking=True,
         ladder=LadderConfig(rungs=WITH_SUMMARY, memory_max_tokens=3000),
     )
     llm = SummaryLLM()
@@ -211,7 +209,7 @@ async def test_the_loop_prepares_the_real_ladder_between_turns(tmp_path: Path, s
     # the loop idles between turns and used at the next trim, which the recording shows.
     system = "You are Emil."
     manager = ContextManager(
-        COUNTER, Budget(2400, output_reserve=1024, margin=0), system, [],
+        "qwen3.6", Budget(2400, output_reserve=1024, margin=0), system, [],
         ladder=LadderConfig(rungs=WITH_SUMMARY),
     )
     rung = next(r for r in manager.rungs if isinstance(r, PreparedSummary))
@@ -254,7 +252,7 @@ async def test_the_loop_prepares_the_real_ladder_between_turns(tmp_path: Path, s
 async def test_preparing_costs_nothing_when_no_rung_prepares(monkeypatch: pytest.MonkeyPatch) -> None:
     # The loop prepares whenever it idles; with the built-in rungs there is nothing to prepare,
     # so not even the history is counted (synchronous work would delay a turn that starts).
-    manager = ContextManager(COUNTER, Budget(16000, output_reserve=4096), SYSTEM_PROMPT, emil_tool_specs())
+    manager = ContextManager("qwen3.6", Budget(16000, output_reserve=4096), SYSTEM_PROMPT, emil_tool_specs())
     history = History().start_turn(next(synthetic_turns(1)).messages[0])
 
     def no_count(_: History) -> int:
