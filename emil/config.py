@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from emil.context.ladder import DEFAULT_RUNGS
+from emil.context.rungs import check_rungs
 from emil.exceptions import ConfigurationError
 
 __all__ = [
@@ -100,6 +102,9 @@ class Settings(BaseModel):
     low_health: float = Field(default=6.0, ge=0)
     """Health at or below this is urgent (20 = full)."""
     hostile_urgent_distance: float = Field(default=8.0, ge=0)
+    trim_rungs: tuple[str, ...] = DEFAULT_RUNGS
+    """The trim ladder: rung names in the order they run, cheapest loss first; a rung left out
+    is off. "evict" and "cut_newest" (last) are required: without them a prompt may never fit."""
     prompts_dir: Path | None = None
     """Persona and rules templates; unset = the prompts/ shipped with Emil."""
     recording_dir: Path = Path("recordings")
@@ -127,7 +132,12 @@ class Settings(BaseModel):
     def _auto_is_unset(cls, v: Any) -> Any:
         return None if isinstance(v, str) and v.strip().lower() in ("auto", "", "none") else v
 
-    @field_validator("operators", "reflexes", mode="before")
+    @field_validator("trim_rungs")
+    @classmethod
+    def _known_rungs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        return check_rungs(v)
+
+    @field_validator("operators", "reflexes", "trim_rungs", mode="before")
     @classmethod
     def _comma_list(cls, v: Any) -> Any:
         if isinstance(v, str):

@@ -25,6 +25,7 @@ from typing import IO, Annotated, Any, Literal, NamedTuple, Protocol
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from emil import __version__
+from emil.context.ladder import TrimRecord
 from emil.llm.types import Completion, Timings, ToolCall, Usage
 
 __all__ = [
@@ -45,7 +46,7 @@ __all__ = [
     "RecoveryRecord",
     "RequestRecord",
     "ToolResultRecord",
-    "TrimRecordEntry",
+    "TrimRecord",
     "TurnRecord",
     "UnknownRecord",
     "messages_for_request",
@@ -245,18 +246,6 @@ class ToolResultRecord(_Record):
     """The message record holding the tool result message."""
 
 
-class TrimRecordEntry(_Record):
-    """One trim-ladder rung that fired while assembling a request."""
-
-    kind: Literal["trim"] = "trim"
-    rung: str = ""
-    messages_touched: int = 0
-    tokens_freed: int = 0
-    horizon_after_s: float | None = None
-    tokens_before: int | None = None
-    tokens_after: int | None = None
-
-
 class OverflowRecord(_Record):
     """The server said the request was too large (a 400, or a clamped ``length`` finish)."""
 
@@ -333,7 +322,7 @@ Record = Annotated[
     | RequestRecord
     | CompletionRecord
     | ToolResultRecord
-    | TrimRecordEntry
+    | TrimRecord
     | OverflowRecord
     | RecoveryRecord
     | ErrorRecord

@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import anyio
 
 from emil.context import count_prompt_tokens
-from emil.context.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 from emil.llm.client import OpenAIClient
 from emil.llm.types import ChatRequest
+from emil.offline.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 from emil.testing.brains import fixed_reply
 from emil.testing.script import Reply
 from emil.testing.subprocess_double import double_in_subprocess

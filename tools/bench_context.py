@@ -1,4 +1,4 @@
-"""Benchmark the context manager on a synthetic Emil-like session (emil.context.synthetic).
+"""Benchmark the context manager on a synthetic Emil-like session (emil.offline.synthetic).
 
 Prints three tables:
 
@@ -30,14 +30,14 @@ from emil.context.budget import Budget
 from emil.context.family import ModelFamily, family_for_model
 from emil.context.history import History
 from emil.context.manager import ContextManager
-from emil.context.synthetic import (
+from emil.context.tokens import TokenCounter
+from emil.offline.synthetic import (
     SYSTEM_PROMPT,
     emil_tool_specs,
     grow,
     request_steps,
     synthetic_turns,
 )
-from emil.context.tokens import TokenCounter
 
 WINDOW = 65536
 OUTPUT_RESERVE = 6144

@@ -39,9 +39,9 @@ from emil.agent.ports import Outcome
 from emil.agent.startup import build_agent, check_model, new_client
 from emil.config import Settings
 from emil.context.history import History
-from emil.context.synthetic import emil_tool_specs, history_of, synthetic_turns
 from emil.events import Chat, GameEvent
 from emil.llm.types import ToolCall
+from emil.offline.synthetic import emil_tool_specs, history_of, synthetic_turns
 from emil.recording import Recorder
 from emil.testing.script import Reply, ScriptedCall, ScriptRequest
 from emil.testing.subprocess_double import double_in_subprocess

@@ -29,7 +29,8 @@ from typing import Any
 
 import anyio
 
-from emil.agent.ports import Completer, ContextPort, NewMessage, Outcome, WorldPort
+from emil.agent.between_turns import BetweenTurns
+from emil.agent.ports import Completer, ContextPort, Message, Outcome, WorldPort
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.events import ActionFinished, Chat, Damage, Death, GameEvent, HostileNearby
 from emil.exceptions import ContextOverflowError, EndpointUnavailable
@@ -46,7 +47,6 @@ from emil.recording import (
     RecoveryRecord,
     RequestRecord,
     ToolResultRecord,
-    TrimRecordEntry,
 )
 
 __all__ = ["Agent", "AgentOptions"]
@@ -127,6 +127,7 @@ class Agent:
         self._dispatched: Counter[str] = Counter()
         """Actions this loop dispatched whose action_finished echo has not arrived yet."""
         self._log = _log.getChild(name) if name != "Emil" else _log
+        self._between = BetweenTurns(lambda: self.context.prepare())
 
     # --- public -------------------------------------------------------------------------
 
@@ -140,6 +141,7 @@ class Agent:
         failure: Exception | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._pump)
+            tg.start_soon(self._between.run)
             try:
                 await self._turns(max_turns)
             except Exception as e:  # re-raised below, unwrapped from the task group
@@ -202,8 +204,10 @@ class Agent:
             wait = self.perception.wait_s()
             if wait is None or wait > 0:
                 self._wake = anyio.Event()
+                self._between.idle()  # the context may prepare the next trim meanwhile
                 with anyio.move_on_after(math.inf if wait is None else wait):
                     await self._wake.wait()
+                self._between.busy()
                 continue
             await self._turn(self.perception.take())
 
@@ -231,7 +235,7 @@ class Agent:
             snapshot = await self._snapshot()
             event_times = [t.event.t for t in triaged]
             stored = self.context.add(
-                NewMessage(
+                Message(
                     role="user",
                     kind="observation",
                     content=format_events(triaged),
@@ -260,7 +264,7 @@ class Agent:
                 return
             calls = completion.tool_calls
             stored = self.context.add(
-                NewMessage(
+                Message(
                     role="assistant",
                     kind="assistant",
                     content=completion.content,
@@ -334,7 +338,7 @@ class Agent:
 
     def _add_result(self, turn: int, step: int, call: ToolCall, outcome: Outcome) -> None:
         stored = self.context.add(
-            NewMessage(role="tool", kind="tool_result", content=outcome.text, tool_call_id=call.id, name=call.name)
+            Message(role="tool", kind="tool_result", content=outcome.text, tool_call_id=call.id, name=call.name)
         )
         ref = self.recorder.message(stored, turn=turn)
         self.recorder.write(
@@ -397,13 +401,7 @@ class Agent:
             assembly = self.context.assemble(limit)
             for trim in assembly.trims:
                 stats.trims += 1
-                self.recorder.write(
-                    TrimRecordEntry(
-                        turn=stats.turn, rung=trim.rung, messages_touched=trim.messages_touched,
-                        tokens_freed=trim.tokens_freed, horizon_after_s=trim.horizon_after_s,
-                        tokens_before=trim.tokens_before, tokens_after=trim.tokens_after,
-                    )
-                )
+                self.recorder.write(trim.model_copy(update={"turn": stats.turn}))
             refs = self.recorder.request_refs(assembly.messages, turn=stats.turn, ids=assembly.message_ids)
             request = ChatRequest(
                 messages=assembly.messages,

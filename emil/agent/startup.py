@@ -40,6 +40,7 @@ from emil.config import Settings
 from emil.context.budget import Budget
 from emil.context.family import ModelFamily, server_family
 from emil.context.history import History
+from emil.context.ladder import LadderConfig
 from emil.context.manager import ContextManager
 from emil.context.tokens import ServerCounting, ServerTokenizeCounter, TokenCounter
 from emil.exceptions import ConfigurationError, EndpointUnavailable
@@ -213,9 +214,9 @@ def build_agent(
                                                  preserve_thinking=s.preserve_thinking).get("preserve_thinking"))
     manager = ContextManager(
         model.counter, model.budget, system_prompt, tools, s.enable_thinking,
-        family=model.family, preserve_thinking=preserve,
+        family=model.family, preserve_thinking=preserve, ladder=LadderConfig(rungs=s.trim_rungs),
     )
-    context = ManagedContext(manager, system_prompt, tools, history=history)
+    context = ManagedContext(manager, system_prompt, tools, history=history, llm=model.llm)
     context.check_fits()
     recorder.write(
         HeaderRecord(

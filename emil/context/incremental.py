@@ -26,23 +26,20 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from itertools import chain, compress, count, islice
-from operator import attrgetter, is_, is_not, ne
 from typing import Any
 
 from emil.context.family import ModelFamily, ThinkRule, generic_family
 from emil.context.history import Message
 from emil.context.template import ChatTemplate, TemplateError, prepare_messages, prepare_tools
 from emil.context.tokens import TokenCounter
-from emil.context.turn_cache import PerTurn
 
-__all__ = ["BlockKey", "BlockLayout", "IncrementalCounter", "MessageLike"]
+__all__ = ["BlockKey", "IncrementalCounter", "MessageLike"]
 
 _log = logging.getLogger(__name__)
 
 MessageLike = Message | dict[str, Any]
 BlockKey = tuple[str, str]
-"""(variant, fingerprint) of one rendered block."""
+"""(fingerprint, variant) of one rendered block."""
 
 _PROBE_USER: dict[str, Any] = {"role": "user", "content": "probe"}
 _PROBE_TOOL: dict[str, Any] = {"role": "tool", "tool_call_id": "probe", "content": "probe"}
@@ -67,97 +64,6 @@ def _is_query(rule: Callable[[Any], bool] | None, message: MessageLike) -> bool:
     if message.get("role") != "user":
         return False
     return rule is None or rule(message.get("content"))
-
-
-class _TurnInfo:
-    """What is cached about one turn (by identity): whether it holds a real user query, whether
-    it opens with a tool result, and (filled on demand) its block counts, keys and total as it
-    renders before the last query."""
-
-    __slots__ = ("bad", "counts", "keys", "query", "total", "turn")
-
-    def __init__(self, turn: tuple[Message, ...], rule: Callable[[Any], bool] | None) -> None:
-        self.turn = turn
-        self.query = any(_is_query(rule, m) for m in turn)
-        self.bad = not turn or turn[0].role == "tool"
-        self.counts: list[int] = []
-        self.keys: list[BlockKey] = []
-        self.total = -1
-
-
-_BAD = attrgetter("bad")
-_TOTAL = attrgetter("total")
-_COUNTS = attrgetter("counts")
-_KEYS = attrgetter("keys")
-
-
-def _flat_shared(previous: list[BlockKey], keys: list[BlockKey], counts: list[int]) -> tuple[int, bool]:
-    n = len(previous)
-    # Mostly the very same key objects, so the list comparison runs at C speed.
-    if n and n <= len(keys) and keys[:n] == previous:
-        return sum(counts[:n]), True
-    same = next(compress(count(), map(ne, previous, keys)), min(n, len(keys)))
-    return sum(counts[:same]), bool(previous) and same == n
-
-
-class BlockLayout:
-    """Per-block token counts and keys of one measured prompt (equal keys at equal positions
-    mean identical rendered text), kept in the parts they were measured in: the head and tail
-    blocks, and the cached lists of the old turns between them. Flattened only when read, and
-    compared with the previous prompt turn by turn, so a request costs O(turns), not
-    O(messages)."""
-
-    __slots__ = ("head", "old", "tail_counts", "tail_keys")
-
-    def __init__(
-        self,
-        head: int,
-        tail_counts: list[int],
-        tail_keys: list[BlockKey],
-        old: Sequence[_TurnInfo] = (),
-    ) -> None:
-        self.head = head
-        """How many leading entries of the tail lists are the head (system, memory note)."""
-        self.tail_counts = tail_counts
-        self.tail_keys = tail_keys
-        self.old = old
-
-    @classmethod
-    def flat(cls, counts: list[int], keys: list[BlockKey]) -> BlockLayout:
-        return cls(len(counts), counts, keys)
-
-    def counts(self) -> list[int]:
-        h = self.head
-        return list(chain(self.tail_counts[:h], *map(_COUNTS, self.old), self.tail_counts[h:]))
-
-    def keys(self) -> list[BlockKey]:
-        h = self.head
-        return list(chain(self.tail_keys[:h], *map(_KEYS, self.old), self.tail_keys[h:]))
-
-    def shared_prefix(self, previous: BlockLayout | None) -> tuple[int, bool]:
-        """Leading tokens identical to ``previous`` (block-granular), and whether all of
-        ``previous`` is a prefix of this prompt (the request only appends)."""
-        if previous is None:
-            return 0, False
-        h = self.head
-        if not (self.old or previous.old) or previous.head != h:
-            return _flat_shared(previous.keys(), self.keys(), self.counts())
-        if previous.tail_keys[:h] != self.tail_keys[:h]:
-            return _flat_shared(previous.keys(), self.keys(), self.counts())
-        # Same head; the old turns agree up to the first one that is not the same object
-        # (the same object has the same blocks); from there on, block by block.
-        old_p, old_c = previous.old, self.old
-        i = next(compress(count(), map(is_not, old_p, old_c)), min(len(old_p), len(old_c)))
-        tokens = sum(self.tail_counts[:h]) + sum(map(_TOTAL, old_c[:i]))
-        rest_p = old_p[i:]
-        rest_c = old_c[i:]
-        n_p = sum(map(len, map(_KEYS, rest_p))) + len(previous.tail_keys) - h
-        n_c = sum(map(len, map(_KEYS, rest_c))) + len(self.tail_keys) - h
-        keys_p = chain(chain.from_iterable(map(_KEYS, rest_p)), islice(previous.tail_keys, h, None))
-        keys_c = chain(chain.from_iterable(map(_KEYS, rest_c)), islice(self.tail_keys, h, None))
-        same = next(compress(count(), map(ne, keys_p, keys_c)), min(n_p, n_c))
-        counts_c = chain(chain.from_iterable(map(_COUNTS, rest_c)), islice(self.tail_counts, h, None))
-        return tokens + sum(islice(counts_c, same)), same == n_p
 
 
 class IncrementalCounter:
@@ -201,20 +107,10 @@ class IncrementalCounter:
         self._heads: dict[tuple[str, str], int] = {}
         self._constants: dict[str, int] = {}
         self._tools_cache: tuple[list[dict[str, Any]], str] | None = None
-        self._turns: dict[int, _TurnInfo] = {}
-        self._infos = PerTurn(self._turn_info)
-        # The last tail walked by measure_turns: the objects it was made of (held, so their
-        # identities stay unique) and its block counts, keys and sum.
-        self._tail: tuple[tuple[Any, ...], list[int], list[BlockKey], int] = ((), [], [], 0)
-        # The last turn sequences known to take the cached path of measure_turns (no turn opens
-        # with a tool result, some turn holds a query), with the index of their last query turn:
-        # the ladder's current state and its latest candidate (kept or not).
-        self._good: list[tuple[tuple[tuple[Message, ...], ...], int]] = []
         self.stats = {"misses": 0, "whole_renders": 0}
         self.max_blocks = 200_000
-        """Block counts kept before the cache starts over (recounting is cheap; an offline
-        sweep, which holds its whole session anyway, raises this and :attr:`max_turns`)."""
-        self.max_turns = 50_000
+        """Block counts kept before the cache starts over (a bound for very long sessions;
+        recounting is cheap)."""
 
     # -- whole render (the reference, and the fallback) ----------------------------------------
 
@@ -388,59 +284,45 @@ class IncrementalCounter:
         identical rendered text, which is how shared prompt prefixes are measured."""
         if not messages:
             raise TemplateError("no messages to count")
-        # Roles and fingerprints straight from Message objects: this loop runs over the whole
-        # history every turn, so it avoids building wire dicts.
+        # Roles and fingerprints straight from Message objects: this runs over the whole prompt
+        # on every request and on every candidate the trim ladder tries, so it avoids building
+        # wire dicts and works list by list (the block look-ups run in C).
         roles = [m.role if isinstance(m, Message) else m.get("role") for m in messages]
-        last_query = -1
         rule = self._rule
-        for index in range(len(messages) - 1, -1, -1):
-            if roles[index] == "user" and _is_query(rule, messages[index]):
-                last_query = index
-                break
+        n = len(roles)
+        last_query = next((i for i in range(n - 1, -1, -1) if roles[i] == "user" and _is_query(rule, messages[i])), -1)
         if last_query < 0:
             if self.family.query_required:
                 # Let the template produce its own refusal (or its own count if it has none).
                 self.count_whole(messages, tools)
                 raise TemplateError("no user query in messages; the count is not defined")
-            last_query = len(messages) - 1  # the template's default: no reasoning shown
+            last_query = n - 1  # the template's default: no reasoning shown
         tools_key = self._tools_key(tools)
-        counts: list[int] = []
-        keys: list[BlockKey] = []
-        start = 0
-        if roles[0] == "system":
-            counts.append(self._head(messages[0], tools, tools_key))
-            keys.append(("head", tools_key + _fingerprint(messages[0])))
-            start = 1
-        head_without_system = self._head(None, tools, tools_key) if start == 0 else 0
+        start = 1 if roles[0] == "system" else 0
+        shows, keep_all = self._shows, self.preserve_thinking
+        fps = [m.fingerprint if isinstance(m, Message) else _fingerprint(m) for m in messages]
+        variants = [
+            ("kept" if shows(_wire(m), i > last_query, i == n - 1, keep_all) else "dropped")
+            if r == "assistant" else "tool" if r == "tool" else "user"
+            for i, (r, m) in enumerate(zip(roles, messages, strict=True))
+        ]
+        keys: list[BlockKey] = list(zip(fps, variants, strict=True))
+        found = map(self._blocks.get, keys[start:])
+        counts = [
+            value if value is not None else self._block(messages[i], variants[i])
+            for i, value in enumerate(found, start)
+        ]
+        if start:
+            counts.insert(0, self._head(messages[0], tools, tools_key))
+            keys[0] = (tools_key + fps[0], "head")
+        # Each run of tool results adds the cost of opening and closing its turn to its first.
         run = self._constant("run")
-        blocks = self._blocks
-        keep_all = self.preserve_thinking
-        shows = self._shows
-        last = len(messages) - 1
-        previous_role = roles[start - 1] if start else None
-        for index in range(start, len(messages)):
-            role = roles[index]
-            message = messages[index]
-            fp = message.fingerprint if isinstance(message, Message) else _fingerprint(message)
-            if role == "assistant":
-                kept = shows(_wire(message), index > last_query, index == last, keep_all)
-                variant = "kept" if kept else "dropped"
-            elif role == "tool":
-                variant = "tool"
-            else:
-                variant = "user"
-            value = blocks.get((fp, variant))
-            if value is None:
-                value = self._block(message, variant)
-            if role == "tool" and previous_role != "tool":
-                value += run
-                variant = "tool-run"
-            counts.append(value)
-            keys.append((variant, fp))
-            previous_role = role
-        if head_without_system:
-            counts[0] += head_without_system
-            keys[0] = ("head+" + keys[0][0], tools_key + keys[0][1])
+        for i in [i for i in range(start, n) if roles[i] == "tool" and (i == 0 or roles[i - 1] != "tool")]:
+            counts[i] += run
+            keys[i] = (fps[i], "tool-run")
+        if not start and (head := self._head(None, tools, tools_key)):
+            counts[0] += head
+            keys[0] = (tools_key + keys[0][0], "head+" + keys[0][1])
         return counts, keys
 
     def measure(
@@ -455,227 +337,11 @@ class IncrementalCounter:
         blocks, keys = self.block_counts_and_keys(messages, tools)
         return sum(blocks) + self.generation_tokens(), blocks, keys
 
-    def count_turns(
-        self,
-        head: Sequence[MessageLike],
-        turns: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None = None,
-    ) -> int:
-        """Exact count of ``head + flattened turns`` (see :meth:`measure_turns`)."""
-        return self.measure_turns(head, turns, tools, blocks=False)[0]
-
-    def measure_turns(
-        self,
-        head: Sequence[MessageLike],
-        turns: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None = None,
-        *,
-        blocks: bool = True,
-    ) -> tuple[int, list[int], list[BlockKey]]:
-        """:meth:`measure` of ``head + flattened turns`` (see :meth:`measure_layout`).
-        ``blocks=False`` skips the per-block lists (returned empty) when only the total is
-        wanted."""
-        total, layout = self._layout(head, turns, tools, blocks=blocks)
-        if layout is None:
-            return total, [], []
-        return total, layout.counts(), layout.keys()
-
-    def measure_layout(
-        self,
-        head: Sequence[MessageLike],
-        turns: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None = None,
-    ) -> tuple[int, BlockLayout]:
-        """Exact prompt tokens of ``head + flattened turns`` and its :class:`BlockLayout`
-        (empty in whole-render mode)."""
-        total, layout = self._layout(head, turns, tools, blocks=True)
-        assert layout is not None
-        if self.template is None and self.mode == "incremental":
-            # Only the server knows its template, and block sums are exact only for additive
-            # ones: every assembled prompt is also counted whole (one cached /tokenize), and
-            # the first disagreement makes whole counts the rule (ladder candidates included).
-            whole = self.count_whole([*head, *(m for turn in turns for m in turn)], tools)
-            if whole != total:
-                _log.warning(
-                    "%s: block sum %d != whole count %d; counting whole prompts from now on",
-                    self.origin, total, whole,
-                )
-                self.mode = "whole"
-                return whole, BlockLayout.flat([], [])
-        return total, layout
-
-    def _layout(
-        self,
-        head: Sequence[MessageLike],
-        turns: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None,
-        *,
-        blocks: bool,
-    ) -> tuple[int, BlockLayout | None]:
-        """:meth:`measure` of ``head + flattened turns``, with whole old turns cached.
-
-        A turn wholly before the last user query renders the same wherever it sits, so its
-        block counts, keys and total are cached by the turn itself (by identity: History keeps
-        old turn tuples, and the trim ladder measures hundreds of candidates that differ in one
-        turn). Only the head and the turns from the last query on are walked message by
-        message; the rest costs one cache look-up per turn.
-        """
-        if self.mode == "whole" or not self._verified or not head:
-            return self._layout_flat(head, turns, tools)
-        first = head[0]
-        if (first.role if isinstance(first, Message) else first.get("role")) != "system":
-            return self._layout_flat(head, turns, tools)
-        infos = self._infos.values(turns)
-        split = len(turns)
-        for index in range(len(infos) - 1, -1, -1):
-            if infos[index].query:
-                split = index
-                break
-        # Turns opening with a tool result would take their framing from the previous turn.
-        if split == len(turns) or any(map(_BAD, infos)):
-            return self._layout_flat(head, turns, tools)
-        if isinstance(turns, tuple):
-            self._good = [(turns, split)]
-        tail_counts, tail_keys, tail_total = self._tail_blocks(head, turns[split:], tools)
-        old = infos[:split]
-        totals = list(map(_TOTAL, old))
-        if totals and min(totals) < 0:
-            for info in old:
-                if info.total < 0:
-                    self._fill(info)
-            totals = list(map(_TOTAL, old))
-        total = tail_total + sum(totals) + self.generation_tokens()
-        if not blocks:
-            return total, None
-        return total, BlockLayout(len(head), tail_counts, tail_keys, old)
-
-    def _layout_flat(
-        self,
-        head: Sequence[MessageLike],
-        turns: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None,
-    ) -> tuple[int, BlockLayout]:
-        total, counts, keys = self._measure_flat(head, turns, tools)
-        return total, BlockLayout.flat(counts, keys)
-
-    def _old_total(self, turn: tuple[Message, ...]) -> int:
-        info = self._turn_info(turn)
-        if info.total < 0:
-            self._fill(info)
-        return info.total
-
-    def swap_turn(
-        self,
-        turns: tuple[tuple[Message, ...], ...],
-        index: int,
-        turn: tuple[Message, ...],
-    ) -> tuple[tuple[tuple[Message, ...], ...], int | None]:
-        """``turns`` with ``turns[index]`` replaced, and the exact change that makes to
-        :meth:`measure_turns` (any head opening with the system message), or None when it
-        is not known without a full count.
-
-        Known when ``turns`` was last measured (or built here) on the cached path and the
-        turn sits before the last query: old turns render alike wherever they sit, so the
-        prompt changes by exactly the difference of the two turns' cached totals.
-        """
-        out = (*turns[:index], turn, *turns[index + 1 :])
-        split = self._good_split(turns)
-        if split is None or index >= split or self._turn_info(turn).bad:
-            return out, None
-        delta = self._old_total(turn) - self._old_total(turns[index])
-        self._good = [(turns, split), (out, split)]
-        return out, delta
-
-    def drop_oldest(
-        self, turns: tuple[tuple[Message, ...], ...]
-    ) -> tuple[tuple[tuple[Message, ...], ...], int | None]:
-        """``turns`` without its first turn, and the exact change to :meth:`measure_turns`
-        (head unchanged), or None when unknown (see :meth:`swap_turn`)."""
-        out = turns[1:]
-        split = self._good_split(turns)
-        if split is None or split < 1:
-            return out, None
-        delta = -self._old_total(turns[0])
-        self._good = [(turns, split), (out, split - 1)]
-        return out, delta
-
-    def _good_split(self, turns: tuple[tuple[Message, ...], ...]) -> int | None:
-        if self.mode != "incremental":
-            return None
-        for good, split in self._good:
-            if good is turns:
-                return split
-        return None
-
-    def _tail_blocks(
-        self,
-        head: Sequence[MessageLike],
-        tail: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None,
-    ) -> tuple[list[int], list[BlockKey], int]:
-        """Blocks of ``head`` + the turns from the last query on, reused while they are the
-        very same objects: the trim ladder measures hundreds of candidates that differ only in
-        an old turn or the memory note, with the same head and tail each time."""
-        parts = (*head, *tail, tools)
-        held, counts, keys, total = self._tail
-        if (
-            len(held) == len(parts)
-            and all(map(is_, held, parts))
-            and all(isinstance(m, Message) for m in head)  # dicts could be edited in place
-        ):
-            return counts, keys, total
-        counts, keys = self.block_counts_and_keys(
-            [*head, *(m for turn in tail for m in turn)], tools
-        )
-        total = sum(counts)
-        self._tail = (parts, counts, keys, total)
-        return counts, keys, total
-
-    def measure_turns_reference(
-        self,
-        head: Sequence[MessageLike],
-        turns: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None = None,
-    ) -> tuple[int, list[int], list[BlockKey]]:
-        """The plain path (every message walked, no per-turn cache); tests compare with it."""
-        return self._measure_flat(head, turns, tools)
-
-    def _measure_flat(
-        self,
-        head: Sequence[MessageLike],
-        turns: Sequence[tuple[Message, ...]],
-        tools: list[dict[str, Any]] | None,
-    ) -> tuple[int, list[int], list[BlockKey]]:
-        return self.measure([*head, *(m for turn in turns for m in turn)], tools)
-
-    def _turn_info(self, turn: tuple[Message, ...]) -> _TurnInfo:
-        info = self._turns.get(id(turn))
-        if info is None or info.turn is not turn:
-            info = _TurnInfo(turn, self._rule)
-            if len(self._turns) > self.max_turns:  # a bound for very long sessions
-                self._turns.clear()
-            self._turns[id(turn)] = info  # holds the turn, so the id stays unique
-        return info
-
-    def _fill(self, info: _TurnInfo) -> None:
-        # A probe query after the turn puts every assistant message before the last query, as
-        # in the real prompt; no tools, so no head is attributed to it.
-        counts, keys = self.block_counts_and_keys([*info.turn, _PROBE_USER])
-        info.counts, info.keys = counts[:-1], keys[:-1]
-        info.total = sum(info.counts)
-
     def count(
         self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None
     ) -> int:
         """Exact prompt tokens (generation prompt included if configured)."""
-        if self.mode == "whole":
-            return self.count_whole(messages, tools)
-        if not self._verified:
-            self._verified = True
-            if not self.verify(messages, tools):
-                return self.count_whole(messages, tools)
-        total = sum(self.block_counts(messages, tools))
-        return total + (self._constant("gen") if self.add_generation_prompt else 0)
+        return self.measure(messages, tools)[0]
 
     def verify(
         self, messages: Sequence[MessageLike], tools: list[dict[str, Any]] | None = None

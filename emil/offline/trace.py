@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -78,21 +77,6 @@ class SessionTrace:
     @property
     def messages(self) -> int:
         return sum(1 for s in self.steps if s.op != "request")
-
-    @cached_property
-    def turn_after(self) -> tuple[tuple[Message, ...] | None, ...]:
-        """Per step, the newest turn once the step is applied to an untrimmed history (None
-        for requests): the very same tuple objects on every read, so simulations of the same
-        trace share the turns, and so everything cached per turn."""
-        out: list[tuple[Message, ...] | None] = []
-        current: tuple[Message, ...] = ()
-        for step in self.steps:
-            if step.message is None:
-                out.append(None)
-                continue
-            current = (step.message,) if step.op == "turn" else (*current, step.message)
-            out.append(current)
-        return tuple(out)
 
     @property
     def span_s(self) -> float:

@@ -18,9 +18,9 @@ from emil.context.budget import Budget
 from emil.context.family import family_by_name
 from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
-from emil.context.synthetic import emil_tool_specs
 from emil.context.tokens import get_token_counter
 from emil.exceptions import BudgetError
+from emil.offline.synthetic import emil_tool_specs
 
 QWEN36 = family_by_name("qwen3.6")
 COUNTER = get_token_counter("qwen3.6")

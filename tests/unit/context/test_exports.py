@@ -17,7 +17,7 @@ MODULES = [
     "ladder",
     "manager",
     "qwen_blocks",
-    "synthetic",
+    "rungs",
     "template",
     "tokens",
 ]

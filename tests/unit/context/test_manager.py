@@ -10,9 +10,10 @@ from emil.context.budget import Budget, Calibration
 from emil.context.family import family_by_name
 from emil.context.history import History, Message
 from emil.context.manager import ContextManager
-from emil.context.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
+from emil.context.template import ChatTemplate
 from emil.context.tokens import get_token_counter
 from emil.exceptions import BudgetError
+from emil.offline.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 
 QWEN36 = family_by_name("qwen3.6")
 COUNTER = get_token_counter("qwen3.6")
@@ -160,3 +161,16 @@ def test_overflow_limit_keeps_the_action_the_current_turn_already_took() -> None
     assert assembly.predicted_tokens <= limit
     assert assembly.history.turns[-1] == newest
     assert "cut_newest" not in [t.rung for t in assembly.trims]
+
+
+def test_a_template_that_is_not_additive_still_trims_exactly() -> None:
+    source = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    manager = ContextManager(
+        COUNTER, Budget(2600, output_reserve=1024, margin=0), "You are Emil.", None,
+        template=ChatTemplate.from_source(source),
+    )
+    history = _history(10)
+    assembly = manager.assemble(history, now=2e9)
+    assert manager.incremental.mode == "whole" and assembly.trims
+    assert assembly.predicted_tokens == manager.incremental.count_whole(assembly.sequence)
+    assert assembly.predicted_tokens <= manager.effective_budget()
