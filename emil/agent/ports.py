@@ -10,7 +10,6 @@ one area's API touches one adapter, not the loop.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from emil.context.history import Message

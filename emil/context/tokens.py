@@ -379,7 +379,7 @@ class ServerCounting:
         self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 10.0
     ) -> None:
         self.model = model
-        self.url = f"{_root_url(base_url)}/tokenize"
+        self.url = f"{root_url_of(base_url)}/tokenize"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(timeout=timeout, headers=headers)
         # Closed with this object (the family lives as long as the session).
