@@ -17,7 +17,10 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fresh clone too
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 from emil.exceptions import ConfigurationError
 from emil.offline.chars_per_token import format_table, measure_chars_per_token

@@ -18,7 +18,10 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fresh clone too
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 from emil.exceptions import ConfigurationError
 from emil.serving.launcher import Supervisor

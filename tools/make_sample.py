@@ -15,6 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "emil" / "data" / "samples" / "demo-session.jsonl"
 
