@@ -25,6 +25,7 @@ from typing import IO, Annotated, Any, Literal, NamedTuple, Protocol
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from emil import __version__
+from emil.exceptions import NotARecordingError
 from emil.llm.types import Completion, Timings, ToolCall, Usage
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "TrimRecordEntry",
     "TurnRecord",
     "UnknownRecord",
+    "check_recording_file",
     "messages_for_request",
     "read_recording",
 ]
@@ -517,6 +519,54 @@ def read_recording(path: str | Path) -> RecordingRead:
                 detail = str(e).splitlines()[0][:200]
                 return RecordingRead(records, lineno, f"line {lineno}: {what} ({detail})")
     return RecordingRead(records, None, None)
+
+
+_HEADER_LINE_LIMIT = 8 << 20
+"""Bytes read looking for the end of the first line (a header holds the system prompt and tools)."""
+
+
+def check_recording_file(path: str | Path) -> None:
+    """Refuse, with the reason, a file an operator named as a recording that is not one.
+
+    An Emil recording starts with its header record (the writer puts it first); anything else
+    (an empty file, binary data, a README, another program's JSONL) raises
+    :class:`~emil.exceptions.NotARecordingError`. :func:`read_recording` stays tolerant: this
+    check is for command lines, before any work is done on the file.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise NotARecordingError(f"no such recording: {p}")
+    if not p.is_file():
+        raise NotARecordingError(f"{p} is not an Emil recording (not a regular file); give a .jsonl file written by run_emil.py")
+    with p.open("rb") as f:
+        first = b""
+        while not first.strip():
+            first = f.readline(_HEADER_LINE_LIMIT)
+            if not first:
+                break
+    why = _not_a_header(first)
+    if why is not None:
+        raise NotARecordingError(
+            f"{p} is not an Emil recording ({why}); give a .jsonl file written by run_emil.py (live, demo or --recording)"
+        )
+
+
+def _not_a_header(line: bytes) -> str | None:
+    if not line.strip():
+        return "the file is empty"
+    if b"\0" in line:
+        return "binary data"
+    try:
+        data = json.loads(line)
+    except (UnicodeDecodeError, ValueError):
+        return "its first line is not JSON" if line.endswith(b"\n") else "its first line is not a complete JSON record"
+    if not isinstance(data, dict) or data.get("kind") != "header":
+        return "its first line is not an Emil header record"
+    try:
+        HeaderRecord.model_validate(data)
+    except ValidationError as e:
+        return f"its header record does not validate: {str(e).splitlines()[0]}"
+    return None
 
 
 def messages_for_request(records: Iterable[Record]) -> Iterator[tuple[RequestRecord, list[dict[str, Any]]]]:

@@ -47,8 +47,9 @@ DEFAULT_SITUATIONS = Path(__file__).resolve().parents[1] / "prompts" / "tool_che
 
 
 def _recorded(path: Path, limit: int | None) -> list[Situation]:
-    from emil.recording import messages_for_request, read_recording
+    from emil.recording import check_recording_file, messages_for_request, read_recording
 
+    check_recording_file(path)
     read = read_recording(path)
     if read.problem:
         print(f"note: {path}: {read.problem}", file=sys.stderr)

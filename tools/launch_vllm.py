@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -26,6 +27,16 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 from emil.exceptions import ConfigurationError
 from emil.serving.launcher import Supervisor
 from emil.serving.profile import build_command, load_profile, preflight
+
+
+def _missing_executable(program: str, profile: Path) -> str | None:
+    """Why ``program`` cannot be started here, or None when it can."""
+    if shutil.which(program) is not None:
+        return None
+    return (
+        f"cannot start {program!r}: no such executable (not on PATH); install it (vLLM: "
+        f"pip install vllm) or set runner.command in {profile} to where it is"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,9 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     problems = preflight(profile)
     for problem in problems:
         print(f"pre-flight: {problem}", file=sys.stderr)
+    missing = _missing_executable(command[0], args.profile)
     if args.dry_run:
+        if missing:
+            print(f"note: {missing}", file=sys.stderr)
         print(shlex.join(command))
         return 2 if problems else 0
+    if missing:
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     if problems and not args.force:
         print("not starting (configuration errors above; --force to try anyway)", file=sys.stderr)
         return 2

@@ -28,11 +28,12 @@ from emil._bootstrap import use_project_python
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 from emil.context.tokens import get_token_counter
-from emil.exceptions import ConfigurationError
+from emil.exceptions import ConfigurationError, NotARecordingError
 from emil.offline.budget_report import format_sweep, plot_sweep
 from emil.offline.budget_sweep import BudgetPoint, SweepResult, sweep
 from emil.offline.tokenizer import counter_for
 from emil.offline.trace import SessionTrace
+from emil.recording import check_recording_file
 
 
 def _budgets(text: str) -> list[int]:
@@ -92,9 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.recordings and not args.synthetic_hours:
         parser.error("give recordings and/or --synthetic-hours")
-    missing = [str(p) for p in args.recordings if not p.is_file()]
-    if missing:
-        print(f"error: no such recording: {', '.join(missing)}", file=sys.stderr)
+    try:
+        for path in args.recordings:
+            check_recording_file(path)
+    except NotARecordingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
         traces = [SessionTrace.from_recording(p) for p in args.recordings]

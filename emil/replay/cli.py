@@ -12,9 +12,9 @@ from typing import Any, NoReturn
 
 import anyio
 
-from emil.exceptions import ConfigurationError, EmilError
+from emil.exceptions import ConfigurationError, EmilError, NotARecordingError
 from emil.llm.types import LLM
-from emil.recording import read_recording
+from emil.recording import check_recording_file, read_recording
 from emil.replay.engine import Replayer, ReplayOptions, ReplayReport
 from emil.replay.report import format_report
 from emil.replay.session import RecordedSession
@@ -131,9 +131,11 @@ async def _replay_all(ns: argparse.Namespace, options: ReplayOptions, live: LLM 
 def cli_main(argv: Sequence[str] | None = None) -> int:
     """Entry point for ``run_emil.py replay``; 0 = done, 1 = differences (--strict), 2 = bad input."""
     ns = build_parser().parse_args(list(argv) if argv is not None else None)
-    missing = [str(p) for p in ns.files if not p.is_file()]
-    if missing:
-        sys.stderr.write(f"error: no such recording: {', '.join(missing)}\n")
+    try:
+        for path in ns.files:
+            check_recording_file(path)
+    except NotARecordingError as e:
+        sys.stderr.write(f"error: {e}\n")
         return EXIT_CONFIG
     try:
         return anyio.run(_main, ns)
