@@ -109,19 +109,22 @@ async def _main(ns: argparse.Namespace) -> int:
 async def _replay_all(ns: argparse.Namespace, options: ReplayOptions, live: LLM | None) -> int:
     progress = not ns.no_progress and not ns.json and sys.stderr.isatty()
     reports: list[ReplayReport] = []
+    out: list[dict[str, Any]] = []
     for path in ns.files:
         report = await replay_file(path, options=options, live=live, progress=progress)
         reports.append(report)
+        data = report.to_json()
         if not ns.json:
             sys.stdout.write(format_report(report, details=ns.details) + "\n")
         if ns.world == "embedded":
             from emil.replay.world import play_into_embedded
 
             playback = await play_into_embedded(path, hold_s=ns.hold)
+            data["world"] = playback.to_json()
             if not ns.json:
-                sys.stdout.write(playback.summary() + "\n")
+                sys.stdout.write(playback.summary(details=ns.details) + "\n")
+        out.append(data)
     if ns.json:
-        out = [r.to_json() for r in reports]
         sys.stdout.write(json.dumps(out[0] if len(out) == 1 else out, indent=2) + "\n")
     if ns.strict and any(r.stopped or r.identical < len(r.diffs) or r.errors for r in reports):
         return EXIT_DIFFERENT

@@ -7,6 +7,10 @@
 // event, controller.events.emit('event', '<compact json>'), whose fields match emil/events.py.
 // Python never walks JS objects: everything crossing the bridge is a JSON string or a number.
 const { need } = require('./emil_require')
+// This Node process shares the Python process's stdout (JSPyBridge passes it through), which
+// carries Emil's own output (--json reports). Library chatter goes to stderr instead, where the
+// bridge hands each line to Emil's log (emil/world/_jsruntime.py).
+console.log = console.info = console.debug = (...args) => console.error(...args)
 const { EventEmitter } = require('events')
 const { installEvents } = require('./emil_events')
 const { installReflexes, DEFAULT_REFLEXES } = require('./emil_reflexes')
