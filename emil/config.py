@@ -30,11 +30,30 @@ __all__ = [
     "flags_from_namespace",
     "format_settings",
     "load_settings",
+    "parse_address",
 ]
 
 DEFAULT_CONFIG_FILE = Path("emil.toml")
 _ENV_PREFIX = "EMIL_"
 _SECRET_FIELDS = frozenset({"api_key"})
+
+def parse_address(text: str) -> tuple[str, int] | None:
+    """``host:port`` (``[::1]:9477`` for IPv6) -> (host, port); ``off`` -> None. ValueError if bad."""
+    value = text.strip()
+    if value.lower() in ("off", "none", "false", "no", ""):
+        return None
+    host, sep, port_text = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host:
+        raise ValueError(f"expected host:port (e.g. 127.0.0.1:9477) or off, got {text!r}")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"port must be a number (0 = any free port), got {port_text!r}") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be 0..65535, got {port}")
+    return host, port
+
 
 class Settings(BaseModel):
     """Everything an operator can set. Defaults match the field notes' serving setup."""
@@ -112,6 +131,8 @@ class Settings(BaseModel):
     """Where session recordings go (one JSONL file per session)."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Log verbosity on stderr."""
+    metrics_address: str = "127.0.0.1:9477"
+    """host:port where live mode serves Prometheus metrics at /metrics (loopback by default; port 0 = any free port); "off" turns them off."""
 
     @field_validator("endpoint")
     @classmethod
@@ -130,6 +151,15 @@ class Settings(BaseModel):
             k: None if k in _AUTO_FIELDS and isinstance(v, str) and v.strip().lower() in ("auto", "", "none") else v
             for k, v in data.items()
         }
+
+    @field_validator("metrics_address")
+    @classmethod
+    def _metrics_address(cls, v: str) -> str:
+        parsed = parse_address(v)
+        if parsed is None:
+            return "off"
+        host, port = parsed
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     @field_validator("operators", "reflexes", mode="before")
     @classmethod

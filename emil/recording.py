@@ -17,8 +17,9 @@ The writer flushes every record, so a killed process loses at most its last, par
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal, NamedTuple, Protocol
 
@@ -53,6 +54,8 @@ __all__ = [
     "messages_for_request",
     "read_recording",
 ]
+
+_log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 """Bumped when a change is not purely additive; readers still accept every older version."""
@@ -385,7 +388,9 @@ class Recorder:
     Besides :meth:`write`, it interns messages: :meth:`message` records a history message once;
     :meth:`request_refs` maps the OpenAI messages of a request to refs, writing a ``message``
     record for any part it has not seen (system prompt, memory note, trimmed variants).
-    Not thread-safe: one recorder per agent loop.
+    Observers (:meth:`add_observer`) receive every record after it is written; Emil's metrics
+    are fed that way, so the loop makes no metrics calls. Not thread-safe: one recorder per
+    agent loop.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -398,6 +403,15 @@ class Recorder:
         """Message id -> ref, so a request's known messages are found without hashing them."""
         self._derived = 0
         self.records_written = 0
+        self._observers: list[Callable[[BaseModel], None]] = []
+
+    def add_observer(self, observer: Callable[[BaseModel], None]) -> None:
+        """Call ``observer(record)`` for every record written from now on.
+
+        An observer that raises is reported once in the log and removed: watching a session
+        must never end it.
+        """
+        self._observers.append(observer)
 
     @property
     def closed(self) -> bool:
@@ -411,6 +425,12 @@ class Recorder:
         self._file.write(line + "\n")
         self._file.flush()
         self.records_written += 1
+        for observer in list(self._observers):
+            try:
+                observer(record)
+            except Exception:
+                _log.exception("recording observer %r failed; removed", observer)
+                self._observers.remove(observer)
 
     def message(self, msg: _MessageLike, *, turn: int | None = None) -> str:
         """Record a history message's full content once; returns its ref (its id as text)."""
