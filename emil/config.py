@@ -103,8 +103,8 @@ class Settings(BaseModel):
     """Address of the Minecraft server."""
     mc_port: int = Field(default=25565, gt=0, lt=65536)
     """Port of the Minecraft server."""
-    mc_version: str = "1.20.4"
-    """Minecraft version the bot speaks."""
+    mc_version: str = "auto"
+    """Minecraft version the bot speaks; auto = the version the server names in its status ping (it must be one mineflayer supports)."""
     bot_name: str = "Emil"
     """Emil's username on the server; chat naming it is urgent."""
     operators: tuple[str, ...] = ()
