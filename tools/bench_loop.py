@@ -15,7 +15,7 @@ with a history of about ``--history-tokens`` real tokens (a synthetic Emil-shape
 urgent chat line per turn; tools return at once) so world latency does not blur the figures;
 1, 4 and 8 Emils share one process, one event loop and one double.
 
-    .venv/bin/python tools/bench_loop.py [--turns 30] [--emils 1,4,8] [--history-tokens 36000]
+    python3 tools/bench_loop.py [--turns 30] [--emils 1,4,8] [--history-tokens 36000]
 """
 
 from __future__ import annotations

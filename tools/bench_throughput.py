@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Decode throughput of one or more vLLM endpoints, like for like, side by side.
 
-    python tools/bench_throughput.py mtp3=http://127.0.0.1:8000/v1 off=http://127.0.0.1:8001/v1 \
+    python3 tools/bench_throughput.py mtp3=http://127.0.0.1:8000/v1 off=http://127.0.0.1:8001/v1 \
         --meta mtp3:mtp=3 --meta off:mtp=off -n 10 --json-out bench.json
-    python tools/bench_throughput.py --demo-double        # two DOUBLE servers, simulated figures
+    python3 tools/bench_throughput.py --demo-double        # two DOUBLE servers, simulated figures
 
 Methodology by default (the field notes' re-test): temperature 0, 256 tokens, ignore_eos,
 thinking off, a fresh UUID first in every prompt (warm-ups too), counts from usage, 3 warm-ups

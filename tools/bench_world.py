@@ -1,6 +1,6 @@
 """Benchmark the world bridge on the embedded server: event latency, action round trip, reflex.
 
-    python tools/bench_world.py [--events 60] [--actions 60] [--reflex 15]
+    python3 tools/bench_world.py [--events 60] [--actions 60] [--reflex 15]
 
 Prints milliseconds, median and p95:
 - event latency: a server-side cause (a console whisper written to the server) to the GameEvent

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Characters per token by content category in recorded sessions, per tokenizer.
 
-    python tools/chars_per_token.py RECORDING.jsonl [...] [--tokenizer qwen3.6 ...]
+    python3 tools/chars_per_token.py RECORDING.jsonl [...] [--tokenizer qwen3.6 ...]
                                     [--assume 4.0] [--json] [--synthetic-hours H]
 
 --tokenizer takes what emil.context.tokens.get_token_counter takes: a model name ("qwen3.6",

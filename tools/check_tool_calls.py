@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Tool-call validity gate: Emil's real prompt and tools, N tries per situation, all validated.
 
-    python tools/check_tool_calls.py --endpoint http://127.0.0.1:8000/v1          # 10/10 gate
-    python tools/check_tool_calls.py --recording recordings/session.jsonl -n 5
-    python tools/check_tool_calls.py --demo-double                     # a DOUBLE, scripted replies
+    python3 tools/check_tool_calls.py --endpoint http://127.0.0.1:8000/v1          # 10/10 gate
+    python3 tools/check_tool_calls.py --recording recordings/session.jsonl -n 5
+    python3 tools/check_tool_calls.py --demo-double                     # a DOUBLE, scripted replies
 
 Sends the system prompt rendered from prompts/, the tool specs of emil.world.actions and each
 situation (prompts/tool_check_situations.json, or the requests of a recording) with the tool

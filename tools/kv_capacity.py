@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How many tokens a KV cache of N bytes holds for a model, and what share a window uses.
 
-    python tools/kv_capacity.py MODEL_DIR_OR_CONFIG_JSON --cache 8GiB --window 32768 65536
+    python3 tools/kv_capacity.py MODEL_DIR_OR_CONFIG_JSON --cache 8GiB --window 32768 65536
 
 Reads config.json only (layers, which are full attention in hybrid models, KV heads, head dim,
 linear-attention state). --cache accepts 8GiB / 8GB, or vLLM's own 8G (binary) / 8g (decimal).

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Start vLLM from a serve profile and supervise it without looping on configuration errors.
 
-    python tools/launch_vllm.py profiles/qwen36.toml            # start and supervise
-    python tools/launch_vllm.py profiles/qwen36.toml --dry-run  # print the command, check it
+    python3 tools/launch_vllm.py profiles/qwen36.toml            # start and supervise
+    python3 tools/launch_vllm.py profiles/qwen36.toml --dry-run  # print the command, check it
 
 A start-up death is never retried; a crash after a healthy start is retried with backoff a
 bounded number of times, never for a configuration error nor the same failure twice in a row.

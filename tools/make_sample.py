@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate the shipped sample recording from the demo, then run each offline tool on it.
 
-    python tools/make_sample.py [--duration 45] [--out emil/data/samples/demo-session.jsonl]
+    python3 tools/make_sample.py [--duration 45] [--out emil/data/samples/demo-session.jsonl]
 
 Runs ``run_emil.py demo`` (embedded server, vLLM-dialect double with a SCRIPTED brain, the
 real Emil, a scripted player) writing a fresh recording, refuses a sample over --max-kb, and

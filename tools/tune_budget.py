@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Sweep prompt budgets over recorded (or synthetic) sessions with the real trim ladder.
 
-    python tools/tune_budget.py RECORDING.jsonl [...] [--window 65536 ...]
+    python3 tools/tune_budget.py RECORDING.jsonl [...] [--window 65536 ...]
         [--output-reserve 6144 ...] [--budgets 16000,24000,36000 | --budgets 8000:59000:4000]
         [--slack 4096] [--low-water 0.8] [--tokenizer qwen3.6] [--[no-]preserve-thinking]
         [--plot sweep.png] [--json]
-    python tools/tune_budget.py --synthetic-hours 24 --plot day.png
+    python3 tools/tune_budget.py --synthetic-hours 24 --plot day.png
 
 For each budget: trims per hour, messages evicted per trim, memory horizon (median and
 minimum, minutes of game time), peak prompt tokens, requests that would overflow the window,

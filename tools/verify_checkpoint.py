@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare a merged or quantized checkpoint with its base; check the MTP head survived in BF16.
 
-    python tools/verify_checkpoint.py BASE_DIR CANDIDATE_DIR [--json]
+    python3 tools/verify_checkpoint.py BASE_DIR CANDIDATE_DIR [--json]
 
 Reads only model.safetensors.index.json and the shard headers. Exit 0 when tensor names match
 and every mtp.* tensor is present and BF16; 1 on any difference; 2 when a file is unreadable.
