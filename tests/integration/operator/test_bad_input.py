@@ -130,3 +130,16 @@ def test_every_mistake_is_one_line_and_exit_2(tmp_path: Path) -> None:
         if problems:
             failures.append(f"{case.name}: {', '.join(problems)}\n    stderr: {proc.stderr.strip()[:600]}\n    stdout: {proc.stdout.strip()[:300]}")
     assert not failures, "\n".join(failures)
+
+
+def test_a_metrics_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        case = Case("metrics port taken", [*RUN, "live", "--metrics-address", f"127.0.0.1:{port}"], f"cannot serve metrics on 127.0.0.1:{port}")
+        proc = _run(case, tmp_path / "taken")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert case.expect in proc.stderr and "Traceback" not in proc.stderr
