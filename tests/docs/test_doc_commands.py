@@ -164,6 +164,7 @@ def test_not_here_commands_are_still_in_the_docs() -> None:
         assert any(t == prefix or t.startswith(prefix + " ") for t in texts), prefix
 
 
+@pytest.mark.slow  # each starts a Python (and some a Node) process: ~50 s in all
 @pytest.mark.parametrize("c", _unique(COMMANDS, slow=False), ids=lambda c: c.where)
 def test_doc_command(c: DocCommand, clone: Path) -> None:
     _run(c, clone, timeout=110)
