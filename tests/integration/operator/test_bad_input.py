@@ -17,10 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from emil.recording import RECORD_ADAPTER, HeaderRecord
 
 ROOT = Path(__file__).resolve().parents[3]
-NOWHERE = {"EMIL_ENDPOINT": "http://127.0.0.1:9/v1", "EMIL_MC_PORT": "9", "EMIL_ENDPOINT_WAIT_S": "2"}
+NOWHERE = {
+    "EMIL_ENDPOINT": "http://127.0.0.1:9/v1", "EMIL_MC_PORT": "9", "EMIL_ENDPOINT_WAIT_S": "2",
+    "EMIL_METRICS_ADDRESS": "127.0.0.1:0",
+}
 
 
 @dataclass(frozen=True)
@@ -143,3 +148,25 @@ def test_a_metrics_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
         proc = _run(case, tmp_path / "taken")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert case.expect in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+async def test_output_reserve_beyond_the_served_window_stops_before_minecraft(tmp_path: Path) -> None:
+    """The window comes from the server here, so this is checked once vLLM answers: still one
+    line and exit 2, and before the (unreachable) Minecraft port is tried."""
+    import anyio
+
+    from emil.testing.brains import NpcBrain
+    from emil.testing.vllm_double import VLLMDouble
+
+    async with VLLMDouble(NpcBrain(), window=32768) as double:
+        case = Case(
+            "reserve > served window", [*RUN, "live", "--output-reserve", "40000"], "output reserve 40000",
+            env={"EMIL_ENDPOINT": double.base_url, "EMIL_ENDPOINT_WAIT_S": "30"},
+        )
+        proc = await anyio.to_thread.run_sync(lambda: _run(case, tmp_path / "reserve"))
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("emil:")]
+    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "32768" in errors[0] and "40000" in errors[0], errors[0]
+    assert "emil.world" not in proc.stderr and "Minecraft" not in proc.stderr  # never tried to join
