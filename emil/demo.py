@@ -125,8 +125,13 @@ async def play_demo(loaded: LoadedSettings, *, duration_s: float, recording: Pat
     result = DemoResult()
     s = loaded.settings
     async with EmbeddedServer() as server, VLLMDouble(DemoBrain(), window=max(s.window or 0, 32768)) as llm:
+        # The demo leaves the metrics port to a live Emil on this box unless asked for them.
+        metrics = s.metrics_address if loaded.sources.get("metrics_address", "default") != "default" else "off"
         settings = s.model_copy(
-            update={"endpoint": llm.base_url, "model": "auto", "mc_host": "127.0.0.1", "mc_port": server.port, "endpoint_wait_s": 30.0}
+            update={
+                "endpoint": llm.base_url, "model": "auto", "mc_host": "127.0.0.1", "mc_port": server.port,
+                "endpoint_wait_s": 30.0, "metrics_address": metrics,
+            }
         )
         async with open_session(settings, recording=recording) as session:
             result.session = session

@@ -24,7 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 from emil.context.budget import Budget
 from emil.context.family import ModelFamily, family_for_model

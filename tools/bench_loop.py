@@ -15,7 +15,7 @@ with a history of about ``--history-tokens`` real tokens (a synthetic Emil-shape
 urgent chat line per turn; tools return at once) so world latency does not blur the figures;
 1, 4 and 8 Emils share one process, one event loop and one double.
 
-    .venv/bin/python tools/bench_loop.py [--turns 30] [--emils 1,4,8] [--history-tokens 36000]
+    python3 tools/bench_loop.py [--turns 30] [--emils 1,4,8] [--history-tokens 36000]
 """
 
 from __future__ import annotations
@@ -31,6 +31,11 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream

@@ -1,6 +1,6 @@
 """Benchmark the world bridge on the embedded server: event latency, action round trip, reflex.
 
-    python tools/bench_world.py [--events 60] [--actions 60] [--reflex 15] [--mob 15]
+    python3 tools/bench_world.py [--events 60] [--actions 60] [--reflex 15] [--mob 15]
 
 Prints milliseconds, median and p95:
 - event latency: a server-side cause (a console whisper written to the server) to the GameEvent
@@ -18,7 +18,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 import anyio
 

@@ -4,8 +4,8 @@ vLLM-dialect double (a double of vLLM, not vLLM) configured as that family, plus
 shipped family that only the double's /tokenize can count. Prints a table; exit 1 unless every
 family had zero overflows and calibration error 0.
 
-    python tools/model_swap_drill.py emil/data/samples/demo-session.jsonl
-    python tools/model_swap_drill.py REC.jsonl --family qwen3 --family unknown
+    python3 tools/model_swap_drill.py emil/data/samples/demo-session.jsonl
+    python3 tools/model_swap_drill.py REC.jsonl --family qwen3 --family unknown
 """
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ import argparse
 import sys
 from pathlib import Path
 
-import anyio
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
+
+import anyio
 
 from emil.offline.swap_drill import drill, format_drill
 

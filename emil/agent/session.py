@@ -26,6 +26,7 @@ from emil.agent.startup import (
 from emil.agent.world_port import BotWorld
 from emil.config import LoadedSettings, Settings
 from emil.llm.client import OpenAIClient, ServedModel
+from emil.metrics import MetricsServer, serve_metrics
 from emil.recording import Recorder
 from emil.world.actions import tool_specs, validate_tool_call
 from emil.world.bridge import Bot, BotSettings, ReflexSettings
@@ -46,6 +47,8 @@ class Session:
     window: int
     prompt_budget: int
     recording_path: Path
+    metrics: MetricsServer | None = None
+    """The /metrics endpoint of this session (None when metrics_address is off)."""
 
 
 def bot_settings(settings: Settings) -> BotSettings:
@@ -62,18 +65,26 @@ def bot_settings(settings: Settings) -> BotSettings:
 async def open_session(s: Settings, *, recording: Path | None = None) -> AsyncIterator[Session]:
     """Run every startup check and yield a ready :class:`Session`; the recording is closed on exit."""
     path = recording or default_recording_path(s)
-    async with new_client(s, validate_tool_call) as llm:
-        model = await check_model(s, llm)
-        async with Bot.connect(bot_settings(s)) as bot:
-            recorder = Recorder(path)
-            try:
-                agent = build_agent(s, model, BotWorld(bot, s), tool_specs(s), recorder)
-                yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget, path)
-            except BaseException as e:
-                recorder.close(f"error: {type(e).__name__}")
-                raise
-            finally:
-                recorder.close("stopped")
+    # First, before connecting to anything: a metrics port in use is a configuration error.
+    metrics = serve_metrics(s.metrics_address)
+    try:
+        async with new_client(s, validate_tool_call) as llm:
+            model = await check_model(s, llm)
+            async with Bot.connect(bot_settings(s)) as bot:
+                recorder = Recorder(path)
+                if metrics is not None:
+                    recorder.add_observer(metrics.metrics.observe)
+                try:
+                    agent = build_agent(s, model, BotWorld(bot, s), tool_specs(s), recorder)
+                    yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget, path, metrics)
+                except BaseException as e:
+                    recorder.close(f"error: {type(e).__name__}")
+                    raise
+                finally:
+                    recorder.close("stopped")
+    finally:
+        if metrics is not None:
+            metrics.close()
 
 
 async def _live(loaded: LoadedSettings, recording: Path | None) -> None:

@@ -84,7 +84,8 @@ class BotSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=25565, ge=1, le=65535)
     username: str = Field(default="Emil", min_length=1, max_length=16, pattern=r"^[A-Za-z0-9_]+$")
-    version: str = "1.20.4"
+    version: str = "auto"
+    """Minecraft version to speak; "auto" = the one the server names in its status ping."""
     reflexes: ReflexSettings = ReflexSettings()
     allow_commands: bool = False
     """Let chat that reads as a server command go out (off by default); the bot checks it again
@@ -183,6 +184,9 @@ class Bot:
         self.reconnects = 0
         self.failure: EmilError | None = None
         """Why the bot gave up, once it has."""
+        self.version: str | None = None
+        """The Minecraft version the bot speaks, once connected (found from the server's
+        status ping when ``settings.version`` is "auto")."""
         self._rt: JsRuntime | None = None
         self._ctl: Any = None
         self._handle: Any = None
@@ -292,13 +296,15 @@ class Bot:
         code = str(res.get("code") or "")
         error = str(res.get("error") or "")
         if code in ("ENOTFOUND", "EAI_AGAIN", "EAI_NONAME"):
-            return ConfigurationError(f"unknown host {s.host!r}: set world.host to the server's address ({error})")
-        if code in ("config", "version") or "unsupported" in error.lower() or "not supported" in error.lower():
-            return ConfigurationError(f"cannot play Minecraft version {s.version!r}: {error}; set world.version to the server's version")
+            return ConfigurationError(f"unknown host {s.host!r}: set mc_host to the server's address ({error})")
+        if code == "version":  # the bot module's message names the versions and the fix
+            return ConfigurationError(f"Minecraft server {s.host}:{s.port}: {error}")
+        if code == "config" or "unsupported" in error.lower() or "not supported" in error.lower():
+            return ConfigurationError(f"cannot play Minecraft version {s.version!r}: {error}; leave mc_version on auto or set it to the server's version")
         if code == "kicked" and any(w in error.lower() for w in _CONFIG_KICK_WORDS):
             return ConfigurationError(
                 f"the server at {s.host}:{s.port} refused the login of {s.username!r}: {error!r}; "
-                "check world.version, world.username and the server's whitelist/online-mode"
+                "check mc_version, bot_name and the server's whitelist/online-mode"
             )
         return None
 
@@ -313,17 +319,22 @@ class Bot:
                 await anyio.sleep(delay)
             last = await self._connect_once()
             if last.get("ok"):
+                if last.get("version"):
+                    if self.version is None:
+                        _log.info("Minecraft server %s:%d runs %s; the bot speaks %s",
+                                  s.host, s.port, last.get("server_version") or "?", last["version"])
+                    self.version = str(last["version"])
                 self._connected = True
                 self._connected_event.set()
                 return
-            _log.warning("connect to %s:%d failed: %s", s.host, s.port, last)
             problem = self._classify(last)
-            if problem is not None:
+            if problem is not None:  # said once, by whoever reports the error
                 raise problem
+            _log.warning("connect to %s:%d failed: %s", s.host, s.port, last)
         if first and str(last.get("code")) == "ECONNREFUSED":
             raise ConfigurationError(
                 f"nothing accepts connections on {s.host}:{s.port} after {s.max_reconnects + 1} tries: "
-                "check world.host/world.port and that the server is running"
+                "check mc_host/mc_port and that the server is running"
             )
         raise WorldError(
             f"could not connect to {s.host}:{s.port} after {s.max_reconnects + 1} tries: {last.get('error')}"

@@ -7,11 +7,56 @@
 // event, controller.events.emit('event', '<compact json>'), whose fields match emil/events.py.
 // Python never walks JS objects: everything crossing the bridge is a JSON string or a number.
 const { need } = require('./emil_require')
+// This Node process shares the Python process's stdout (JSPyBridge passes it through), which
+// carries Emil's own output (--json reports). Library chatter goes to stderr instead, where the
+// bridge hands each line to Emil's log (emil/world/_jsruntime.py).
+console.log = console.info = console.debug = (...args) => console.error(...args)
 const { EventEmitter } = require('events')
 const { installEvents } = require('./emil_events')
 const { installReflexes, DEFAULT_REFLEXES } = require('./emil_reflexes')
 const { ACTIONS } = require('./emil_actions')
 const { snapshot } = require('./emil_snapshot')
+
+// The versions Emil can play: those mineflayer is tested with, and any version that speaks the
+// same protocol as one of them (minecraft-data knows which do).
+function supportedVersions () {
+  return need('mineflayer').testedVersions
+}
+
+function protocolOf (version) {
+  const data = need('minecraft-data')(version)
+  return data ? data.version.version : undefined
+}
+
+// -> { ok: true, version, server } or { ok: false, code: 'version', error }
+function resolveVersion (wanted, server) {
+  const mcData = need('minecraft-data')
+  const supported = supportedVersions()
+  const list = `mineflayer ${need('mineflayer/package.json').version} supports ${supported.join(', ')}`
+  const serverText = server.name !== undefined ? `${server.name} (protocol ${server.protocol})` : 'an unknown version'
+  const auto = !wanted || wanted === 'auto'
+  if (!auto) {
+    const protocol = protocolOf(wanted)
+    if (protocol === undefined) return { ok: false, code: 'version', error: `unknown Minecraft version ${wanted}; ${list}` }
+    if (server.protocol !== undefined && server.protocol !== protocol) {
+      return { ok: false, code: 'version', error: `the server runs ${serverText} but mc_version is ${wanted} (protocol ${protocol}); leave mc_version on auto or set it to the server's version` }
+    }
+    if (!supported.some((v) => protocolOf(v) === protocol)) {
+      return { ok: false, code: 'version', error: `Minecraft ${wanted} is not supported: ${list}` }
+    }
+    return { ok: true, version: wanted, server: serverText }
+  }
+  if (server.protocol === undefined) {
+    return { ok: false, code: 'version', error: `the server's status ping names no protocol version; set mc_version to the server's version (${list})` }
+  }
+  // Versions sharing the server's protocol, a tested one first (1.20.3 and 1.20.4 are one protocol).
+  const candidates = (mcData.postNettyVersionsByProtocolVersion.pc[server.protocol] || []).map((v) => v.minecraftVersion)
+  const version = candidates.find((v) => supported.includes(v)) || supported.find((s) => protocolOf(s) === server.protocol)
+  if (!version) {
+    return { ok: false, code: 'version', error: `the server runs ${serverText}, which Emil cannot play (${list}); run the server on one of those` }
+  }
+  return { ok: true, version, server: serverText }
+}
 
 function createController (optionsJson) {
   const options = JSON.parse(optionsJson)
@@ -44,28 +89,30 @@ function createController (optionsJson) {
   // Resolves on spawn; rejects with {code, message} on anything that prevents it.
   // Like start(): returns at once, the outcome arrives as {kind: '_connected', id, ok, ...}.
   ctl.startConnect = (id) => {
-    ctl.connect().then((res) => {
+    // A bug here must come back as an answer: an unhandled rejection would kill this process.
+    ctl.connect().catch((err) => JSON.stringify({ ok: false, code: 'error', error: `bot module: ${(err && err.stack) || err}` })).then((res) => {
       try { events.emit('event', JSON.stringify({ kind: '_connected', id, ...JSON.parse(res) })) } catch (e) { /* Python gone */ }
     })
     return true
   }
 
-  // Ask the server what it is before logging in: a version mismatch or a wrong address is a
-  // configuration error, and flying-squid would otherwise just leave a wrong client hanging.
+  // Ask the server what it is before logging in. Its status ping names its version (and
+  // protocol): with version 'auto' that is the version the bot speaks; a pinned version must
+  // agree with it. Either way the version must be one mineflayer is tested with (or shares a
+  // protocol with one), else it is a configuration error listing the supported versions;
+  // flying-squid would otherwise just leave a wrong client hanging.
   ctl.probe = async () => {
-    const mcData = need('minecraft-data')(options.version)
-    if (!mcData) return { ok: false, code: 'config', error: `unknown Minecraft version ${options.version}` }
     let info
     try {
       info = await need('minecraft-protocol').ping({ host: options.host, port: options.port, closeTimeout: 5000, noPongTimeout: 5000 })
     } catch (err) {
       return { ok: false, code: (err && err.code) || 'ping', error: String((err && err.message) || err) }
     }
-    const server = info && info.version
-    if (server && server.protocol !== undefined && server.protocol !== mcData.version.version) {
-      return { ok: false, code: 'version', error: `the server runs ${server.name} (protocol ${server.protocol}) but the bot is set to ${options.version} (protocol ${mcData.version.version})` }
-    }
-    return { ok: true }
+    const server = (info && info.version) || {}
+    const resolved = resolveVersion(options.version, server)
+    if (resolved.ok) ctl.version = resolved.version
+    if (resolved.ok) ctl.serverVersion = resolved.server
+    return resolved
   }
 
   ctl.connect = async () => {
@@ -84,7 +131,7 @@ function createController (optionsJson) {
         host: options.host,
         port: options.port,
         username: options.username,
-        version: options.version,
+        version: ctl.version,
         auth: 'offline',
         hideErrors: true,
         checkTimeoutInterval: options.checkTimeoutMs || 30000,
@@ -108,7 +155,7 @@ function createController (optionsJson) {
       bot.pathfinder.setMovements(movements)
       bot.pathfinder.thinkTimeout = 3000
       ctl.connected = true
-      done({ ok: true, username: bot.username, version: bot.version })
+      done({ ok: true, username: bot.username, version: bot.version, server_version: ctl.serverVersion })
     })
     bot.once('kicked', (reason) => {
       clearTimeout(timer)
