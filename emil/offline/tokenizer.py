@@ -26,7 +26,7 @@ def _named(header: HeaderRecord, model_family: str | None) -> ModelFamily | None
     for name in (model_family, header.model_family, setting):
         if isinstance(name, str) and name not in ("", "auto", "server", "model-dir"):
             return family_by_name(name)
-    for spec in (header.settings.get("tokenizer"), header.model):
+    for spec in (header.settings.get("tokenizer"), header.model, header.tokenizer):
         if isinstance(spec, str) and spec not in ("", "auto"):
             family = family_for_model(spec)
             if family is not None:
