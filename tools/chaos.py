@@ -7,8 +7,8 @@ slow fault suite asserts the same ones). Prints one row per fault: what Emil did
 recover (fault -> first answer after it, or -> process exit for an exit) as a range over the
 runs, the player lines the recording lost, and whether every run was the documented outcome.
 
-    python tools/chaos.py --runs 3                 # every scenario, three times
-    python tools/chaos.py --only hang,flood --runs 1
+    python3 tools/chaos.py --runs 3                 # every scenario, three times
+    python3 tools/chaos.py --only hang,flood --runs 1
 """
 
 from __future__ import annotations

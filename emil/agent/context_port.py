@@ -8,17 +8,28 @@ neutralised against the served vocabulary's special tokens (emil.context.untrust
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from emil.agent.ports import NewMessage
+from emil.context.family import FAMILIES
 from emil.context.history import History, Message
 from emil.context.ladder import TrimRecord
 from emil.context.manager import Assembly, ContextManager
 from emil.context.untrusted import Neutraliser, special_tokens_of
 from emil.exceptions import BudgetError, ContextOverflowError
+from emil.llm.types import LLM
 
-__all__ = ["ContextAssembly", "ManagedContext"]
+__all__ = ["ContextAssembly", "ManagedContext", "served_specials"]
+
+
+def served_specials(manager: ContextManager) -> frozenset[str]:
+    """The special tokens untrusted text must not spell: the served family's, else its
+    counter's; for a model only the server can count (its vocabulary unknown here), every
+    shipped family's, which covers the ChatML and Qwen control tokens most templates use."""
+    specials = manager.incremental.family.special_tokens or special_tokens_of(manager.counter)
+    if specials:
+        return specials
+    return frozenset().union(*(family.special_tokens for family in FAMILIES))
 
 
 @dataclass(frozen=True)
@@ -26,11 +37,15 @@ class ContextAssembly:
     """The manager's :class:`Assembly` plus the ids of its messages (an AssemblyView)."""
 
     assembly: Assembly
-    message_ids: list[int | None]
 
     @property
     def messages(self) -> list[dict[str, Any]]:
         return self.assembly.messages
+
+    @property
+    def message_ids(self) -> list[int | None]:
+        # Let the recorder reference known messages without hashing a 36k-token prompt.
+        return [m.id for m in self.assembly.sequence]
 
     @property
     def predicted_tokens(self) -> int:
@@ -53,7 +68,8 @@ class ManagedContext:
     """Keeps the session's :class:`History` and assembles it with a :class:`ContextManager`.
 
     Trims persist: the history returned by each assembly replaces ours, so the next prompt
-    extends this one (prefix-cache stability).
+    extends this one (prefix-cache stability). ``llm`` is the served model's client, handed to
+    the trim rungs' between-turns preparation.
     """
 
     def __init__(
@@ -63,39 +79,38 @@ class ManagedContext:
         tools: list[dict[str, Any]],
         *,
         history: History | None = None,
+        llm: LLM | None = None,
     ) -> None:
         self.manager = manager
+        self.llm = llm
         self.system_prompt = system_prompt
         self.tools = tools
         self.history = history or History()
         self.last: Assembly | None = None
-        self.neutralise = Neutraliser(special_tokens_of(manager.counter))
+        self.neutralise = Neutraliser(served_specials(manager))
         """Applied to every text of every message added (the served vocabulary's specials)."""
 
     def _safe(self, text: str | None) -> str | None:
         return None if text is None else self.neutralise(text)
 
-    def add(self, message: NewMessage, *, new_turn: bool = False) -> Message:
+    def add(self, message: Message, *, new_turn: bool = False) -> Message:
         safe = self.neutralise
-        msg = Message(
-            role=message.role,
+        # every text the model will read, neutralised; the message keeps its id
+        stored = replace(
+            message,
             content=self._safe(message.content),
-            kind=message.kind,
             # tool-call ids are the server's own; names and arguments are model text that may
             # echo a player (arguments are JSON the server decodes before rendering)
             tool_calls=tuple(
-                {k: str(v) if k == "id" else safe.json_text(str(v)) if k == "arguments" else safe(str(v))
-                 for k, v in c.items()}
+                {k: v if k == "id" else safe.json_text(v) if k == "arguments" else safe(v) for k, v in c.items()}
                 for c in message.tool_calls
             ),
-            tool_call_id=message.tool_call_id,
             name=self._safe(message.name),
             reasoning=self._safe(message.reasoning),
-            event_time=message.event_time,
             status=self._safe(message.status),
         )
-        self.history = self.history.start_turn(msg) if new_turn else self.history.append(msg)
-        return msg
+        self.history = self.history.start_turn(stored) if new_turn else self.history.append(stored)
+        return stored
 
     def count_text(self, text: str) -> int:
         """Tokens of ``text`` in the served vocabulary (sizing an observation before it is added)."""
@@ -115,16 +130,14 @@ class ManagedContext:
             raise ContextOverflowError(f"this turn cannot fit the prompt budget: {e}") from e
         self.history = assembly.history
         self.last = assembly
-        # The manager renders [system, memory note?, *history]; their ids let the recorder
-        # reference known messages without hashing a 36k-token prompt every step.
-        head = [self.manager.system] if assembly.history.memory is None else [self.manager.system, assembly.history.memory]
-        ids: list[int | None] = [m.id for m in (*head, *assembly.history.messages())]
-        if len(ids) != len(assembly.messages):
-            ids = [None] * len(assembly.messages)
-        return ContextAssembly(assembly, ids)
+        return ContextAssembly(assembly)
 
     def observe_usage(self, predicted: int, actual: int) -> None:
         self.manager.observe_usage(predicted, actual)
+
+    async def prepare(self) -> None:
+        """The trim ladder's between-turns step over the history as it stands."""
+        await self.manager.prepare(self.history, llm=self.llm)
 
     def check_fits(self) -> None:
         """Startup check: system prompt + tool specs + a short observation fit the budget."""

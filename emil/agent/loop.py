@@ -37,7 +37,8 @@ from typing import Any
 
 import anyio
 
-from emil.agent.ports import Completer, ContextPort, NewMessage, Outcome, WorldPort
+from emil.agent.between_turns import BetweenTurns
+from emil.agent.ports import Completer, ContextPort, Message, Outcome, WorldPort
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.backoff import OutageEvent
 from emil.events import ActionFinished, Chat, Damage, Death, GameEvent, Health, HostileNearby
@@ -63,7 +64,6 @@ from emil.recording import (
     RecoveryRecord,
     RequestRecord,
     ToolResultRecord,
-    TrimRecordEntry,
     outage_record,
 )
 
@@ -152,10 +152,9 @@ class Agent:
         self._action_scope: anyio.CancelScope | None = None
         self._interrupt_reason: str | None = None
         self._turn_keys: set[str] = set()
-        self._requester: str | None = None
-        """The one player whose chat started this turn (None: several or none)."""
-        self._senders: frozenset[str] = frozenset()
-        """Every player whose chat is in this turn's observation."""
+        self._requesters: frozenset[str] = frozenset()
+        """Every player whose words are in this turn (operator-only acts need all of them;
+        a "stop" from any of them cancels a model call)."""
         self._in_turn = False
         self._step = 0
         self._turn_scope: anyio.CancelScope | None = None
@@ -167,6 +166,7 @@ class Agent:
         self._dispatched: Counter[str] = Counter()
         """Actions this loop dispatched whose action_finished echo has not arrived yet."""
         self._log = _log.getChild(name) if name != "Emil" else _log
+        self._between = BetweenTurns(lambda: self.context.prepare())
 
     # --- public -------------------------------------------------------------------------
 
@@ -194,6 +194,7 @@ class Agent:
         failure: Exception | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._pump)
+            tg.start_soon(self._between.run)
             try:
                 await self._turns(max_turns)
             except Exception as e:  # re-raised below, unwrapped from the task group
@@ -235,7 +236,7 @@ class Agent:
         """A "stop" from an operator or from a player this turn is answering."""
         return (
             isinstance(event, Chat)
-            and (event.sender in self.options.operators or event.sender in self._senders)
+            and (event.sender in self.options.operators or event.sender in self._requesters)
             and asks_to_stop(event.text)
         )
 
@@ -294,8 +295,10 @@ class Agent:
             wait = self.perception.wait_s()
             if wait is None or wait > 0:
                 self._wake = anyio.Event()
+                self._between.idle()  # the context may prepare the next trim meanwhile
                 with anyio.move_on_after(math.inf if wait is None else wait):
                     await self._wake.wait()
+                self._between.busy()
                 continue
             await self._turn(self.perception.take())
 
@@ -317,9 +320,7 @@ class Agent:
         stats = TurnStats(turn=turn, reason=reason, started=time.monotonic(), event_at=min((t.at for t in triaged), default=None))
         self.stats.turns.append(stats)
         self._turn_keys = {_urgent_key(t.event) for t in urgent}
-        senders = {t.event.sender for t in triaged if isinstance(t.event, Chat)}
-        self._senders = frozenset(senders)
-        self._requester = next(iter(senders)) if len(senders) == 1 else None
+        self._requesters = frozenset(t.event.sender for t in triaged if isinstance(t.event, Chat))
         self._in_turn = True
         self._step = 0
         scope = anyio.CancelScope()
@@ -349,7 +350,7 @@ class Agent:
             self._turn_scope = None
             self._in_turn = False
             self._turn_keys = set()
-            self._senders = frozenset()
+            self._requesters = frozenset()
             stats.ended = time.monotonic()
             self.recorder.write(stats.record())
             self._log.info("%s", stats.log_line())
@@ -367,7 +368,7 @@ class Agent:
                            stats.turn, composed.events, composed.shown)
         event_times = [t.event.t for t in triaged]
         stored = self.context.add(
-            NewMessage(
+            Message(
                 role="user",
                 kind="observation",
                 content=composed.text,
@@ -407,7 +408,7 @@ class Agent:
             completion = await self._complete(stats, step)
             calls = completion.tool_calls
             stored = self.context.add(
-                NewMessage(
+                Message(
                     role="assistant",
                     kind="assistant",
                     content=completion.content,
@@ -462,7 +463,7 @@ class Agent:
             self._action_scope = scope
             try:
                 with anyio.fail_after(timeout + min(5.0, timeout)):  # backstop: the bridge has its own
-                    outcome = await self.world.run_tool(call, limit_s=timeout, requester=self._requester)
+                    outcome = await self.world.run_tool(call, limit_s=timeout, requesters=self._requesters)
             except TimeoutError:
                 outcome = Outcome(False, f"error: {call.name} timed out after {timeout:g} s and was aborted")
                 await self._abort()
@@ -484,7 +485,7 @@ class Agent:
 
     def _add_result(self, turn: int, step: int, call: ToolCall, outcome: Outcome) -> None:
         stored = self.context.add(
-            NewMessage(role="tool", kind="tool_result", content=outcome.text, tool_call_id=call.id, name=call.name)
+            Message(role="tool", kind="tool_result", content=outcome.text, tool_call_id=call.id, name=call.name)
         )
         ref = self.recorder.message(stored, turn=turn)
         self.recorder.write(
@@ -532,13 +533,7 @@ class Agent:
             assembly = self.context.assemble(limit)
             for trim in assembly.trims:
                 stats.trims += 1
-                self.recorder.write(
-                    TrimRecordEntry(
-                        turn=stats.turn, rung=trim.rung, messages_touched=trim.messages_touched,
-                        tokens_freed=trim.tokens_freed, horizon_after_s=trim.horizon_after_s,
-                        tokens_before=trim.tokens_before, tokens_after=trim.tokens_after,
-                    )
-                )
+                self.recorder.write(trim.model_copy(update={"turn": stats.turn}))
             refs = self.recorder.request_refs(assembly.messages, turn=stats.turn, ids=assembly.message_ids)
             request = ChatRequest(
                 messages=assembly.messages,

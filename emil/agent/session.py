@@ -46,6 +46,7 @@ from emil.backoff import OutageEvent
 from emil.config import LoadedSettings, Settings
 from emil.exceptions import ConfigurationError, PatienceExhausted
 from emil.llm.client import OpenAIClient, ServedModel
+from emil.metrics import MetricsServer, serve_metrics
 from emil.recording import ErrorRecord, Recorder, outage_record
 from emil.world.actions import tool_specs, validate_tool_call
 from emil.world.bridge import Bot, BotSettings, ReflexSettings
@@ -82,6 +83,8 @@ class Session:
     window: int
     prompt_budget: int
     recording_path: Path
+    metrics: MetricsServer | None = None
+    """The /metrics endpoint of this session (None when metrics_address is off)."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,7 @@ def bot_settings(settings: Settings) -> BotSettings:
     return BotSettings(
         host=settings.mc_host, port=settings.mc_port, username=settings.bot_name, version=settings.mc_version,
         reflexes=ReflexSettings(defend="defend" in on, flee="flee" in on, eat="eat" in on, unstuck="unstuck" in on),
-        allow_commands=settings.allow_commands,
+        allow_commands=settings.allow_commands, operators=frozenset(settings.operators),
         patience_s=settings.world_patience_s, restarts_per_hour=settings.world_restarts_per_hour,
     )
 
@@ -177,24 +180,37 @@ async def open_session(
     path = recording or default_recording_path(s)
     tools = tool_specs(s)
     preflight(s, tools)
-    recorder = Recorder(path, append=s.recording_append)
+    # Before connecting to anything: a metrics port in use is a configuration error.
+    metrics = serve_metrics(s.metrics_address)
+    try:
+        recorder = Recorder(path, append=s.recording_append)
+    except BaseException:
+        if metrics is not None:
+            metrics.close()
+        raise
+    if metrics is not None:
+        recorder.add_observer(metrics.metrics.observe)
     outages = _Outages(recorder)
     agent: Agent | None = None
     try:
         async with new_client(s, validate_tool_call) as llm:
             patience = endpoint_patience(s, limit_s=s.endpoint_wait_s, on_event=outages)
             model = await check_model(s, llm, patience)
-            context = build_context(s, model.counter, model.template, model.budget, tools)
+            context = build_context(s, model.counter, model.family, model.budget, tools, llm=llm)
             async with Bot.connect(bot_settings(s), on_outage=outages) as bot:
                 agent = build_agent(s, model, BotWorld(bot, s), tools, recorder, context=context,
                                     patience=patience)
                 outages.agent = agent
-                yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget, path)
+                yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget, path,
+                              metrics)
     except BaseException as e:
         _close(recorder, ending_of(e, stop_reason=_why(agent, why_stopped)))
         raise
     else:
         _close(recorder, ending_of(None, stop_reason=_why(agent, why_stopped)))
+    finally:
+        if metrics is not None:
+            metrics.close()
 
 
 def _why(agent: Agent | None, why_stopped: Callable[[], str] | None) -> str:

@@ -2,15 +2,20 @@
 
 The checks run in order, each with a message that says what to change:
 
-0. Before connecting to anything: when the window and the tokenizer are both set, the budget
-   check of step 5 runs at once (:func:`preflight`), so a budget that cannot work stops Emil
-   before it waits for any server.
+0. Before connecting to anything: when the window is set and the family is known from the
+   settings (``model_family``, or ``tokenizer`` / ``model``), the budget check of step 5 runs at
+   once (:func:`preflight`), so a budget that cannot work stops Emil before it waits for any
+   server.
 1. LLM endpoint reachable: transient, so it is waited for with backoff (emil.backoff: one
    WARNING per outage) for ``endpoint_wait_s`` (unset = until stopped; past it, exit 3).
 2. Model served: a configured model the server does not list is a configuration error that
    lists what it serves; "auto" takes the served one.
 3. Window from the server (``max_model_len``); a configured window may only lower it.
-4. Tokenizer resolved from the model name (or the configured spec): unknown = configuration.
+4. Model family resolved once (emil.context.family): the ``model_family`` setting, else the
+   tokenizer/chat_template settings, else the served model's root then id, else the server's
+   /tokenize; then checked against the server's /tokenize of a probe prompt (a mismatch: exit
+   2 for a family set by the operator, the server's counting for one guessed from the name).
+   Logged with where it came from; never another family's template.
 5. Budget: output reserve + pinned prompt (system prompt + tool specs + one observation) must
    fit the window (:func:`build_context`), before the Minecraft server is contacted.
 
@@ -20,6 +25,7 @@ errors are never retried; they end the run with exit code 2.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable
@@ -30,16 +36,18 @@ from typing import Any
 
 from emil.agent.context_port import ManagedContext
 from emil.agent.loop import Agent, AgentOptions
+from emil.agent.model_family import ResolvedFamily, resolve_family, verify_family
 from emil.agent.persona import load_system_prompt
 from emil.agent.ports import Completer, WorldPort
 from emil.agent.turnstats import SessionStats
 from emil.backoff import Backoff, OutageEvent, Patience, wait_out
 from emil.config import Settings
 from emil.context.budget import Budget
+from emil.context.family import ModelFamily, server_family
 from emil.context.history import History
+from emil.context.ladder import LadderConfig
 from emil.context.manager import ContextManager
-from emil.context.template import ChatTemplate
-from emil.context.tokens import TokenCounter, get_token_counter
+from emil.context.tokens import ServerCounting, ServerTokenizeCounter, TokenCounter
 from emil.exceptions import ConfigurationError, ServerFault, TransientError
 from emil.llm.client import OpenAIClient, ServedModel
 from emil.llm.recovery import Assembler, RecoveryEvent, complete_with_recovery
@@ -55,6 +63,7 @@ __all__ = [
     "check_model",
     "default_recording_path",
     "endpoint_patience",
+    "header_record",
     "new_client",
     "preflight",
     "recovering_completer",
@@ -138,7 +147,9 @@ class ModelSetup:
     served: ServedModel
     window: int
     counter: TokenCounter
-    template: ChatTemplate
+    family: ModelFamily
+    family_source: str
+    """Where the family came from (setting, served root/id, local files, server fallback)."""
     budget: Budget
 
 
@@ -155,13 +166,15 @@ def _budget(s: Settings, window: int) -> Budget:
     return budget
 
 
-def _template(s: Settings) -> ChatTemplate:
-    return ChatTemplate.from_file(s.chat_template) if s.chat_template else ChatTemplate.default()
+def _preserve(s: Settings, family: ModelFamily) -> bool:
+    # A kwarg the family's template does not read is neither counted with nor sent.
+    return bool(family.template_kwargs(enable_thinking=s.enable_thinking,
+                                       preserve_thinking=s.preserve_thinking).get("preserve_thinking"))
 
 
 def build_context(
-    s: Settings, counter: TokenCounter, template: ChatTemplate, budget: Budget, tools: list[dict[str, Any]],
-    *, history: History | None = None,
+    s: Settings, counter: TokenCounter, family: ModelFamily, budget: Budget, tools: list[dict[str, Any]],
+    *, history: History | None = None, llm: OpenAIClient | None = None,
 ) -> ManagedContext:
     """The session's context, after checking that the pinned prompt fits (BudgetError)."""
     tool_names = [t["function"]["name"] for t in tools]
@@ -170,9 +183,9 @@ def build_context(
     )
     manager = ContextManager(
         counter, budget, system_prompt, tools, s.enable_thinking,
-        template=template, preserve_thinking=s.preserve_thinking,
+        family=family, preserve_thinking=_preserve(s, family), ladder=LadderConfig(rungs=s.trim_rungs),
     )
-    context = ManagedContext(manager, system_prompt, tools, history=history)
+    context = ManagedContext(manager, system_prompt, tools, history=history, llm=llm)
     context.check_fits()
     return context
 
@@ -180,24 +193,49 @@ def build_context(
 def preflight(s: Settings, tools: list[dict[str, Any]]) -> None:
     """Check 0: the budget check before connecting to anything, when nothing needs a server.
 
-    It needs the window and the tokenizer; with either on auto it waits for check 5, right
-    after the endpoint answers and still before the Minecraft server is contacted.
+    It needs the window and a family known from the settings alone (``model_family``, or
+    ``tokenizer`` / ``model`` naming one); otherwise it waits for check 5, right after the
+    endpoint answers and still before the Minecraft server is contacted.
     """
-    if s.window is None or s.tokenizer == "auto":
+    if s.window is None:
         return
-    build_context(s, get_token_counter(s.tokenizer), _template(s), _budget(s, s.window), tools)
+    try:
+        resolved: ResolvedFamily = resolve_family(
+            setting=s.model_family, served=(None, None if s.model == "auto" else s.model),
+            tokenizer=s.tokenizer, chat_template=str(s.chat_template) if s.chat_template else None,
+        )
+    except ConfigurationError:
+        return  # the served model decides (or the same error comes, worded for it, at check 4)
+    build_context(s, resolved.family.tokenizer(), resolved.family, _budget(s, s.window), tools)
 
 
 async def check_model(s: Settings, llm: OpenAIClient, patience: Patience | None = None) -> ModelSetup:
     """Startup checks 1-4 (see the module docstring) against an open client."""
     served = await wait_for_endpoint(llm, patience or endpoint_patience(s, limit_s=s.endpoint_wait_s))
     window = _window(served, s)
-    counter = get_token_counter(s.tokenizer if s.tokenizer != "auto" else (served.root or served.id))
-    template = _template(s)
+    def counted_by_server() -> ModelFamily:
+        return server_family(
+            ServerCounting(s.endpoint, served.id, api_key=s.api_key, timeout=min(30.0, s.request_timeout_s))
+        )
+
+    resolved = resolve_family(
+        setting=s.model_family,
+        served=(served.root, served.id),
+        tokenizer=s.tokenizer,
+        chat_template=str(s.chat_template) if s.chat_template else None,
+        server=counted_by_server,
+    )
+    resolved = await verify_family(
+        resolved, ServerTokenizeCounter(s.endpoint, served.id, api_key=s.api_key),
+        enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking, server=counted_by_server,
+    )
+    family = resolved.family
+    counter = family.tokenizer()
     budget = _budget(s, window)
-    _log.info("llm %s: model %s, window %d, tokenizer %s, prompt budget %d, output reserve %d",
-              s.endpoint, served.id, window, counter.name, budget.prompt_budget, s.output_reserve)
-    return ModelSetup(llm, served, window, counter, template, budget)
+    _log.info("llm %s: model %s, window %d, model family %s (%s; from %s), tokenizer %s, "
+              "prompt budget %d, output reserve %d", s.endpoint, served.id, window, family.name,
+              family.label, resolved.source, counter.name, budget.prompt_budget, s.output_reserve)
+    return ModelSetup(llm, served, window, counter, family, resolved.source, budget)
 
 
 def new_client(s: Settings, tool_validator: Callable[[ToolCall], ToolCall] | None = None) -> OpenAIClient:
@@ -230,9 +268,9 @@ def header_record(s: Settings, model: ModelSetup, context: ManagedContext) -> He
     return HeaderRecord(
         session_id=uuid.uuid4().hex[:12],
         settings=s.public_dump(), model=model.served.id, tokenizer=model.counter.name,
-        chat_template=model.template.source if s.chat_template else None, window=model.window,
+        chat_template=_local_template(model.family), model_family=model.family.name, window=model.window,
         output_reserve=s.output_reserve, prompt_budget=model.budget.prompt_budget,
-        enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking,
+        enable_thinking=s.enable_thinking, preserve_thinking=_preserve(s, model.family),
         system_prompt=context.system_prompt, tools=context.tools, bot_name=s.bot_name,
     )
 
@@ -254,20 +292,27 @@ def build_agent(
     new one, waiting until stopped, when not given). Its outage events go to the recording.
     """
     if context is None:
-        context = build_context(s, model.counter, model.template, model.budget, tools, history=history)
+        context = build_context(s, model.counter, model.family, model.budget, tools, history=history, llm=model.llm)
     recorder.write(header_record(s, model, context))
     if history is not None:
         for message in history.messages():
             recorder.message(message)
     patience = patience or endpoint_patience(s, limit_s=None)
+    options = dataclasses.replace(agent_options(s, model.budget.prompt_budget),
+                                  preserve_thinking=_preserve(s, model.family))
     agent = Agent(
         world=world, context=context,
         completer=recovering_completer(model.llm, context, s, model.window, patience),
-        recorder=recorder, options=agent_options(s, model.budget.prompt_budget), name=s.bot_name,
+        recorder=recorder, options=options, name=s.bot_name,
     )
     patience.limit_s = None  # mid-session the endpoint is waited for until stopped
     patience.on_event = agent.record_outage
     return agent
+
+
+def _local_template(family: ModelFamily) -> str | None:
+    # Recorded only when it came from local files: a shipped family's is named by the family.
+    return family.template().source if family.name == "model-dir" and family.template else None
 
 
 def summary_line(stats: SessionStats, recording: Path) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from emil.agent.context_port import ManagedContext
-from emil.agent.ports import NewMessage
+from emil.agent.ports import Message
 from emil.context.budget import Budget
 from emil.context.manager import ContextManager
 from emil.exceptions import BudgetError, ConfigurationError, ContextOverflowError
@@ -20,13 +20,13 @@ def _context(window: int, reserve: int) -> ManagedContext:
 def test_an_observation_that_cannot_fit_fails_the_turn_not_the_session() -> None:
     ctx = _context(4096, 1024)
     ctx.check_fits()  # the pinned prompt fits: Emil starts
-    ctx.add(NewMessage(role="user", kind="observation", content="hello " * 5000), new_turn=True)
+    ctx.add(Message(role="user", kind="observation", content="hello " * 5000), new_turn=True)
     with pytest.raises(ContextOverflowError, match="this turn cannot fit") as err:
         ctx.assemble()
     assert not isinstance(err.value, ConfigurationError)
     assert isinstance(err.value.__cause__, BudgetError)
     # the next turn fits again: the unfittable one is an old turn now, and old turns can go
-    ctx.add(NewMessage(role="user", kind="observation", content="hi Emil"), new_turn=True)
+    ctx.add(Message(role="user", kind="observation", content="hi Emil"), new_turn=True)
     assert ctx.assemble().predicted_tokens <= ctx.prompt_budget
 
 

@@ -332,7 +332,7 @@ async def test_chat_from_several_players_names_every_sender(tmp_path: Path) -> N
     with anyio.fail_after(10):
         await agent.run(max_turns=1)
     rec.close()
-    assert world.requesters == [None]  # several players: no single requester
+    assert world.requesters == [frozenset({"alex", "bob"})]  # every player whose words are in the turn
     text = _last_user(requests[0])
     assert "alex says" in text and "bob says" in text
 
@@ -416,7 +416,7 @@ async def test_tool_results_are_recorded_whole(tmp_path: Path) -> None:
 
     agent, world, requests, rec = _agent(tmp_path, step)
 
-    async def run_tool(call, *, limit_s, requester=None):  # type: ignore[no-untyped-def]
+    async def run_tool(call, *, limit_s, requesters=frozenset()):  # type: ignore[no-untyped-def]
         assert limit_s == agent.options.action_timeout_s
         if call.name == "say":
             return Outcome(True, "said it", {"heard_by": ["alex"], "bad": {1, 2}}, 12.5)
@@ -435,8 +435,8 @@ async def test_tool_results_are_recorded_whole(tmp_path: Path) -> None:
     assert fly.ok is False and fly.data is None and fly.elapsed_ms is not None and 0 <= fly.elapsed_ms < 1000
     messages = {r.ref: r for r in records if isinstance(r, MessageRecord)}
     assert say.ref in messages and messages[say.ref].message_kind == "tool_result" and messages[say.ref].turn == 1
-    assert messages[say.ref].openai == {"role": "tool", "content": "said it", "tool_call_id": "c1"}
-    assert requests[1].messages[-1] == {"role": "tool", "content": "no such tool", "tool_call_id": "c2"}
+    assert messages[say.ref].openai == {"role": "tool", "content": "said it", "tool_call_id": "c1", "name": "say"}
+    assert requests[1].messages[-1]["content"] == "no such tool" and requests[1].messages[-1]["tool_call_id"] == "c2"
     assert agent.stats.turns[0].actions == 2
 
 
@@ -550,7 +550,7 @@ async def test_every_record_of_a_recovered_step_whole(tmp_path: Path) -> None:
         OverflowRecord,
         RecoveryRecord,
         RequestRecord,
-        TrimRecordEntry,
+        TrimRecord,
     )
 
     async def completer(assemble, on_event):  # type: ignore[no-untyped-def]
@@ -591,7 +591,7 @@ async def test_every_record_of_a_recovered_step_whole(tmp_path: Path) -> None:
     assert overflow.predicted_tokens == requests[0].predicted_tokens
     recovery = next(r for r in records if isinstance(r, RecoveryRecord))
     assert (recovery.turn, recovery.attempt, recovery.limit, recovery.detail) == (1, 1, 100, "server said 5000")
-    assert not [r for r in records if isinstance(r, TrimRecordEntry)]
+    assert not [r for r in records if isinstance(r, TrimRecord)]
     completion = next(r for r in records if isinstance(r, CompletionRecord))
     assert (completion.turn, completion.step, completion.content, completion.prompt_tokens) == (1, 1, "done", 77)
     assert completion.assistant_ref is not None
