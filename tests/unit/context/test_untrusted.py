@@ -149,3 +149,20 @@ def test_json_arguments_keep_non_ascii_and_nested_values() -> None:
     assert safe["list"] == ["<" + BREAK + "think>", 3, None]
     assert "<" + BREAK + "tool_call>" in safe
     assert "さくら" in SAFE.json_text(raw)  # written as text, not \\u escapes
+
+
+def test_the_served_familys_specials_and_a_fallback_when_only_the_server_counts() -> None:
+    from types import SimpleNamespace
+
+    from emil.agent.context_port import served_specials
+    from emil.context.family import FAMILIES
+
+    qwen = _context().manager
+    assert served_specials(qwen) == qwen.incremental.family.special_tokens == frozenset(SPECIALS)
+    # a model of no family, counted by /tokenize: its vocabulary is unknown here, so every shipped
+    # family's control tokens are broken (ChatML's among them)
+    unknown = SimpleNamespace(incremental=SimpleNamespace(family=SimpleNamespace(special_tokens=frozenset())),
+                              counter=SimpleNamespace(special_tokens=frozenset()))
+    fallback = served_specials(unknown)  # type: ignore[arg-type]
+    assert {"<|im_start|>", "<|im_end|>", "<think>", "<tool_call>"} <= fallback
+    assert fallback == frozenset().union(*(f.special_tokens for f in FAMILIES))
