@@ -15,7 +15,7 @@ from emil.context.family import FAMILIES
 from emil.context.history import History, Message
 from emil.context.ladder import TrimRecord
 from emil.context.manager import Assembly, ContextManager
-from emil.context.untrusted import Neutraliser, special_tokens_of
+from emil.context.untrusted import Neutraliser
 from emil.exceptions import BudgetError, ContextOverflowError
 from emil.llm.types import LLM
 
@@ -23,10 +23,11 @@ __all__ = ["ContextAssembly", "ManagedContext", "served_specials"]
 
 
 def served_specials(manager: ContextManager) -> frozenset[str]:
-    """The special tokens untrusted text must not spell: the served family's, else its
-    counter's; for a model only the server can count (its vocabulary unknown here), every
-    shipped family's, which covers the ChatML and Qwen control tokens most templates use."""
-    specials = manager.incremental.family.special_tokens or special_tokens_of(manager.counter)
+    """The special tokens untrusted text must not spell: the served vocabulary's (the family's
+    tokenizer, which counts every prompt); for a model only the server can count (its
+    vocabulary unknown here), every shipped family's, which covers the ChatML and Qwen control
+    tokens most templates use."""
+    specials = manager.counter.special_tokens
     if specials:
         return specials
     return frozenset().union(*(family.special_tokens for family in FAMILIES))

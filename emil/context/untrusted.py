@@ -25,7 +25,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-__all__ = ["BREAK", "Neutraliser", "special_tokens_of"]
+__all__ = ["BREAK", "Neutraliser"]
 
 BREAK = "\u2060"
 """WORD JOINER: zero-width, not a combining mark, unchanged by NFC, invisible when shown."""
@@ -92,15 +92,3 @@ class Neutraliser:
             self._pattern.search(form) is not None
             for form in (text, unicodedata.normalize("NFC", text))
         )
-
-
-def special_tokens_of(counter: object) -> frozenset[str]:
-    """The special-token surface forms of a token counter (``special_tokens``), or none.
-
-    The Qwen3.5/3.6 counter and the tokenizer.json counter say theirs; a counter that does not
-    (the 4-chars heuristic, kept for comparisons) has none to protect.
-    """
-    specials = getattr(counter, "special_tokens", None)
-    if specials is None:
-        return frozenset()
-    return frozenset(str(s) for s in specials)

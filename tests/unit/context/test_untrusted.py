@@ -16,10 +16,10 @@ from emil.context import count_prompt_tokens
 from emil.context.budget import Budget
 from emil.context.manager import ContextManager
 from emil.context.tokens import get_token_counter
-from emil.context.untrusted import BREAK, Neutraliser, special_tokens_of
+from emil.context.untrusted import BREAK, Neutraliser
 
 COUNTER = get_token_counter("qwen3.6")
-SPECIALS = sorted(special_tokens_of(COUNTER))
+SPECIALS = sorted(COUNTER.special_tokens)
 SPECIAL_IDS = {COUNTER.encode(s)[0] for s in SPECIALS}
 SAFE = Neutraliser(SPECIALS)
 
@@ -139,7 +139,6 @@ def test_a_vocabulary_holding_the_word_joiner_gets_the_other_breaker() -> None:
 def test_without_specials_only_nfc_applies() -> None:
     n = Neutraliser([])
     assert n("e\u0301 <|im_start|>") == "\u00e9 <|im_start|>" and not n.contains_special("<|im_start|>")
-    assert special_tokens_of(object()) == frozenset()
 
 
 def test_json_arguments_keep_non_ascii_and_nested_values() -> None:
@@ -159,10 +158,10 @@ def test_the_served_familys_specials_and_a_fallback_when_only_the_server_counts(
 
     qwen = _context().manager
     assert served_specials(qwen) == qwen.incremental.family.special_tokens == frozenset(SPECIALS)
+    assert served_specials(qwen) == qwen.counter.special_tokens
     # a model of no family, counted by /tokenize: its vocabulary is unknown here, so every shipped
     # family's control tokens are broken (ChatML's among them)
-    unknown = SimpleNamespace(incremental=SimpleNamespace(family=SimpleNamespace(special_tokens=frozenset())),
-                              counter=SimpleNamespace(special_tokens=frozenset()))
+    unknown = SimpleNamespace(counter=SimpleNamespace(special_tokens=frozenset()))
     fallback = served_specials(unknown)  # type: ignore[arg-type]
     assert {"<|im_start|>", "<|im_end|>", "<think>", "<tool_call>"} <= fallback
     assert fallback == frozenset().union(*(f.special_tokens for f in FAMILIES))
