@@ -194,8 +194,10 @@ def test_a_new_session_never_appends_to_an_existing_file(tmp_path: Path) -> None
 
     path = tmp_path / "s.jsonl"
     Recorder(path).close("first")
-    with pytest.raises(RecordingExists, match="recording_append"):
+    with pytest.raises(RecordingExists) as err:
         Recorder(path)
+    assert str(err.value) == (f"recording {path} already exists; choose another path (--recording) or set "
+                              "recording_append (--recording-append) to continue it")
     assert [r.kind for r in read_recording(path).records] == ["end"]
     empty = tmp_path / "empty.jsonl"
     empty.touch()
@@ -220,7 +222,9 @@ def test_appending_repairs_a_torn_tail_first(tmp_path: Path, torn: bytes) -> Non
     kinds = [r.kind for r in read.records]
     assert kinds == ["header", "turn", "end", "error", "header", "end"]
     repair = read.records[3]
-    assert isinstance(repair, ErrorRecord) and f"cut {len(torn)} bytes" in repair.message
+    assert isinstance(repair, ErrorRecord)
+    assert (repair.error_type, repair.where, repair.message, repair.fatal) == (
+        "TornTail", "recording", f"cut {len(torn)} bytes of a torn last line before this session appended", False)
     last = read.records[-1]
     assert isinstance(last, EndRecord) and last.exit_code == 0
 
@@ -275,6 +279,17 @@ def test_unknown_kinds_keep_their_time_and_turn_and_non_objects_are_refused(tmp_
     assert isinstance(unknown, UnknownRecord)
     assert (unknown.t, unknown.turn, unknown.original_kind, unknown.data) == (5.0, 7, "teleport", {"to": [1, 2]})
     assert read.stopped_at_line == 2 and read.problem == "line 2: unreadable line (expected a JSON object, got list)"
+
+
+def test_appending_says_what_it_cut_and_writes_utf8(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"kind": "end"}\n{"kind"')
+    with caplog.at_level(logging.WARNING, logger="emil.recording"), Recorder(path, append=True) as rec:
+        rec.write(EndRecord(reason="さくら"))
+    assert caplog.messages == [f"recording {path}: cut a torn last line (8 bytes) before appending"]
+    assert "さくら".encode() in path.read_bytes()
 
 
 def test_a_one_byte_torn_file_is_cut(tmp_path: Path) -> None:
