@@ -288,7 +288,7 @@ def test_appending_says_what_it_cut_and_writes_utf8(tmp_path: Path, caplog: pyte
     path.write_bytes(b'{"kind": "end"}\n{"kind"')
     with caplog.at_level(logging.WARNING, logger="emil.recording"), Recorder(path, append=True) as rec:
         rec.write(EndRecord(reason="さくら"))
-    assert caplog.messages == [f"recording {path}: cut a torn last line (8 bytes) before appending"]
+    assert caplog.messages == [f"recording {path}: cut a torn last line (7 bytes) before appending"]
     assert "さくら".encode() in path.read_bytes()
 
 
