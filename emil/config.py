@@ -99,9 +99,17 @@ class Settings(BaseModel):
     temperature: float | None = Field(default=None, ge=0)
     """Sampling temperature; auto = the server's default for the model."""
     request_timeout_s: float = Field(default=120.0, gt=0)
-    """Seconds one LLM request may take before it counts as failed (and is retried)."""
+    """Longest wait for one whole answer; past it the request counts as a transient failure."""
+    stream: bool = True
+    """Stream answers (SSE): gives the time to first token, and a hung server is noticed by
+    first_token_timeout_s instead of request_timeout_s."""
+    first_token_timeout_s: float = Field(default=60.0, gt=0)
+    """Longest wait for the first generated token of a streamed answer (prefill included)."""
     max_overflow_retries: int = Field(default=2, ge=0, le=5)
     """Strictly smaller retries after the server says a prompt is too long."""
+    max_server_fault_retries: int = Field(default=3, ge=0, le=10)
+    """Resends of a request answered with a 200 that is not a valid completion, before the
+    turn fails."""
     endpoint_wait_s: float | None = Field(default=None, gt=0)
     """Seconds to wait for an unreachable endpoint at start; auto = until stopped."""
 
@@ -121,6 +129,11 @@ class Settings(BaseModel):
     in the turn is one of ``operators`` (docs/world.md, "Commands and authority")."""
     reflexes: tuple[Literal["defend", "flee", "eat", "unstuck"], ...] = ("defend", "flee", "eat", "unstuck")
     """Reflexes switched on in the bot module; they act without the model (comma-separated)."""
+    world_patience_s: float | None = Field(default=None, gt=0)
+    """How long to wait for the Minecraft server (at start and after losing it) before the
+    session stops with exit code 3; unset = wait until stopped."""
+    world_restarts_per_hour: int = Field(default=10, ge=0)
+    """Restarts of the bot's Node process allowed within any hour; one more stops the session."""
 
     # --- Agent loop ---------------------------------------------------------------------
     step_limit: int = Field(default=8, ge=1)
@@ -129,6 +142,13 @@ class Settings(BaseModel):
     """Backstop per tool call in seconds; each tool has its own, shorter limit in the bot bridge."""
     chat_debounce_s: float = Field(default=0.4, ge=0)
     """Wait this long after a chat line for more lines before starting a turn."""
+    urgent_interval_s: float = Field(default=10.0, ge=0)
+    """An urgent line from one player interrupts Emil at most once per this many seconds."""
+    interrupt_grace_s: float = Field(default=1.0, ge=0)
+    """An urgent event lets a model call in flight finish for this long, then cancels it."""
+    observation_cap_tokens: int | None = Field(default=None, gt=0)
+    """Token cap of one turn's observation (floods are coalesced to fit); unset = a quarter of
+    the prompt budget."""
     low_health: float = Field(default=6.0, ge=0)
     """Health at or below this is urgent (20 = full)."""
     hostile_urgent_distance: float = Field(default=8.0, ge=0)
@@ -140,6 +160,9 @@ class Settings(BaseModel):
     """Persona and rules templates; auto = the prompts/ shipped with Emil."""
     recording_dir: Path = Path("recordings")
     """Where session recordings go (one JSONL file per session)."""
+    recording_append: bool = False
+    """Continue an existing recording (--recording PATH) instead of refusing to start; a torn
+    last line is cut first."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Log verbosity on stderr."""
     metrics_address: str = "127.0.0.1:9477"

@@ -13,7 +13,13 @@
     │   └── ContextOverflowError    the request could not be made to fit after bounded retries
     ├── TransientError            may succeed later; callers back off with jitter
     │   └── EndpointUnavailable     connection refused/reset, timeouts, 429, 502/503/504, loading
+    ├── ServerFault               a 200 that is not a valid completion (bad JSON, no choices...):
+    │                             the server misbehaved; retried a bounded number of times
+    ├── PatienceExhausted         a service stayed down longer than its configured patience
     └── WorldError                the Minecraft side failed (bridge, server, bot)
+
+How a session ends (docs/reliability.md): a stop signal (exit 0), a :class:`ConfigurationError`
+(exit 2) or :class:`PatienceExhausted` (exit 3). Everything else fails one turn at most.
 
 Model mistakes (bad JSON arguments, unknown tools, failed validation, failed actions) are not
 exceptions: they are data that goes back to the model as an observation.
@@ -31,6 +37,8 @@ __all__ = [
     "LimitExceeded",
     "ModelNotServedError",
     "NotARecordingError",
+    "PatienceExhausted",
+    "ServerFault",
     "TransientError",
     "UnknownTokenizerError",
     "WorldError",
@@ -107,6 +115,33 @@ class EndpointUnavailable(TransientError):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+class ServerFault(EmilError):
+    """The server answered 200 with something that is not a valid chat completion.
+
+    Invalid JSON, an HTML page, empty ``choices``, a choice without a message, fields of the
+    wrong type, a stream that ends without a finish. It is the server's fault, not Emil's and
+    not the model's: the request is retried a bounded number of times, then the turn fails.
+    ``body`` is the start of what the server sent (truncated), for the recording.
+    """
+
+    def __init__(self, message: str, *, body: str = "") -> None:
+        super().__init__(message)
+        self.body = body
+
+
+class PatienceExhausted(EmilError):
+    """A service stayed unavailable longer than its configured patience; the session stops.
+
+    ``service`` names it (e.g. "llm endpoint", "minecraft server"), ``waited_s`` is how long it
+    was down. The message ends with what the operator can do.
+    """
+
+    def __init__(self, message: str, *, service: str, waited_s: float) -> None:
+        super().__init__(message)
+        self.service = service
+        self.waited_s = waited_s
 
 
 class WorldError(EmilError):

@@ -32,13 +32,14 @@ metric                                                record
 ``emil:llm_requests_total``                           request (every attempt)
 ``emil:llm_request_duration_seconds`` (histogram)     completion: model wall time
 ``emil:completion_tokens_total``                      completion
-``emil:llm_endpoint_up`` (gauge)                      0 at an endpoint error, 1 at a completion
-``emil:llm_endpoint_outages_total``                   error where=llm, EndpointUnavailable
+``emil:llm_endpoint_up`` (gauge)                      0 at service down (llm endpoint), 1 at up or a completion
+``emil:llm_endpoint_outages_total``                   service down (llm endpoint)
 ``emil:llm_errors_total{error}``                      error where=llm
 ``emil:tool_calls_total{tool,outcome}``               tool_result
 ``emil:events_total{priority}``                       event
 ``emil:reflex_firings_total{reflex}``                 event kind=reflex
-``emil:world_connected`` (gauge)                      0 at disconnected/kicked, 1 at spawn/respawn
+``emil:world_connected`` (gauge)                      0 at disconnected/kicked or service down (minecraft
+                                                      server), 1 at spawn/respawn or service up
 ``emil:world_disconnects_total{kind}``                event kind=disconnected|kicked
 ``emil:errors_total{where}``                          error
 ``emil:session_info{bot_name,model_name,...}``        header
@@ -69,6 +70,7 @@ from emil.recording import (
     OverflowRecord,
     RecoveryRecord,
     RequestRecord,
+    ServiceRecord,
     ToolResultRecord,
     TrimRecord,
     TurnRecord,
@@ -228,9 +230,17 @@ class Metrics:
             self.gave_up.inc()
         if r.where == "llm":
             self.llm_errors.labels(error=self._error(r.error_type)).inc()
-            if r.error_type == "EndpointUnavailable":
-                self.outages.inc()
+            if r.error_type == "EndpointUnavailable":  # a completer without the endpoint's Patience
                 self.endpoint_up.set(0)
+
+    def _service(self, r: ServiceRecord) -> None:
+        # A service's outage as the one backoff (emil.backoff) saw it: down once per episode.
+        if r.service == "llm endpoint":
+            if r.state == "down":
+                self.outages.inc()
+            self.endpoint_up.set(1 if r.state == "up" else 0)
+        elif r.service == "minecraft server":
+            self.world_connected.set(1 if r.state == "up" else 0)
 
     def _event(self, r: EventRecord) -> None:
         self.events.labels(priority=self._priority(r.priority or "none")).inc()
@@ -260,6 +270,7 @@ _HANDLERS: dict[type[BaseModel], Any] = {
     RecoveryRecord: Metrics._recovery,
     ErrorRecord: Metrics._error_record,
     EventRecord: Metrics._event,
+    ServiceRecord: Metrics._service,
     TurnRecord: Metrics._turn,
 }
 

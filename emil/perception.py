@@ -53,6 +53,7 @@ __all__ = [
     "PerceptionPolicy",
     "Priority",
     "Triaged",
+    "asks_to_stop",
     "describe_event",
     "format_events",
     "format_observation",
@@ -190,6 +191,14 @@ class Perception:
     def clear_actions(self) -> None:
         """Death clears queued action news: what was running no longer matters."""
         self.pending = [t for t in self.pending if not isinstance(t.event, ActionFinished)]
+
+
+_STOP_WORDS = re.compile(r"(?<![\w])(stop|halt|wait|cancel|abort|freeze|hold on|never ?mind)(?![\w])", re.IGNORECASE)
+
+
+def asks_to_stop(text: str) -> bool:
+    """True when a chat line asks Emil to stop what it is doing ("Emil, stop!", "wait")."""
+    return _STOP_WORDS.search(text) is not None
 
 
 def _names(text: str, name: str) -> bool:

@@ -11,13 +11,16 @@ prompt parts such as the system prompt or a memory note get a ``ref`` of their o
 tool specs are in the header.
 
 The writer flushes every record, so a killed process loses at most its last, partial line;
-:func:`read_recording` stops at the first line it cannot read and says where.
+:func:`read_recording` stops at the first line it cannot read and says where. A new session
+never appends to an existing file unless asked to, and then repairs a torn tail first
+(:class:`Recorder`), so a file holding several sessions reads to its end.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -26,8 +29,9 @@ from typing import IO, Annotated, Any, Literal, NamedTuple, Protocol
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from emil import __version__
+from emil.backoff import OutageEvent
 from emil.context.ladder import TrimRecord
-from emil.exceptions import NotARecordingError
+from emil.exceptions import ConfigurationError, NotARecordingError
 from emil.llm.types import Completion, Timings, ToolCall, Usage
 
 __all__ = [
@@ -44,22 +48,29 @@ __all__ = [
     "Record",
     "RecordedToolCall",
     "Recorder",
+    "RecordingExists",
     "RecordingRead",
     "RecoveryRecord",
     "RequestRecord",
+    "RetryRecord",
+    "ServiceRecord",
     "ToolResultRecord",
     "TrimRecord",
     "TurnRecord",
     "UnknownRecord",
     "check_recording_file",
     "messages_for_request",
+    "outage_record",
     "read_recording",
+    "repair_tail",
 ]
 
 _log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 """Bumped when a change is not purely additive; readers still accept every older version."""
+
+_log = logging.getLogger("emil.recording")
 
 
 class _Record(BaseModel):
@@ -138,6 +149,8 @@ class ObservationRecord(_Record):
     events: int = 0
     urgent: bool = False
     snapshot: dict[str, Any] | None = None
+    shown: int | None = None
+    """Events shown verbatim; fewer than ``events`` when a flood was coalesced to fit the cap."""
 
 
 class RequestRecord(_Record):
@@ -274,13 +287,47 @@ class RecoveryRecord(_Record):
 
 
 class ErrorRecord(_Record):
-    """Something failed: a transient endpoint error, a world error, a bug."""
+    """Something failed: a turn (server fault, prompt too large, a bug), a world error, or the
+    session itself (``fatal``: the cause of the end record that follows)."""
 
     kind: Literal["error"] = "error"
     error_type: str = ""
     message: str = ""
     fatal: bool = False
     where: str = ""
+    """llm, world, snapshot, turn, session, recording..."""
+    detail: str = ""
+    """More for a developer (a bug's traceback, a server fault's body), never shown to players."""
+
+
+class RetryRecord(_Record):
+    """One failed attempt while a service is away: the same request (or connect) is tried again.
+
+    For the LLM, ``step`` and ``send`` place it: send ``send`` of the request of ``step`` failed.
+    """
+
+    kind: Literal["retry"] = "retry"
+    service: str = ""
+    """"llm endpoint" or "minecraft server"."""
+    attempt: int = 0
+    """Failed attempts so far in this outage (1 = the first)."""
+    error: str = ""
+    delay_s: float = 0.0
+    """Wait before the next attempt."""
+    down_for_s: float = 0.0
+    step: int | None = None
+
+
+class ServiceRecord(_Record):
+    """A service changed state: ``down`` (first failure), ``up`` (back), ``gone`` (past patience)."""
+
+    kind: Literal["service"] = "service"
+    service: str = ""
+    state: Literal["down", "up", "gone"] = "down"
+    attempts: int = 0
+    """Failed attempts in the outage (for ``up`` and ``gone``)."""
+    down_for_s: float = 0.0
+    error: str = ""
 
 
 class TurnRecord(_Record):
@@ -301,14 +348,20 @@ class TurnRecord(_Record):
     trims: int = 0
     overflow_recoveries: int = 0
     interrupted: bool = False
+    interrupted_by: str = ""
+    """What interrupted the turn (an urgent event, a stop), when it was."""
+    failed: str = ""
+    """Why the turn failed (its error record has the details), when it did."""
     duration_s: float = 0.0
 
 
 class EndRecord(_Record):
-    """Last record of a cleanly closed session."""
+    """Last record of a closed session; ``exit_code`` is the process's (docs/reliability.md)."""
 
     kind: Literal["end"] = "end"
     reason: str = ""
+    """Starts with the exit's word: "stopped" (0), "error" (1), "configuration" (2), "gone" (3)."""
+    exit_code: int | None = None
 
 
 class UnknownRecord(_Record):
@@ -331,6 +384,8 @@ Record = Annotated[
     | OverflowRecord
     | RecoveryRecord
     | ErrorRecord
+    | RetryRecord
+    | ServiceRecord
     | TurnRecord
     | EndRecord
     | UnknownRecord,
@@ -342,7 +397,7 @@ RECORD_ADAPTER: TypeAdapter[Record] = TypeAdapter(Record)
 _KNOWN_KINDS = frozenset(
     {
         "header", "message", "event", "observation", "request", "completion", "tool_result",
-        "trim", "overflow", "recovery", "error", "turn", "end",
+        "trim", "overflow", "recovery", "error", "retry", "service", "turn", "end",
     }
 )
 
@@ -356,6 +411,15 @@ def _parse_record(data: Any) -> Record:
         keep = {k: data[k] for k in ("t", "turn") if k in data}
         return UnknownRecord(original_kind=str(kind), data=rest, **keep)
     return RECORD_ADAPTER.validate_python(data)
+
+
+def outage_record(event: OutageEvent, *, turn: int | None = None, step: int | None = None) -> RetryRecord | ServiceRecord:
+    """The record of a service's retry (``retry``) or change of state (down, up, gone)."""
+    if event.kind == "retry":
+        return RetryRecord(turn=turn, step=step, service=event.service, attempt=event.attempt,
+                           error=event.error, delay_s=event.delay_s, down_for_s=event.down_for_s)
+    return ServiceRecord(turn=turn, service=event.service, state=event.kind, attempts=event.attempt,
+                         down_for_s=event.down_for_s, error=event.error)
 
 
 class _MessageLike(Protocol):
@@ -374,8 +438,61 @@ def _canonical(message: Mapping[str, Any]) -> str:
     return json.dumps(message, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+class RecordingExists(ConfigurationError):
+    """A new session was pointed at an existing recording without asking to append to it."""
+
+
+def repair_tail(path: Path) -> int:
+    """Cut a torn tail (a process killed mid-write) so the file ends on a whole, readable record.
+
+    Lines are cut from the end while they are partial (no newline) or unreadable; returns the
+    number of bytes cut (0 when the file was whole). An unreadable line followed by readable
+    ones is not a tail: it stays, for the reader to report.
+    """
+    with path.open("rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        keep = size
+        while keep > 0:
+            start = _line_start(f, keep)
+            f.seek(start)
+            line = f.read(keep - start)
+            if line.endswith(b"\n") and (not line.strip() or _readable(line)):
+                break
+            keep = start
+        if keep < size:
+            f.truncate(keep)
+        return size - keep
+
+
+def _line_start(f: IO[bytes], end: int) -> int:
+    """Offset of the first byte of the line that ends at ``end`` (its newline included)."""
+    f.seek(end - 1)
+    hi = end - 1 if f.read(1) == b"\n" else end
+    while hi > 0:
+        lo = max(0, hi - 65536)
+        f.seek(lo)
+        newline = f.read(hi - lo).rfind(b"\n")
+        if newline >= 0:
+            return lo + newline + 1
+        hi = lo
+    return 0
+
+
+def _readable(line: bytes) -> bool:
+    try:
+        _parse_record(json.loads(line))
+    except (ValueError, ValidationError):
+        return False
+    return True
+
+
 class Recorder:
     """Append-only JSONL writer; every record is flushed as soon as it is written.
+
+    A new recording never appends to an existing file: a non-empty ``path`` raises
+    :class:`RecordingExists` unless ``append`` is True, and then a torn tail left by a killed
+    process is cut first (and an ``error`` record says how many bytes), so the new session
+    starts on a line of its own and the whole file stays readable.
 
     Besides :meth:`write`, it interns messages: :meth:`message` records a history message once;
     :meth:`request_refs` maps the OpenAI messages of a request to refs, writing a ``message``
@@ -385,9 +502,16 @@ class Recorder:
     agent loop.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, append: bool = False) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        existing = self.path.exists() and self.path.stat().st_size > 0
+        if existing and not append:
+            raise RecordingExists(
+                f"recording {self.path} already exists; choose another path (--recording) or set "
+                "recording_append (--recording-append) to continue it"
+            )
+        repaired = repair_tail(self.path) if existing else 0
         self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
         self._refs: dict[str, str] = {}
         """Canonical JSON of an OpenAI message -> its ref (content-addressed interning)."""
@@ -396,6 +520,12 @@ class Recorder:
         self._derived = 0
         self.records_written = 0
         self._observers: list[Callable[[BaseModel], None]] = []
+        if repaired:
+            _log.warning("recording %s: cut a torn last line (%d bytes) before appending", self.path, repaired)
+            self.write(ErrorRecord(
+                error_type="TornTail", where="recording",
+                message=f"cut {repaired} bytes of a torn last line before this session appended",
+            ))
 
     def add_observer(self, observer: Callable[[BaseModel], None]) -> None:
         """Call ``observer(record)`` for every record written from now on.
@@ -477,11 +607,11 @@ class Recorder:
             refs.append(ref)
         return refs
 
-    def close(self, reason: str = "closed") -> None:
+    def close(self, reason: str = "closed", *, exit_code: int | None = None) -> None:
         """Write the end record and close the file (idempotent)."""
         if self._file is None:
             return
-        self.write(EndRecord(reason=reason))
+        self.write(EndRecord(reason=reason, exit_code=exit_code))
         self._file.close()
         self._file = None
 

@@ -45,6 +45,7 @@ from emil.llm.types import ChatRequest
 from emil.offline.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 from emil.testing.brains import fixed_reply
 from emil.testing.script import Reply
+from emil.testing.sdk_stream import SdkChunks
 from emil.testing.subprocess_double import double_in_subprocess
 from emil.testing.vllm_double import VLLMDouble
 
@@ -64,13 +65,13 @@ class SdkCreateClient(OpenAIClient):
         return kwargs
 
     async def _post(self, request: ChatRequest) -> Any:
-        create: Any = self._client.chat.completions.create
-        return await create(**self._kwargs(request))
+        create: Any = self._client.chat.completions.with_raw_response.create
+        return (await create(**self._kwargs(request))).content
 
     async def _post_streaming(self, request: ChatRequest) -> Any:
         create: Any = self._client.chat.completions.create
-        return await create(**self._kwargs(request), stream=True,
-                            stream_options={"include_usage": True})
+        return SdkChunks(await create(**self._kwargs(request), stream=True,
+                                      stream_options={"include_usage": True}))
 
 
 def _cheap_counter(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,

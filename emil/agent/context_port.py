@@ -1,18 +1,36 @@
-"""The context port over the real context manager (emil.context): history + budgeted assembly."""
+"""The context port over the real context manager (emil.context): history + budgeted assembly.
+
+Every message enters history here, so this is the one choke point where untrusted text (chat,
+names, signs, books, items, tool results that echo them, the model's echoes of them) is
+neutralised against the served vocabulary's special tokens (emil.context.untrusted).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from emil.context.family import FAMILIES
 from emil.context.history import History, Message
 from emil.context.ladder import TrimRecord
 from emil.context.manager import Assembly, ContextManager
-from emil.exceptions import BudgetError
+from emil.context.untrusted import Neutraliser
+from emil.exceptions import BudgetError, ContextOverflowError
 from emil.llm.types import LLM
 
-__all__ = ["ContextAssembly", "ManagedContext"]
+__all__ = ["ContextAssembly", "ManagedContext", "served_specials"]
+
+
+def served_specials(manager: ContextManager) -> frozenset[str]:
+    """The special tokens untrusted text must not spell: the served vocabulary's (the family's
+    tokenizer, which counts every prompt); for a model only the server can count (its
+    vocabulary unknown here), every shipped family's, which covers the ChatML and Qwen control
+    tokens most templates use."""
+    specials = manager.counter.special_tokens
+    if specials:
+        return specials
+    return frozenset().union(*(family.special_tokens for family in FAMILIES))
 
 
 @dataclass(frozen=True)
@@ -70,13 +88,47 @@ class ManagedContext:
         self.tools = tools
         self.history = history or History()
         self.last: Assembly | None = None
+        self.neutralise = Neutraliser(served_specials(manager))
+        """Applied to every text of every message added (the served vocabulary's specials)."""
+
+    def _safe(self, text: str | None) -> str | None:
+        return None if text is None else self.neutralise(text)
 
     def add(self, message: Message, *, new_turn: bool = False) -> Message:
-        self.history = self.history.start_turn(message) if new_turn else self.history.append(message)
-        return message
+        safe = self.neutralise
+        # every text the model will read, neutralised; the message keeps its id
+        stored = replace(
+            message,
+            content=self._safe(message.content),
+            # tool-call ids are the server's own; names and arguments are model text that may
+            # echo a player (arguments are JSON the server decodes before rendering)
+            tool_calls=tuple(
+                {k: v if k == "id" else safe.json_text(v) if k == "arguments" else safe(v) for k, v in c.items()}
+                for c in message.tool_calls
+            ),
+            name=self._safe(message.name),
+            reasoning=self._safe(message.reasoning),
+            status=self._safe(message.status),
+        )
+        self.history = self.history.start_turn(stored) if new_turn else self.history.append(stored)
+        return stored
+
+    def count_text(self, text: str) -> int:
+        """Tokens of ``text`` in the served vocabulary (sizing an observation before it is added)."""
+        return self.manager.counter.count(self.neutralise(text))
+
+    @property
+    def prompt_budget(self) -> int:
+        """The prompt budget now (calibration may have widened the margin)."""
+        return self.manager.effective_budget()
 
     def assemble(self, limit: int | None = None) -> ContextAssembly:
-        assembly = self.manager.assemble(self.history, limit=limit)
+        try:
+            assembly = self.manager.assemble(self.history, limit=limit)
+        except BudgetError as e:
+            # At start the pinned prompt was checked to fit (check_fits); now it is this turn's
+            # own opening that does not: the turn fails, the session goes on.
+            raise ContextOverflowError(f"this turn cannot fit the prompt budget: {e}") from e
         self.history = assembly.history
         self.last = assembly
         return ContextAssembly(assembly)

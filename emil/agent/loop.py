@@ -11,9 +11,16 @@ waits until perception says a turn should start, then runs it:
     until the model answers without tools
 
 Model mistakes (bad JSON, unknown tools, invalid arguments, failed actions) are tool results
-the model reads next step. An unreachable endpoint is waited out with backoff (reflexes keep
-acting in the JS module meanwhile); a configuration error ends the run; a prompt that cannot be
-made to fit ends the turn, not the session. Bugs propagate.
+the model reads next step. The failure policy is per turn (docs/reliability.md): an endpoint
+outage is waited out by the completer (reflexes keep acting in the JS module meanwhile); a
+server fault past its retries, a prompt that cannot be made to fit, a world error or a bug
+fails *this turn* (an error record, the next event starts a new one). Only a configuration
+error or a service gone past its patience leave ``run()``, and :meth:`Agent.stop` ends it.
+
+Urgent events interrupt: a running action at once, a model call in flight after a short grace
+(a hit, a hostile close by, low health, death, or "stop" from an operator or a requester), and
+one player's urgent lines at most once per ``urgent_interval_s``. A stop cancels whatever is in
+flight within the same event-loop tick; no action starts after it.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import json
 import logging
 import math
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,11 +40,20 @@ import anyio
 from emil.agent.between_turns import BetweenTurns
 from emil.agent.ports import Completer, ContextPort, Message, Outcome, WorldPort
 from emil.agent.turnstats import SessionStats, TurnStats
-from emil.events import ActionFinished, Chat, Damage, Death, GameEvent, HostileNearby
-from emil.exceptions import ContextOverflowError, EndpointUnavailable
-from emil.llm.retry import Backoff
+from emil.backoff import OutageEvent
+from emil.events import ActionFinished, Chat, Damage, Death, GameEvent, Health, HostileNearby
+from emil.exceptions import (
+    ConfigurationError,
+    ContextOverflowError,
+    EndpointUnavailable,
+    PatienceExhausted,
+    ServerFault,
+    WorldError,
+)
+from emil.llm.recovery import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion, ToolCall
-from emil.perception import Perception, PerceptionPolicy, Triaged, format_events, format_status_line
+from emil.observation import compose_events
+from emil.perception import Perception, PerceptionPolicy, Triaged, asks_to_stop, format_status_line
 from emil.recording import (
     CompletionRecord,
     ErrorRecord,
@@ -47,6 +64,7 @@ from emil.recording import (
     RecoveryRecord,
     RequestRecord,
     ToolResultRecord,
+    outage_record,
 )
 
 __all__ = ["Agent", "AgentOptions"]
@@ -65,20 +83,31 @@ class AgentOptions:
     enable_thinking: bool = False
     preserve_thinking: bool = False
     temperature: float | None = None
+    stream: bool = False
+    """Ask for streamed answers (the live setting defaults to on; see emil.config)."""
     snapshot_timeout_s: float = 5.0
-    backoff_base_s: float = 0.5
-    backoff_cap_s: float = 10.0
+    interrupt_grace_s: float = 1.0
+    """An urgent event lets a model call in flight finish for this long, then cancels it."""
+    urgent_interval_s: float = 10.0
+    """One player's urgent lines interrupt at most once per this many seconds."""
+    observation_cap_tokens: int | None = None
+    """Token cap of one observation (None: no cap); floods are coalesced to fit."""
+    operators: frozenset[str] = frozenset()
+    """Players whose "stop" cancels a model call even when they did not start the turn."""
+    stop_abort_s: float = 1.0
+    """On a stop, how long the world gets to abort a running action."""
 
 
 def _urgent_key(event: GameEvent) -> str:
-    """Same key = same emergency: a second hit by the same attacker does not abort the response."""
+    """Same key = same emergency: a second hit by the same attacker, or a second line from the
+    player being answered, does not abort the response."""
     match event:
         case Damage():
             return f"damage:{event.attacker}"
         case HostileNearby():
             return f"hostile:{event.name}"
         case Chat():
-            return f"chat:{event.sender}:{event.text}"
+            return f"chat:{event.sender}"
         case _:
             return event.kind
 
@@ -92,8 +121,10 @@ class _Interrupted(Exception):
 class Agent:
     """Emil's mind for one bot: perception, turns, dispatch, recording.
 
-    ``run()`` returns when ``stop`` is set, ``max_turns`` turns ran, or the world's event stream
-    ends; it raises configuration errors (the operator must act) and bugs.
+    ``run()`` returns when :meth:`stop` is called, ``max_turns`` turns ran, or the world's event
+    stream ends; it raises only :class:`ConfigurationError` (the operator must act) and
+    :class:`PatienceExhausted` (a service gone past its patience). A turn that fails for any
+    other reason is recorded and the session goes on.
     """
 
     def __init__(
@@ -122,8 +153,16 @@ class Agent:
         self._interrupt_reason: str | None = None
         self._turn_keys: set[str] = set()
         self._requesters: frozenset[str] = frozenset()
-        """Every player whose words are in this turn (operator-only acts need all of them)."""
+        """Every player whose words are in this turn (operator-only acts need all of them;
+        a "stop" from any of them cancels a model call)."""
         self._in_turn = False
+        self._step = 0
+        self._turn_scope: anyio.CancelScope | None = None
+        self._call_scope: anyio.CancelScope | None = None
+        self._call_interrupted_by = ""
+        self._quiet_until: dict[str, float] = {}
+        """Player -> monotonic time before which their urgent lines do not interrupt again."""
+        self.stop_reason = ""
         self._dispatched: Counter[str] = Counter()
         """Actions this loop dispatched whose action_finished echo has not arrived yet."""
         self._log = _log.getChild(name) if name != "Emil" else _log
@@ -131,10 +170,24 @@ class Agent:
 
     # --- public -------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Ask the loop to finish the current step and return."""
+    def stop(self, reason: str = "stop requested") -> None:
+        """End the run now: a model call or action in flight is cancelled, none starts after."""
+        if not self._stop.is_set():
+            self.stop_reason = reason
         self._stop.set()
         self._wake.set()
+        if self._turn_scope is not None:
+            self._turn_scope.cancel()
+
+    @property
+    def stopped(self) -> bool:
+        """True once :meth:`stop` was called (or the world's event stream ended)."""
+        return self._stop.is_set()
+
+    def record_outage(self, event: OutageEvent) -> None:
+        """Record a service's retry or state change, placed in the current turn and step."""
+        turn = self._turn_no if self._in_turn else None
+        self.recorder.write(outage_record(event, turn=turn, step=self._step if self._in_turn else None))
 
     async def run(self, *, max_turns: int | None = None) -> SessionStats:
         """Play until stopped; see the class docstring."""
@@ -177,21 +230,59 @@ class Agent:
                 self._wake.set()
         self._world_ended = True
         self._log.warning("the world's event stream ended; stopping")
-        self.stop()
+        self.stop("the world's event stream ended")
 
-    def _interrupt_for(self, triaged: Triaged) -> bool:
-        return isinstance(triaged.event, Death) or _urgent_key(triaged.event) not in self._turn_keys
+    def _asks_to_stop(self, event: GameEvent) -> bool:
+        """A "stop" from an operator or from a player this turn is answering."""
+        return (
+            isinstance(event, Chat)
+            and (event.sender in self.options.operators or event.sender in self._requesters)
+            and asks_to_stop(event.text)
+        )
+
+    def _may_interrupt(self, triaged: Triaged, now: float) -> bool:
+        event = triaged.event
+        if isinstance(event, Death):
+            return True
+        if isinstance(event, Chat):
+            if now < self._quiet_until.get(event.sender, -math.inf):
+                return False  # this player interrupted a moment ago
+            return _urgent_key(event) not in self._turn_keys or self._asks_to_stop(event)
+        return _urgent_key(event) not in self._turn_keys
+
+    def _claim(self, triaged: Triaged) -> bool:
+        """True when ``triaged`` interrupts now (and starts its player's quiet interval)."""
+        now = time.monotonic()
+        if not self._may_interrupt(triaged, now):
+            return False
+        if isinstance(triaged.event, Chat):
+            self._quiet_until[triaged.event.sender] = now + self.options.urgent_interval_s
+        return True
+
+    def _cancels_call(self, triaged: Triaged) -> bool:
+        """Worth cancelling a model call for: danger to Emil, or a stop from who may give it."""
+        event = triaged.event
+        if isinstance(event, Damage | Death | Health | HostileNearby):
+            return True
+        return self._asks_to_stop(event)
 
     def _maybe_interrupt(self, triaged: Triaged) -> None:
         if isinstance(triaged.event, Death):
             self.perception.clear_actions()
-        if self._action_scope is not None and self._interrupt_for(triaged):
-            self._interrupt_reason = triaged.why or triaged.event.kind
-            self._action_scope.cancel()
+        why = triaged.why or triaged.event.kind
+        if self._action_scope is not None:
+            if self._claim(triaged):
+                self._interrupt_reason = why
+                self._action_scope.cancel()
+        elif self._call_scope is not None and self._cancels_call(triaged) and self._claim(triaged):
+            # Give an answer about to arrive a moment to land; then start over with the news.
+            self._call_interrupted_by = why
+            grace = anyio.current_time() + self.options.interrupt_grace_s
+            self._call_scope.deadline = min(self._call_scope.deadline, grace)
 
     def _pending_interrupt(self) -> str | None:
         for t in self.perception.pending:
-            if t.priority == "urgent" and self._interrupt_for(t):
+            if t.priority == "urgent" and self._claim(t):
                 return t.why or t.event.kind
         return None
 
@@ -231,37 +322,90 @@ class Agent:
         self._turn_keys = {_urgent_key(t.event) for t in urgent}
         self._requesters = frozenset(t.event.sender for t in triaged if isinstance(t.event, Chat))
         self._in_turn = True
+        self._step = 0
+        scope = anyio.CancelScope()
+        self._turn_scope = scope
+        if self._stop.is_set():
+            scope.cancel()
         try:
-            snapshot = await self._snapshot()
-            event_times = [t.event.t for t in triaged]
-            stored = self.context.add(
-                Message(
-                    role="user",
-                    kind="observation",
-                    content=format_events(triaged),
-                    status=format_status_line(snapshot, self.perception.ambient),
-                    event_time=min(event_times, default=time.time()),
-                ),
-                new_turn=True,
-            )
-            ref = self.recorder.message(stored, turn=turn)
-            self.recorder.write(
-                ObservationRecord(turn=turn, ref=ref, reason=reason, events=len(triaged), urgent=bool(urgent), snapshot=snapshot)
-            )
-            await self._steps(stats)
+            with scope:
+                try:
+                    await self._observe(stats, triaged, reason, bool(urgent))
+                    await self._steps(stats)
+                except _Interrupted as e:
+                    self._interrupted(stats, e.reason)
+                except (ConfigurationError, PatienceExhausted):
+                    raise
+                except (ContextOverflowError, ServerFault, EndpointUnavailable) as e:
+                    self._fail_turn(stats, e, where="llm")
+                except WorldError as e:
+                    self._fail_turn(stats, e, where="world")
+                except Exception as e:  # a bug: this turn fails, the session goes on (and says so)
+                    self._fail_turn(stats, e, where="turn", bug=True)
+            if scope.cancelled_caught or (self._stop.is_set() and not stats.interrupted):
+                self._interrupted(stats, self.stop_reason or "stop")
+                with anyio.move_on_after(self.options.stop_abort_s, shield=True):
+                    await self._abort()
         finally:
+            self._turn_scope = None
             self._in_turn = False
             self._turn_keys = set()
+            self._requesters = frozenset()
             stats.ended = time.monotonic()
             self.recorder.write(stats.record())
             self._log.info("%s", stats.log_line())
 
+    async def _observe(self, stats: TurnStats, triaged: list[Triaged], reason: str, urgent: bool) -> None:
+        """The turn's observation message: its events within the cap, then the status."""
+        snapshot = await self._snapshot()
+        status = format_status_line(snapshot, self.perception.ambient)
+        cap = self.options.observation_cap_tokens
+        if cap is not None:
+            cap = max(1, cap - self.context.count_text(status))
+        composed = compose_events(triaged, cap_tokens=cap, count=self.context.count_text)
+        if composed.shown < composed.events:
+            self._log.info("turn %d: %d events coalesced to fit the observation cap (%d shown)",
+                           stats.turn, composed.events, composed.shown)
+        event_times = [t.event.t for t in triaged]
+        stored = self.context.add(
+            Message(
+                role="user",
+                kind="observation",
+                content=composed.text,
+                status=status,
+                event_time=min(event_times, default=time.time()),
+            ),
+            new_turn=True,
+        )
+        ref = self.recorder.message(stored, turn=stats.turn)
+        self.recorder.write(
+            ObservationRecord(turn=stats.turn, ref=ref, reason=reason, events=len(triaged), urgent=urgent,
+                              snapshot=snapshot, shown=composed.shown)
+        )
+
+    def _interrupted(self, stats: TurnStats, why: str) -> None:
+        stats.interrupted = True
+        stats.interrupted_by = why
+        self._log.info("turn %d interrupted: %s", stats.turn, why)
+
+    def _fail_turn(self, stats: TurnStats, error: Exception, *, where: str, bug: bool = False) -> None:
+        stats.failed = f"{type(error).__name__}: {error}"[:200]
+        self.stats.errors += 1
+        if bug:
+            detail = "".join(traceback.format_exception(error))[-4000:]
+            self._log.error("turn %d failed on a bug, the session goes on: %s: %s", stats.turn,
+                            type(error).__name__, error, exc_info=error)
+        else:
+            detail = error.body if isinstance(error, ServerFault) else ""
+            self._log.warning("turn %d failed, the session goes on: %s", stats.turn, error)
+        self.recorder.write(ErrorRecord(turn=stats.turn, error_type=type(error).__name__, message=str(error),
+                                        where=where, detail=detail))
+
     async def _steps(self, stats: TurnStats) -> None:
         for step in range(1, self.options.step_limit + 1):
             stats.steps = step
+            self._step = step
             completion = await self._complete(stats, step)
-            if completion is None:
-                return
             calls = completion.tool_calls
             stored = self.context.add(
                 Message(
@@ -284,6 +428,10 @@ class Agent:
         """Dispatch a completion's calls in order; True when the turn was interrupted."""
         interrupted: str | None = None
         for call in calls:
+            if self._stop.is_set():
+                # A completion that arrived as Emil stopped: its actions are stale, none runs.
+                self._add_result(stats.turn, step, call, Outcome(False, "not run: Emil is stopping"))
+                continue
             if interrupted is None:
                 interrupted = self._pending_interrupt()
             if interrupted is not None:
@@ -299,10 +447,9 @@ class Agent:
                     outcome = Outcome(False, f"aborted: interrupted ({e.reason})")
             self._add_result(stats.turn, step, call, outcome)
         if interrupted is not None:
-            stats.interrupted = True
-            self._log.info("turn %d interrupted: %s", stats.turn, interrupted)
+            self._interrupted(stats, interrupted)
             return True
-        return False
+        return self._stop.is_set()
 
     async def _dispatch(self, call: ToolCall) -> Outcome:
         if call.error is not None or call.arguments is None:
@@ -350,34 +497,19 @@ class Agent:
 
     # --- the model ----------------------------------------------------------------------
 
-    async def _complete(self, stats: TurnStats, step: int) -> Completion | None:
-        """One model call with recovery; waits out endpoint outages. None = give up the turn."""
-        backoff = Backoff(self.options.backoff_base_s, self.options.backoff_cap_s)
-        outage_since: float | None = None
-        while True:
-            try:
+    async def _complete(self, stats: TurnStats, step: int) -> Completion:
+        """One model call with recovery (the completer waits out outages). An urgent event
+        cancels it after the grace (:class:`_Interrupted`); failures propagate to the turn."""
+        call = anyio.CancelScope()
+        self._call_scope = call
+        self._call_interrupted_by = ""
+        try:
+            with call:
                 completion = await self.completer(self._assembler(stats, step), self._on_recovery(stats))
-            except EndpointUnavailable as e:
-                if outage_since is None:
-                    outage_since = time.monotonic()
-                    self.recorder.write(ErrorRecord(turn=stats.turn, error_type=type(e).__name__, message=str(e), where="llm"))
-                delay = backoff.next_delay()
-                self._log.warning(
-                    "LLM endpoint unavailable (%s); retry %d in %.1f s, down for %.0f s; reflexes keep acting",
-                    e, backoff.attempt, delay, time.monotonic() - outage_since,
-                )
-                with anyio.move_on_after(delay):
-                    await self._stop.wait()
-                if self._stop.is_set():
-                    return None
-                continue
-            except ContextOverflowError as e:
-                self.recorder.write(ErrorRecord(turn=stats.turn, error_type=type(e).__name__, message=str(e), where="llm"))
-                self._log.error("turn %d: the prompt could not be made to fit: %s", stats.turn, e)
-                return None
-            break
-        if outage_since is not None:
-            self._log.warning("LLM endpoint back after %.1f s", time.monotonic() - outage_since)
+        finally:
+            self._call_scope = None
+        if call.cancelled_caught:
+            raise _Interrupted(f"{self._call_interrupted_by} (model call cancelled)")
         now = time.monotonic()
         if stats.first_completion_at is None:
             stats.first_completion_at = now
@@ -408,6 +540,7 @@ class Agent:
                 tools=self.context.tools or None,
                 max_completion_tokens=self.options.output_reserve,
                 temperature=self.options.temperature,
+                stream=self.options.stream,
                 enable_thinking=self.options.enable_thinking,
                 preserve_thinking=self.options.preserve_thinking,
                 predicted_prompt_tokens=assembly.predicted_tokens,
@@ -429,10 +562,11 @@ class Agent:
 
         return assemble
 
-    def _on_recovery(self, stats: TurnStats) -> Callable[[Any], None]:
-        def on_event(ev: Any) -> None:
-            kind = getattr(ev, "kind", "")
-            if kind == "overflow":
+    def _on_recovery(self, stats: TurnStats) -> Callable[[RecoveryEvent], None]:
+        # Failed attempts of the same request are recorded by the endpoint's Patience
+        # (record_outage); a turn that gives up is recorded when its error reaches _turn.
+        def on_event(ev: RecoveryEvent) -> None:
+            if ev.kind == "overflow":
                 self.recorder.write(
                     OverflowRecord(
                         turn=stats.turn, window=ev.window, requested_output=ev.requested_output,
@@ -440,17 +574,15 @@ class Agent:
                         predicted_tokens=ev.predicted_prompt_tokens, message=ev.message or str(ev.family or ""),
                     )
                 )
-            elif kind == "retry":
+            elif ev.kind == "retry":
                 self.recorder.write(
                     RecoveryRecord(
                         turn=stats.turn, attempt=ev.attempt, limit=ev.next_limit,
                         predicted_tokens=ev.predicted_prompt_tokens, detail=f"server said {ev.server_prompt_tokens}",
                     )
                 )
-            elif kind == "recovered":
+            elif ev.kind == "recovered":
                 stats.overflow_recoveries += 1
-            elif kind == "gave_up":
-                self.recorder.write(ErrorRecord(turn=stats.turn, error_type="overflow_gave_up", message=str(ev.message)))
 
         return on_event
 

@@ -15,7 +15,8 @@ from typing import Any, Protocol
 from emil.context.history import Message
 from emil.context.ladder import TrimRecord
 from emil.events import GameEvent
-from emil.llm.types import ChatRequest, Completion, ToolCall
+from emil.llm.recovery import Assembler, RecoveryEvent
+from emil.llm.types import Completion, ToolCall
 from emil.world.tool import Outcome  # the one tool-result type; the loop reads and makes them
 
 __all__ = [
@@ -68,6 +69,10 @@ class ContextPort(Protocol):
         """Feed the server's prompt count back into calibration."""
         ...
 
+    def count_text(self, text: str) -> int:
+        """Tokens of ``text`` as the served model counts it (sizes an observation to its cap)."""
+        ...
+
     async def prepare(self) -> None:
         """Between turns, off the hot path: the trim ladder's preparation (e.g. a summary the
         model writes for the next trim). The loop cancels it when a turn starts."""
@@ -98,9 +103,9 @@ class WorldPort(Protocol):
         ...
 
 
-Completer = Callable[
-    [Callable[[int | None], ChatRequest], Callable[[Any], None]], Awaitable[Completion]
-]
-"""Sends one step's request with overflow recovery (``complete_with_recovery`` bound to an
-LLM): ``await completer(assemble, on_event)`` where ``assemble(limit)`` builds the request and
-``on_event`` receives the recovery events (overflow, retry, recovered, gave_up...)."""
+Completer = Callable[[Assembler, Callable[[RecoveryEvent], None]], Awaitable[Completion]]
+"""Sends one step's request with recovery (``complete_with_recovery`` bound to an LLM and the
+endpoint's Patience): ``await completer(assemble, on_event)`` where ``assemble(limit)`` builds
+the request and ``on_event`` receives the recovery events (overflow, retry, recovered,
+transient, server_fault, gave_up...). It waits out outages itself; what it raises fails the
+turn (or, for configuration errors, the session)."""

@@ -2,8 +2,12 @@
 
 The checks run in order, each with a message that says what to change:
 
-1. LLM endpoint reachable: transient, so it is waited for with backoff (and said so in the log)
-   for ``endpoint_wait_s`` (unset = until stopped).
+0. Before connecting to anything: when the window is set and the family is known from the
+   settings (``model_family``, or ``tokenizer`` / ``model``), the budget check of step 5 runs at
+   once (:func:`preflight`), so a budget that cannot work stops Emil before it waits for any
+   server.
+1. LLM endpoint reachable: transient, so it is waited for with backoff (emil.backoff: one
+   WARNING per outage) for ``endpoint_wait_s`` (unset = until stopped; past it, exit 3).
 2. Model served: a configured model the server does not list is a configuration error that
    lists what it serves; "auto" takes the served one.
 3. Window from the server (``max_model_len``); a configured window may only lower it.
@@ -12,7 +16,8 @@ The checks run in order, each with a message that says what to change:
    /tokenize; then checked against the server's /tokenize of a probe prompt (a mismatch: exit
    2 for a family set by the operator, the server's counting for one guessed from the name).
    Logged with where it came from; never another family's template.
-5. Budget: output reserve + pinned prompt (system prompt + tool specs) must fit the window.
+5. Budget: output reserve + pinned prompt (system prompt + tool specs + one observation) must
+   fit the window (:func:`build_context`), before the Minecraft server is contacted.
 
 (6., the Minecraft server, is the bridge's: see :mod:`emil.agent.session`.) Configuration
 errors are never retried; they end the run with exit code 2.
@@ -22,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,10 +36,11 @@ from typing import Any
 
 from emil.agent.context_port import ManagedContext
 from emil.agent.loop import Agent, AgentOptions
-from emil.agent.model_family import resolve_family, verify_family
+from emil.agent.model_family import ResolvedFamily, resolve_family, verify_family
 from emil.agent.persona import load_system_prompt
 from emil.agent.ports import Completer, WorldPort
 from emil.agent.turnstats import SessionStats
+from emil.backoff import Backoff, OutageEvent, Patience, wait_out
 from emil.config import Settings
 from emil.context.budget import Budget
 from emil.context.family import ModelFamily, server_family
@@ -43,9 +48,9 @@ from emil.context.history import History
 from emil.context.ladder import LadderConfig
 from emil.context.manager import ContextManager
 from emil.context.tokens import ServerCounting, ServerTokenizeCounter, TokenCounter
-from emil.exceptions import ConfigurationError, EndpointUnavailable
+from emil.exceptions import ConfigurationError, ServerFault, TransientError
 from emil.llm.client import OpenAIClient, ServedModel
-from emil.llm.retry import Backoff, RecoveryEvent, complete_with_recovery
+from emil.llm.recovery import Assembler, RecoveryEvent, complete_with_recovery
 from emil.llm.types import ChatRequest, Completion, ToolCall
 from emil.perception import PerceptionPolicy
 from emil.recording import HeaderRecord, Recorder
@@ -54,9 +59,14 @@ __all__ = [
     "ModelSetup",
     "agent_options",
     "build_agent",
+    "build_context",
     "check_model",
     "default_recording_path",
+    "endpoint_patience",
+    "header_record",
     "new_client",
+    "preflight",
+    "recovering_completer",
     "summary_line",
     "wait_for_endpoint",
 ]
@@ -65,28 +75,30 @@ _log = logging.getLogger("emil.startup")
 
 
 def default_recording_path(settings: Settings) -> Path:
-    """recording_dir/emil-<UTC time>-<bot>.jsonl"""
+    """recording_dir/emil-<UTC time>-<bot>.jsonl (with -2, -3... if that name is taken)."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    return settings.recording_dir / f"emil-{stamp}-{settings.bot_name}.jsonl"
+    path = settings.recording_dir / f"emil-{stamp}-{settings.bot_name}.jsonl"
+    n = 1
+    while path.exists():
+        n += 1
+        path = settings.recording_dir / f"emil-{stamp}-{settings.bot_name}-{n}.jsonl"
+    return path
 
 
-async def wait_for_endpoint(llm: OpenAIClient, settings: Settings) -> ServedModel:
-    """Discover the served model, waiting out an unreachable endpoint with backoff."""
-    backoff = Backoff(base=0.5, cap=10.0)
-    started = time.monotonic()
-    while True:
-        try:
-            return await llm.discover()
-        except EndpointUnavailable as e:
-            waited = time.monotonic() - started
-            if settings.endpoint_wait_s is not None and waited >= settings.endpoint_wait_s:
-                raise EndpointUnavailable(
-                    f"LLM endpoint {settings.endpoint} still unreachable after {waited:.0f} s ({e}); "
-                    "start vLLM there or set endpoint to where it listens"
-                ) from e
-            _log.warning("LLM endpoint %s unreachable (%s); waiting for it (%.0f s so far)", settings.endpoint, e, waited)
-            limit = None if settings.endpoint_wait_s is None else max(0.0, settings.endpoint_wait_s - waited)
-            await backoff.wait(f"endpoint {settings.endpoint} unreachable", max_delay=limit)
+def endpoint_patience(
+    settings: Settings, *, limit_s: float | None, on_event: Callable[[OutageEvent], None] | None = None
+) -> Patience:
+    """The LLM endpoint's Patience: one per session, shared by startup and every turn."""
+    return Patience(
+        "llm endpoint", backoff=Backoff(0.5, 10.0), limit_s=limit_s, on_event=on_event,
+        fix=f"start vLLM at {settings.endpoint}, or set endpoint to where it listens "
+            "(endpoint_wait_s sets how long Emil waits at start)",
+    )
+
+
+async def wait_for_endpoint(llm: OpenAIClient, patience: Patience) -> ServedModel:
+    """Discover the served model, waiting out an unreachable (or garbling) endpoint."""
+    return await wait_out(llm.discover, patience, transient=(TransientError, ServerFault))
 
 
 def _window(served: ServedModel, settings: Settings) -> int:
@@ -104,21 +116,24 @@ def _window(served: ServedModel, settings: Settings) -> int:
     return settings.window or served.max_model_len
 
 
-def _completer(llm: OpenAIClient, context: ManagedContext, settings: Settings, window: int) -> Completer:
-    async def complete(assemble: Any, on_event: Any) -> Completion:
-        def notify(event: RecoveryEvent) -> None:
-            on_event(event)
+def recovering_completer(
+    llm: OpenAIClient, context: ManagedContext, settings: Settings, window: int, patience: Patience
+) -> Completer:
+    """The loop's completer: overflow recovery, server-fault resends and outage waits, with the
+    endpoint's shared ``patience`` (mid-session it waits until stopped: reflexes keep acting)."""
 
-        def calibrate(predicted: int, server: int, lower_bound: bool) -> None:
-            if not lower_bound:
-                context.observe_usage(predicted, server)
+    def calibrate(predicted: int, server: int, lower_bound: bool) -> None:
+        if not lower_bound:
+            context.observe_usage(predicted, server)
 
-        async def count_exact(request: ChatRequest) -> int | None:
-            return await llm.count_prompt_tokens(request)
+    async def count_exact(request: ChatRequest) -> int | None:
+        return await llm.count_prompt_tokens(request)
 
+    async def complete(assemble: Assembler, on_event: Callable[[RecoveryEvent], None]) -> Completion:
         return await complete_with_recovery(
             llm, assemble, window=window, max_overflow_retries=settings.max_overflow_retries,
-            on_event=notify, calibrate=calibrate, count_exact=count_exact,
+            max_fault_retries=settings.max_server_fault_retries, on_event=on_event,
+            calibrate=calibrate, count_exact=count_exact, patience=patience,
         )
 
     return complete
@@ -138,9 +153,65 @@ class ModelSetup:
     budget: Budget
 
 
-async def check_model(s: Settings, llm: OpenAIClient) -> ModelSetup:
-    """Startup checks 1-5 (see the module docstring) against an open client."""
-    served = await wait_for_endpoint(llm, s)
+def _budget(s: Settings, window: int) -> Budget:
+    budget = Budget(window, output_reserve=s.output_reserve)
+    if s.prompt_budget is not None:
+        if s.prompt_budget > budget.prompt_budget:
+            raise ConfigurationError(
+                f"prompt_budget {s.prompt_budget} > window {window} - output_reserve {s.output_reserve} - margin "
+                f"{budget.margin} = {budget.prompt_budget}; lower prompt_budget or leave it on auto"
+            )
+        # A smaller budget is a larger margin: the manager keeps the slack unused.
+        budget = Budget(window, output_reserve=s.output_reserve, margin=window - s.output_reserve - s.prompt_budget)
+    return budget
+
+
+def _preserve(s: Settings, family: ModelFamily) -> bool:
+    # A kwarg the family's template does not read is neither counted with nor sent.
+    return bool(family.template_kwargs(enable_thinking=s.enable_thinking,
+                                       preserve_thinking=s.preserve_thinking).get("preserve_thinking"))
+
+
+def build_context(
+    s: Settings, counter: TokenCounter, family: ModelFamily, budget: Budget, tools: list[dict[str, Any]],
+    *, history: History | None = None, llm: OpenAIClient | None = None,
+) -> ManagedContext:
+    """The session's context, after checking that the pinned prompt fits (BudgetError)."""
+    tool_names = [t["function"]["name"] for t in tools]
+    system_prompt = load_system_prompt(
+        s.prompts_dir, name=s.bot_name, tools=tool_names, operators=s.operators, allow_commands=s.allow_commands
+    )
+    manager = ContextManager(
+        counter, budget, system_prompt, tools, s.enable_thinking,
+        family=family, preserve_thinking=_preserve(s, family), ladder=LadderConfig(rungs=s.trim_rungs),
+    )
+    context = ManagedContext(manager, system_prompt, tools, history=history, llm=llm)
+    context.check_fits()
+    return context
+
+
+def preflight(s: Settings, tools: list[dict[str, Any]]) -> None:
+    """Check 0: the budget check before connecting to anything, when nothing needs a server.
+
+    It needs the window and a family known from the settings alone (``model_family``, or
+    ``tokenizer`` / ``model`` naming one); otherwise it waits for check 5, right after the
+    endpoint answers and still before the Minecraft server is contacted.
+    """
+    if s.window is None:
+        return
+    try:
+        resolved: ResolvedFamily = resolve_family(
+            setting=s.model_family, served=(None, None if s.model == "auto" else s.model),
+            tokenizer=s.tokenizer, chat_template=str(s.chat_template) if s.chat_template else None,
+        )
+    except ConfigurationError:
+        return  # the served model decides (or the same error comes, worded for it, at check 4)
+    build_context(s, resolved.family.tokenizer(), resolved.family, _budget(s, s.window), tools)
+
+
+async def check_model(s: Settings, llm: OpenAIClient, patience: Patience | None = None) -> ModelSetup:
+    """Startup checks 1-4 (see the module docstring) against an open client."""
+    served = await wait_for_endpoint(llm, patience or endpoint_patience(s, limit_s=s.endpoint_wait_s))
     window = _window(served, s)
     def counted_by_server() -> ModelFamily:
         return server_family(
@@ -160,15 +231,7 @@ async def check_model(s: Settings, llm: OpenAIClient) -> ModelSetup:
     )
     family = resolved.family
     counter = family.tokenizer()
-    budget = Budget(window, output_reserve=s.output_reserve)
-    if s.prompt_budget is not None:
-        if s.prompt_budget > budget.prompt_budget:
-            raise ConfigurationError(
-                f"prompt_budget {s.prompt_budget} > window {window} - output_reserve {s.output_reserve} - margin "
-                f"{budget.margin} = {budget.prompt_budget}; lower prompt_budget or leave it on auto"
-            )
-        # A smaller budget is a larger margin: the manager keeps the slack unused.
-        budget = Budget(window, output_reserve=s.output_reserve, margin=window - s.output_reserve - s.prompt_budget)
+    budget = _budget(s, window)
     _log.info("llm %s: model %s, window %d, model family %s (%s; from %s), tokenizer %s, "
               "prompt budget %d, output reserve %d", s.endpoint, served.id, window, family.name,
               family.label, resolved.source, counter.name, budget.prompt_budget, s.output_reserve)
@@ -179,12 +242,15 @@ def new_client(s: Settings, tool_validator: Callable[[ToolCall], ToolCall] | Non
     """The live client for the configured endpoint; ``tool_validator`` checks calls against the tools."""
     return OpenAIClient(
         s.endpoint, model=None if s.model == "auto" else s.model, api_key=s.api_key,
-        timeout=s.request_timeout_s, tool_validator=tool_validator,
+        timeout=s.request_timeout_s, first_token_timeout=s.first_token_timeout_s, tool_validator=tool_validator,
     )
 
 
-def agent_options(s: Settings) -> AgentOptions:
-    """Loop options from settings."""
+def agent_options(s: Settings, prompt_budget: int | None = None) -> AgentOptions:
+    """Loop options from settings (``prompt_budget`` sizes the observation cap left on auto)."""
+    cap = s.observation_cap_tokens
+    if cap is None and prompt_budget is not None:
+        cap = max(256, prompt_budget // 4)
     return AgentOptions(
         perception=PerceptionPolicy(
             bot_name=s.bot_name, low_health=s.low_health,
@@ -192,6 +258,20 @@ def agent_options(s: Settings) -> AgentOptions:
         ),
         step_limit=s.step_limit, action_timeout_s=s.action_timeout_s, output_reserve=s.output_reserve,
         enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking, temperature=s.temperature,
+        stream=s.stream, interrupt_grace_s=s.interrupt_grace_s, urgent_interval_s=s.urgent_interval_s,
+        observation_cap_tokens=cap, operators=frozenset(s.operators),
+    )
+
+
+def header_record(s: Settings, model: ModelSetup, context: ManagedContext) -> HeaderRecord:
+    """The recording's first record: versions, effective settings, the pinned prompt parts."""
+    return HeaderRecord(
+        session_id=uuid.uuid4().hex[:12],
+        settings=s.public_dump(), model=model.served.id, tokenizer=model.counter.name,
+        chat_template=_local_template(model.family), model_family=model.family.name, window=model.window,
+        output_reserve=s.output_reserve, prompt_budget=model.budget.prompt_budget,
+        enable_thinking=s.enable_thinking, preserve_thinking=_preserve(s, model.family),
+        system_prompt=context.system_prompt, tools=context.tools, bot_name=s.bot_name,
     )
 
 
@@ -203,37 +283,31 @@ def build_agent(
     recorder: Recorder,
     *,
     history: History | None = None,
+    context: ManagedContext | None = None,
+    patience: Patience | None = None,
 ) -> Agent:
-    """Check the pinned prompt fits (BudgetError otherwise), write the header, build the agent."""
-    tool_names = [t["function"]["name"] for t in tools]
-    system_prompt = load_system_prompt(
-        s.prompts_dir, name=s.bot_name, tools=tool_names, operators=s.operators, allow_commands=s.allow_commands
-    )
-    # A kwarg the family's template does not read is neither counted with nor sent.
-    preserve = bool(model.family.template_kwargs(enable_thinking=s.enable_thinking,
-                                                 preserve_thinking=s.preserve_thinking).get("preserve_thinking"))
-    manager = ContextManager(
-        model.counter, model.budget, system_prompt, tools, s.enable_thinking,
-        family=model.family, preserve_thinking=preserve, ladder=LadderConfig(rungs=s.trim_rungs),
-    )
-    context = ManagedContext(manager, system_prompt, tools, history=history, llm=model.llm)
-    context.check_fits()
-    recorder.write(
-        HeaderRecord(
-            session_id=uuid.uuid4().hex[:12],
-            settings=s.public_dump(), model=model.served.id, tokenizer=model.counter.name,
-            chat_template=_local_template(model.family), model_family=model.family.name, window=model.window,
-            output_reserve=s.output_reserve, prompt_budget=model.budget.prompt_budget,
-            enable_thinking=s.enable_thinking, preserve_thinking=preserve, system_prompt=system_prompt, tools=tools, bot_name=s.bot_name,
-        )
-    )
+    """Check the pinned prompt fits (BudgetError otherwise), write the header, build the agent.
+
+    ``context`` is one :func:`build_context` already checked; ``patience`` the endpoint's (a
+    new one, waiting until stopped, when not given). Its outage events go to the recording.
+    """
+    if context is None:
+        context = build_context(s, model.counter, model.family, model.budget, tools, history=history, llm=model.llm)
+    recorder.write(header_record(s, model, context))
     if history is not None:
         for message in history.messages():
             recorder.message(message)
-    return Agent(
-        world=world, context=context, completer=_completer(model.llm, context, s, model.window),
-        recorder=recorder, options=dataclasses.replace(agent_options(s), preserve_thinking=preserve), name=s.bot_name,
+    patience = patience or endpoint_patience(s, limit_s=None)
+    options = dataclasses.replace(agent_options(s, model.budget.prompt_budget),
+                                  preserve_thinking=_preserve(s, model.family))
+    agent = Agent(
+        world=world, context=context,
+        completer=recovering_completer(model.llm, context, s, model.window, patience),
+        recorder=recorder, options=options, name=s.bot_name,
     )
+    patience.limit_s = None  # mid-session the endpoint is waited for until stopped
+    patience.on_event = agent.record_outage
+    return agent
 
 
 def _local_template(family: ModelFamily) -> str | None:

@@ -33,6 +33,9 @@ class TurnStats:
     trims: int = 0
     overflow_recoveries: int = 0
     interrupted: bool = False
+    interrupted_by: str = ""
+    failed: str = ""
+    """Why the turn failed (server fault, prompt too large, a bug), when it did."""
     ended: float | None = None
 
     @property
@@ -80,6 +83,8 @@ class TurnStats:
             trims=self.trims,
             overflow_recoveries=self.overflow_recoveries,
             interrupted=self.interrupted,
+            interrupted_by=self.interrupted_by,
+            failed=self.failed,
             duration_s=(self.ended or self.started) - self.started,
         )
 
@@ -94,7 +99,10 @@ class TurnStats:
         shared = self.shared_prefix_tokens if self.shared_prefix_tokens is not None else "-"
         cached = self.cached_tokens if self.cached_tokens is not None else "n/a"
         tps = f"{self.tokens_per_s:.1f} tok/s" if self.tokens_per_s is not None else "- tok/s"
-        flags = " INTERRUPTED" if self.interrupted else ""
+        flags = f" INTERRUPTED ({self.interrupted_by})" if self.interrupted and self.interrupted_by else (
+            " INTERRUPTED" if self.interrupted else "")
+        if self.failed:
+            flags += f" FAILED ({self.failed})"
         return (
             f"turn {self.turn} [{self.reason}] {self.steps} steps, {self.actions} actions{flags} | "
             f"latency {lat} | {prompt} | shared prefix {shared}, server cached {cached} | "

@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 import httpx
 
 from emil.exceptions import EndpointConfigError, EndpointUnavailable, UnknownTokenizerError
+from emil.llm.classify import classify_failure
 from emil.llm.types import root_url_of
 
 __all__ = [
@@ -184,6 +185,7 @@ class HFTokenizerCounter:
     @property
     def name(self) -> str:
         return f"tokenizer.json at {self._path}"
+
 
     def encode(self, text: str) -> list[int]:
         ids: list[int] = self._tokenizer.encode(text, add_special_tokens=False).ids
@@ -350,7 +352,8 @@ def _chat_payload(
 
 def _tokenize_answer(url: str, response: httpx.Response) -> dict[str, Any]:
     """A /tokenize response's JSON, or the failure classified (transient vs configuration)."""
-    if response.status_code in (429, 502, 503, 504):
+    # one classification for every exchange with the server (emil.llm.classify)
+    if response.status_code != 200 and classify_failure(response.status_code, response.text) == "transient":
         raise EndpointUnavailable(f"POST {url} -> {response.status_code}", status=response.status_code)
     if response.status_code != 200:
         raise EndpointConfigError(

@@ -4,9 +4,14 @@
 window from ``GET /v1/models`` (the window comes from the server, never from a constant), sends
 vLLM's extra request fields (``chat_template_kwargs``, ``top_k``, passthrough ``extra_body``),
 reads reasoning from ``reasoning`` or the older ``reasoning_content``, returns malformed tool calls
-as data, and maps every failure onto the policy's classes (:mod:`emil.llm.retry`):
+as data, and maps every failure onto the classes of :mod:`emil.llm.classify`:
 overflow -> :class:`OverflowRejected`, transient -> :class:`EndpointUnavailable`,
-configuration -> :class:`EndpointConfigError` with a message that says what to change.
+configuration -> :class:`EndpointConfigError` with a message that says what to change, and a
+200 that is not a valid completion -> :class:`ServerFault` (:mod:`emil.llm.response`).
+
+Two time limits: ``timeout`` for the whole answer, and ``first_token_timeout`` for the first
+generated token of a streamed answer (a hung server is then noticed in seconds, while a long
+answer that is flowing may take its time). Either one running out is transient.
 
 The SDK's own retries are off (``max_retries=0``): retrying is the policy's job, and the SDK
 would otherwise resend identical overflowing requests.
@@ -28,10 +33,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import httpx
 import openai
 from openai import AsyncOpenAI, AsyncStream, RequestOptions
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from emil.context.tokens import ServerTokenizeCounter
 from emil.exceptions import (
@@ -39,10 +44,12 @@ from emil.exceptions import (
     EndpointConfigError,
     EndpointUnavailable,
     ModelNotServedError,
+    ServerFault,
 )
+from emil.llm.classify import OverflowRejected, classify_failure, config_hint
 from emil.llm.overflow import extract_error_message, parse_overflow
-from emil.llm.retry import OverflowRejected, classify_failure, config_hint
-from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, Usage, root_url_of
+from emil.llm.response import StreamAssembler, parse_completion, parse_models
+from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, root_url_of
 
 __all__ = ["OpenAIClient", "ServedModel", "parse_tool_call"]
 
@@ -78,38 +85,6 @@ def parse_tool_call(call_id: str, name: str, raw_arguments: str | None) -> ToolC
     return ToolCall(id=call_id, name=name, raw_arguments=raw, arguments=parsed)
 
 
-def _extra(obj: Any, *names: str) -> Any:
-    """Read a field the SDK's models do not declare (vLLM's ``reasoning``, ``max_model_len``)."""
-    for name in names:
-        value = getattr(obj, name, None)
-        if value is None:
-            extra = getattr(obj, "model_extra", None) or {}
-            value = extra.get(name)
-        if value is not None:
-            return value
-    return None
-
-
-def _name_and_arguments(call: Any) -> tuple[str, str | None]:
-    # vLLM only sends "function" calls; a "custom" one (free-form input) is read the same way.
-    if call.type == "custom":
-        return call.custom.name, call.custom.input
-    return call.function.name, call.function.arguments
-
-
-def _usage(raw: Any) -> Usage | None:
-    if raw is None:
-        return None
-    prompt_details = getattr(raw, "prompt_tokens_details", None)
-    completion_details = getattr(raw, "completion_tokens_details", None)
-    return Usage(
-        prompt_tokens=int(raw.prompt_tokens),
-        completion_tokens=int(raw.completion_tokens),
-        cached_tokens=getattr(prompt_details, "cached_tokens", None),
-        reasoning_tokens=getattr(completion_details, "reasoning_tokens", None),
-    )
-
-
 def _status_message(exc: openai.APIStatusError) -> str:
     body = exc.body
     if isinstance(body, dict) and isinstance(body.get("message"), str):
@@ -139,6 +114,10 @@ def _map_error(exc: Exception, *, model: str | None) -> Exception:
     if isinstance(exc, openai.APIConnectionError | httpx.TransportError | ConnectionError):
         cause = exc.__cause__ or exc
         return EndpointUnavailable(f"LLM server unreachable: {type(cause).__name__}: {cause}")
+    if isinstance(exc, openai.APIError):
+        # An error event inside a 200 stream (vLLM reports a failed generation that way).
+        return ServerFault(f"the LLM server reported an error inside its answer: {exc}",
+                           body=str(exc)[:400])
     return exc
 
 
@@ -164,6 +143,7 @@ class OpenAIClient:
         api_key: str = "EMPTY",
         timeout: float = 120.0,
         *,
+        first_token_timeout: float | None = None,
         tool_validator: Callable[[ToolCall], ToolCall] | None = None,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
@@ -172,6 +152,9 @@ class OpenAIClient:
         self.model = model
         self.api_key = api_key
         self.timeout = timeout
+        """Seconds for a whole answer (streamed or not)."""
+        self.first_token_timeout = first_token_timeout
+        """Seconds until the first generated token of a streamed answer (None: no own limit)."""
         self.tool_validator = tool_validator
         self.extra_body = dict(extra_body or {})
         """Sent with every request, under each request's own ``extra_body``."""
@@ -191,20 +174,19 @@ class OpenAIClient:
         await self._client.close()
 
     async def list_models(self) -> list[ServedModel]:
-        """``GET /v1/models`` as :class:`ServedModel` entries."""
+        """``GET /v1/models`` as :class:`ServedModel` entries (validated: see emil.llm.response)."""
         try:
-            page = await self._client.models.list()
+            with anyio.fail_after(self.timeout):
+                body = await self._client.get("/models", cast_to=bytes, options=_REQUEST_OPTIONS)
+        except TimeoutError as exc:
+            raise EndpointUnavailable(f"GET /models: no answer within {self.timeout:g} s") from exc
         except (openai.APIError, httpx.TransportError, ConnectionError) as exc:
             mapped = _map_error(exc, model=self.model)
             if mapped is exc:
                 raise
             raise mapped from exc
-        served = []
-        for entry in page.data:
-            window = _extra(entry, "max_model_len")
-            served.append(ServedModel(id=entry.id, root=_extra(entry, "root"),
-                                      max_model_len=int(window) if window is not None else None))
-        return served
+        return [ServedModel(id=i, root=root, max_model_len=window)
+                for i, root, window in parse_models(body)]
 
     async def discover(self) -> ServedModel:
         """Find the configured model (None or "auto": the only one served) and its window.
@@ -259,14 +241,31 @@ class OpenAIClient:
         return call
 
     async def complete(self, request: ChatRequest) -> Completion:
-        """Send one request (streamed when ``request.stream``) and return the completion."""
+        """Send one request (streamed when ``request.stream``) and return the completion.
+
+        Raises :class:`OverflowRejected`, :class:`EndpointUnavailable` (including either time
+        limit running out), :class:`EndpointConfigError` or :class:`ServerFault`.
+        """
         if self.model in (None, "auto"):
             await self.discover()
         started = time.perf_counter()
+        now = anyio.current_time()
+        whole_by = now + self.timeout
+        ttft = self.first_token_timeout if request.stream else None
+        # One scope, two deadlines: until the first token arrives the earlier one applies.
+        scope = anyio.CancelScope(deadline=whole_by if ttft is None else min(whole_by, now + ttft))
+        waiting_first = ttft is not None
+
+        def first_token() -> None:
+            nonlocal waiting_first
+            waiting_first = False
+            scope.deadline = whole_by
+
         try:
-            if request.stream:
-                return await self._complete_streaming(request, started)
-            return await self._complete_once(request, started)
+            with scope:
+                if request.stream:
+                    return await self._complete_streaming(request, started, first_token)
+                return await self._complete_once(request, started)
         except (openai.APIError, httpx.TransportError, ConnectionError) as exc:
             mapped = _map_error(exc, model=self.model)
             if mapped is exc:
@@ -278,6 +277,13 @@ class OpenAIClient:
                     f"LLM connection dropped: {type(exc).__name__}: {exc}"
                 ) from exc
             raise
+        if waiting_first and ttft is not None and ttft < self.timeout:
+            raise EndpointUnavailable(
+                f"LLM server sent no first token within {ttft:g} s (first_token_timeout_s)"
+            )
+        raise EndpointUnavailable(
+            f"LLM server did not finish its answer within {self.timeout:g} s (request_timeout_s)"
+        )
 
     def _request_body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body exactly as ``chat.completions.create`` would send it.
@@ -306,102 +312,55 @@ class OpenAIClient:
 
     # The two sends below are the only I/O of a completion; tools/bench_client.py overrides them
     # with the SDK's create() to measure what the transform costs.
-    async def _post(self, request: ChatRequest) -> ChatCompletion:
-        """POST the body as built, without the SDK's per-message transform (see module doc)."""
+    async def _post(self, request: ChatRequest) -> bytes:
+        """POST the body as built, without the SDK's per-message transform (see module doc);
+        the answer's bytes are validated by :func:`emil.llm.response.parse_completion`."""
         return await self._client.post(_PATH, body=self._request_body(request, stream=False),
-                                       cast_to=ChatCompletion, options=_REQUEST_OPTIONS)
+                                       cast_to=bytes, options=_REQUEST_OPTIONS)
 
-    async def _post_streaming(self, request: ChatRequest) -> AsyncStream[ChatCompletionChunk]:
-        """The streamed POST (SSE chunks, usage in the last one), also without the transform."""
+    async def _post_streaming(self, request: ChatRequest) -> AsyncStream[object]:
+        """The streamed POST (SSE chunks, usage in the last one), also without the transform;
+        each chunk arrives as the decoded JSON and is validated by :class:`StreamAssembler`."""
         return await self._client.post(
-            _PATH, body=self._request_body(request, stream=True), cast_to=ChatCompletion,
-            options=_REQUEST_OPTIONS, stream=True, stream_cls=AsyncStream[ChatCompletionChunk],
+            _PATH, body=self._request_body(request, stream=True), cast_to=object,
+            options=_REQUEST_OPTIONS, stream=True, stream_cls=AsyncStream[object],
         )
 
     async def _complete_once(self, request: ChatRequest, started: float) -> Completion:
-        response = await self._post(request)
-        total = time.perf_counter() - started
-        choice = response.choices[0]
-        message = choice.message
-        calls = [
-            self._tool_call(tc.id or f"call_{i}", *_name_and_arguments(tc))
-            for i, tc in enumerate(message.tool_calls or [])
-        ]
-        return Completion(
-            content=message.content,
-            reasoning=_extra(message, "reasoning", "reasoning_content"),
-            tool_calls=calls,
-            finish_reason=choice.finish_reason,
-            usage=_usage(response.usage),
-            timings=Timings(total_s=total),
-            model=response.model,
-        )
+        body = await self._post(request)
+        return parse_completion(body, tool_call=self._tool_call,
+                                total_s=time.perf_counter() - started)
 
-    async def _complete_streaming(self, request: ChatRequest, started: float) -> Completion:
+    async def _complete_streaming(
+        self, request: ChatRequest, started: float, on_first_token: Callable[[], None]
+    ) -> Completion:
         stream = await self._post_streaming(request)
-        content: list[str] = []
-        reasoning: list[str] = []
-        calls: dict[int, dict[str, Any]] = {}
+        assembler = StreamAssembler()
         first_token: float | None = None
-        finish_reason: str | None = None
-        usage: Usage | None = None
-        model: str | None = None
         async with stream:
-            async for chunk in stream:
-                model = model or chunk.model
-                if chunk.usage is not None:
-                    usage = _usage(chunk.usage)
-                for choice in chunk.choices:
-                    delta = choice.delta
-                    got = False
-                    if delta.content:
-                        content.append(delta.content)
-                        got = True
-                    thought = _extra(delta, "reasoning", "reasoning_content")
-                    if thought:
-                        reasoning.append(thought)
-                        got = True
-                    for tc in delta.tool_calls or []:
-                        slot = calls.setdefault(tc.index, {"id": None, "name": "", "args": []})
-                        if tc.id:
-                            slot["id"] = tc.id
-                        if tc.function is not None:
-                            if tc.function.name:
-                                slot["name"] += tc.function.name
-                            if tc.function.arguments:
-                                slot["args"].append(tc.function.arguments)
-                        got = True
-                    if got and first_token is None:
+            try:
+                async for raw in stream:
+                    if assembler.add(raw) and first_token is None:
                         first_token = time.perf_counter() - started
-                    if choice.finish_reason is not None:
-                        finish_reason = choice.finish_reason
-        total = time.perf_counter() - started
-        tool_calls = [
-            self._tool_call(slot["id"] or f"call_{i}", slot["name"], "".join(slot["args"]))
-            for i, slot in sorted(calls.items())
-        ]
-        return Completion(
-            content="".join(content) if content else None,
-            reasoning="".join(reasoning) if reasoning else None,
-            tool_calls=tool_calls,
-            finish_reason=finish_reason,
-            usage=usage,
-            timings=Timings(total_s=total, first_token_s=first_token),
-            model=model,
-        )
+                        on_first_token()
+            except ValueError as exc:  # an SSE data line that is not JSON
+                raise ServerFault(f"the LLM server's stream holds a line that is not JSON: {exc}",
+                                  body=str(exc)[:400]) from None
+        timings = Timings(total_s=time.perf_counter() - started, first_token_s=first_token)
+        return assembler.finish(tool_call=self._tool_call, timings=timings)
 
     async def count_prompt_tokens(self, request: ChatRequest) -> int | None:
         """The server's exact count of ``request``'s prompt (``POST /tokenize``), or None.
 
         The HTTP side is the context area's :class:`~emil.context.tokens.ServerTokenizeCounter`.
 
-        Suitable as ``count_exact`` for :func:`emil.llm.retry.complete_with_recovery`: a failure
+        Suitable as ``count_exact`` for :func:`emil.llm.recovery.complete_with_recovery`: a failure
         to count is not an error, the policy then shrinks past the lower bound instead.
         """
         if self.model in (None, "auto"):
             return None
         assert self.model is not None
-        counter = ServerTokenizeCounter(self.base_url, self.model, timeout=self.timeout)
+        counter = ServerTokenizeCounter(self.base_url, self.model, timeout=self.timeout, api_key=self.api_key)
         try:
             return await counter.count_prompt(
                 request.messages, request.tools, enable_thinking=request.enable_thinking,

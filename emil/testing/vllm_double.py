@@ -20,7 +20,11 @@ client, the recovery policy and the benchmarks are exercised end to end without 
 - Fault injection: :meth:`VLLMDouble.loading` (503 or refused connections for N seconds),
   :meth:`VLLMDouble.fail_next` (any status and message), :meth:`VLLMDouble.drop_next` (the
   connection dies mid-response), a wrong model name gets vLLM's 404, and
-  ``auto_tool_choice=False`` gives vLLM's 400 for tool choice not enabled.
+  ``auto_tool_choice=False`` gives vLLM's 400 for tool choice not enabled. Every fault mode of
+  :mod:`emil.testing.faults` (malformed 200s, hangs, a slow first token, 503s, the model no
+  longer served, tool choice not enabled...) is a setting: ``faults=`` at construction,
+  :meth:`VLLMDouble.inject` at run time, or ``POST /_double/faults`` from another process
+  (``DELETE`` clears them, ``GET /_double/stats`` counts what arrived).
 
 Every response carries ``x-double: vllm-dialect-double`` and every log line starts with
 ``[vLLM-dialect DOUBLE]``.
@@ -39,7 +43,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +56,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from emil.testing.faults import Fault, FaultBook, FaultKind, malformed_body, malformed_chunks
 from emil.testing.script import Policy, Reply, ScriptRequest
 from emil.testing.vllm_wordings import Wording, error_body, judge_overflow
 
@@ -227,6 +232,7 @@ class VLLMDouble:
         spec_decode: SpecDecode | None = None,
         reasoning_field: str = "reasoning",
         kv_capacity_tokens: int = 500_000,
+        faults: Sequence[Fault] = (),
     ) -> None:
         self.policy = policy
         self.window = window
@@ -254,6 +260,10 @@ class VLLMDouble:
         self.tokenize_calls = 0
         """POST /tokenize requests answered (for measuring server-counted families)."""
         self._faults = _Faults()
+        self.faults = FaultBook()
+        """The fault modes in force (emil.testing.faults)."""
+        for fault in faults:
+            self.faults.add(fault)
         self._metrics = _Metrics(per_pos=[0] * (spec_decode.k if spec_decode else 0))
         self._rng = random.Random(spec_decode.seed if spec_decode else 0)
         self._previous: tuple[list[dict[str, Any]] | None, list[dict[str, Any]]] = (None, [])
@@ -269,6 +279,8 @@ class VLLMDouble:
                 Route("/health", self._health, methods=["GET"]),
                 Route("/metrics", self._metrics_text, methods=["GET"]),
                 Route("/version", self._version, methods=["GET"]),
+                Route("/_double/faults", self._control_faults, methods=["POST", "DELETE"]),
+                Route("/_double/stats", self._stats, methods=["GET"]),
             ],
             middleware=[Middleware(_HeaderMiddleware)],
         )
@@ -376,6 +388,50 @@ class VLLMDouble:
         with self._lock:
             self._faults.drops += times
 
+    def inject(self, fault: Fault | FaultKind, **fields: Any) -> None:
+        """Put a fault mode in force (a :class:`Fault`, or its kind and fields)."""
+        f = fault if isinstance(fault, Fault) else Fault(kind=fault, **fields)
+        _log.warning("%s fault injected: %s", _TAG, f)
+        if f.kind == "refuse":
+            self.loading(f.for_s or 1.0, refuse=True)
+            return
+        self.faults.add(f)
+
+    def clear_faults(self) -> None:
+        """End every fault mode in force."""
+        self.faults.clear()
+
+    async def _control_faults(self, request: Request) -> Response:
+        if request.method == "DELETE":
+            self.clear_faults()
+            return JSONResponse({"cleared": True})
+        try:
+            fault = Fault.from_json(await request.json())
+        except (ValueError, TypeError) as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        if fault.kind == "refuse":
+            # answer first: the port closes right after
+            threading.Timer(0.05, self.inject, args=(fault,)).start()
+        else:
+            self.inject(fault)
+        return JSONResponse({"injected": fault.kind})
+
+    async def _stats(self, request: Request) -> Response:
+        return JSONResponse({"chat_requests": len(self.requests), "ok": self._metrics.requests_ok,
+                             "faults_applied": dict(self.faults.applied)})
+
+    async def _wait_or_leave(self, request: Request, seconds: float) -> bool:
+        """Sleep ``seconds`` unless the client leaves first (True when it left)."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if await request.is_disconnected():
+                return True
+            await asyncio.sleep(min(0.1, left))
+        return False
+
+    def _served_model(self) -> str:
+        return f"{self.model}-replaced" if self.faults.peek("model_gone") else self.model
+
     # ---- helpers ---------------------------------------------------------------------------
 
     @classmethod
@@ -434,7 +490,7 @@ class VLLMDouble:
         if (denied := self._gate(request)) is not None:
             return denied
         entry = {
-            "id": self.model,
+            "id": self._served_model(),
             "object": "model",
             "created": 0,
             "owned_by": "vllm-dialect-double",
@@ -555,6 +611,16 @@ class VLLMDouble:
                 self._faults.drops -= 1
         if fault is not None:
             return self._error(fault[0], fault[1])
+        injected = self.faults.take()
+        first_token_delay = 0.0
+        if injected is not None:
+            early = await self._injected(request, body, injected)
+            if early is not None:
+                return early
+            if injected.kind == "slow_first_token":
+                first_token_delay = injected.delay_s
+            elif injected.kind == "drop":
+                drop = True
         if drop:
             _log.warning("%s dropping the connection (fault injection)", _TAG)
             if body.get("stream"):
@@ -562,7 +628,7 @@ class VLLMDouble:
             return _DroppingResponse()
         flat = self.wording == "old"
         requested_model = body.get("model")
-        if requested_model not in (None, self.model):
+        if requested_model not in (None, self._served_model()):
             return JSONResponse(
                 {"error": {"message": f"The model `{requested_model}` does not exist.",
                            "type": "NotFoundError", "param": "model", "code": 404}},
@@ -601,10 +667,39 @@ class VLLMDouble:
                                prompt_tokens=prompt, model=requested_model, body=body)
         reply = await anyio.to_thread.run_sync(self.policy, script)
         cached = self._cached_prefix(messages, tools, prompt, thinking, preserve)
-        return await self._answer(body, reply, prompt, cached, limit)
+        if first_token_delay and not body.get("stream") and await self._wait_or_leave(request, first_token_delay):
+            return Response(status_code=499)
+        return await self._answer(body, reply, prompt, cached, limit, first_token_delay)
+
+    async def _injected(self, request: Request, body: dict[str, Any], fault: Fault) -> Response | None:
+        """The answer a fault gives at once, or None to go on (delays, drops, model states)."""
+        kind = fault.kind
+        if kind == "status":
+            return self._error(fault.status, fault.message)
+        if kind == "hang":
+            _log.warning("%s hanging for up to %.0f s (fault injection)", _TAG, fault.delay_s)
+            await self._wait_or_leave(request, fault.delay_s)
+            return Response(status_code=504)
+        if kind == "model_gone":
+            return JSONResponse(
+                {"error": {"message": f"The model `{body.get('model')}` does not exist.",
+                           "type": "NotFoundError", "param": "model", "code": 404}},
+                status_code=404,
+            )
+        if kind == "no_tool_choice" and body.get("tools") and body.get("tool_choice") in (None, "auto"):
+            return self._error(400, '"auto" tool choice requires --enable-auto-tool-choice and '
+                                    "--tool-call-parser to be set")
+        if kind in ("invalid_json", "empty_choices", "html", "no_message", "wrong_types", "truncated_stream"):
+            _log.warning("%s answering 200 with %s (fault injection)", _TAG, kind)
+            if body.get("stream"):
+                return StreamingResponse(_lines(malformed_chunks(kind)), media_type="text/event-stream")
+            content, media = malformed_body(kind)
+            return Response(content, status_code=200, media_type=media)
+        return None
 
     async def _answer(
-        self, body: dict[str, Any], reply: Reply, prompt: int, cached: int, limit: int
+        self, body: dict[str, Any], reply: Reply, prompt: int, cached: int, limit: int,
+        first_token_delay: float = 0.0,
     ) -> Response:
         calls = [(f"chatcmpl-tool-{uuid.uuid4().hex[:16]}", c.name, c.raw_arguments)
                  for c in reply.tool_calls]
@@ -649,7 +744,7 @@ class VLLMDouble:
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             chunks = self._stream(base, content, reasoning, calls, finish, steps, prefill,
-                                  usage if include_usage else None)
+                                  usage if include_usage else None, first_token_delay)
             return StreamingResponse(chunks, media_type="text/event-stream")
         m.running += 1
         try:
@@ -679,6 +774,7 @@ class VLLMDouble:
         steps: list[int],
         prefill: float,
         usage: dict[str, Any] | None,
+        first_token_delay: float = 0.0,
     ) -> AsyncIterator[str]:
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
             payload = {**base, "object": "chat.completion.chunk",
@@ -691,6 +787,8 @@ class VLLMDouble:
         try:
             await asyncio.sleep(prefill)
             yield chunk({"role": "assistant", "content": ""})
+            if first_token_delay:
+                await asyncio.sleep(first_token_delay)  # ends early when the client leaves
             # Text is sent in decode steps: one SSE chunk per step, as vLLM does with MTP.
             pieces: list[tuple[str, str]] = []
             if reasoning:
@@ -724,6 +822,11 @@ class VLLMDouble:
             m.requests_ok += 1
         finally:
             m.running -= 1
+
+
+async def _lines(lines: list[str]) -> AsyncIterator[str]:
+    for line in lines:
+        yield line
 
 
 async def _dropping_stream() -> AsyncIterator[str]:

@@ -13,12 +13,15 @@ call ever blocks for the length of a job. The JSPyBridge callback thread only ha
 the event loop (``call_soon_threadsafe``) and returns. Cancelling ``act()`` or hitting its timeout
 aborts the JS job.
 
-Failures: the Node process dying is detected by a watchdog and restarted up to
-``max_node_restarts`` times; a disconnect or kick reconnects with exponential backoff, at most
-``max_reconnects`` times in a row; a configuration error (unknown host, nothing listening after
-the retries, wrong version, login refused) stops with a ConfigurationError that says what to
-change. When the bot gives up, the event stream ends with an ``error`` event and leaving the
-``async with`` raises the reason.
+Failures: a server that cannot be reached (at start, after a disconnect or a kick) is waited
+for with the one backoff of :mod:`emil.backoff`, for ``patience_s`` (None: until stopped); the
+Node process dying is detected by a watchdog and restarted, at most ``restarts_per_hour``
+times within any hour. A configuration error (unknown host, wrong version, login refused)
+stops at once with a ConfigurationError that says what to change; patience running out, or
+one restart too many, with :class:`~emil.exceptions.PatienceExhausted`. When the bot gives up,
+the event stream ends with an ``error`` event and leaving the ``async with`` raises the reason.
+Every failed attempt and every change of state (down, up: a reconnect, gone) is an
+:class:`~emil.backoff.OutageEvent` for ``on_outage`` (the session records them).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ import contextlib
 import itertools
 import json
 import logging
-import random
+import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -35,8 +39,9 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from emil.backoff import Backoff, OutageEvent, Patience
 from emil.events import ErrorEvent, GameEvent, parse_event
-from emil.exceptions import ConfigurationError, EmilError, WorldError
+from emil.exceptions import ConfigurationError, EmilError, PatienceExhausted, WorldError
 from emil.world._jsruntime import JsRuntime
 
 __all__ = ["ActionResult", "Bot", "BotSettings", "ReflexSettings", "Snapshot"]
@@ -92,11 +97,13 @@ class BotSettings(BaseModel):
     for every chat piece, with the requesters of the turn against ``operators``."""
     operators: frozenset[str] = frozenset()
     """Player names whose words may order commands (the bot's own copy of the rule's input)."""
-    max_node_restarts: int = 3
-    max_reconnects: int = 5
-    """Consecutive failed (re)connects before giving up."""
-    reconnect_base_s: float = 1.0
-    reconnect_cap_s: float = 20.0
+    patience_s: float | None = Field(default=None, gt=0)
+    """How long the server may stay unreachable (at start or after losing it); None = until
+    stopped."""
+    restarts_per_hour: int = Field(default=10, ge=0)
+    """Restarts of the Node process allowed within any hour; one more gives up."""
+    reconnect_base_s: float = Field(default=1.0, gt=0)
+    reconnect_cap_s: float = Field(default=20.0, gt=0)
     spawn_timeout_s: float = 20.0
     event_buffer: int = 1000
     """Events kept for a slow consumer; older ones beyond this are dropped (and counted)."""
@@ -173,8 +180,17 @@ class _Handoff:
 class Bot:
     """Emil's mineflayer bot. Create with ``async with Bot.connect(settings) as bot``."""
 
-    def __init__(self, settings: BotSettings) -> None:
+    def __init__(self, settings: BotSettings, *, on_outage: Callable[[OutageEvent], None] | None = None) -> None:
         self.settings = settings
+        self.patience = Patience(
+            "minecraft server",
+            backoff=Backoff(settings.reconnect_base_s, max(settings.reconnect_base_s, settings.reconnect_cap_s)),
+            limit_s=settings.patience_s, on_event=on_outage,
+            fix=f"start the server at {settings.host}:{settings.port} or set mc_host/mc_port "
+                "(world_patience_s sets how long Emil waits)",
+        )
+        """The server's availability: shared by the first connect and every reconnect."""
+        self._restart_times: deque[float] = deque()
         self._send: MemoryObjectSendStream[GameEvent]
         self.events: MemoryObjectReceiveStream[GameEvent]
         self._send, self.events = anyio.create_memory_object_stream[GameEvent](settings.event_buffer)
@@ -205,13 +221,15 @@ class Bot:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def connect(cls, settings: BotSettings) -> AsyncIterator[Bot]:
+    async def connect(
+        cls, settings: BotSettings, *, on_outage: Callable[[OutageEvent], None] | None = None
+    ) -> AsyncIterator[Bot]:
         """Start Node, create the bot and wait for it to spawn; stop everything on exit."""
-        bot = cls(settings)
+        bot = cls(settings, on_outage=on_outage)
         bot._handoff = _Handoff()
         try:
             await bot._start_runtime()
-            await bot._connect_with_retries(first=True)
+            await bot._connect_with_retries()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(bot._watchdog)
                 tg.start_soon(bot._supervise)
@@ -308,37 +326,26 @@ class Bot:
             )
         return None
 
-    async def _connect_with_retries(self, *, first: bool) -> None:
+    async def _connect_with_retries(self) -> None:
+        """Connect, waiting out an unreachable server with the patience (see the module doc)."""
         s = self.settings
-        last: dict[str, Any] = {}
-        for attempt in range(s.max_reconnects + 1):
-            if attempt:
-                delay = min(s.reconnect_cap_s, s.reconnect_base_s * 2 ** (attempt - 1))
-                delay *= 0.75 + random.random() * 0.5
-                _log.info("reconnecting in %.1f s (attempt %d)", delay, attempt + 1)
-                await anyio.sleep(delay)
-            last = await self._connect_once()
-            if last.get("ok"):
-                if last.get("version"):
+        while True:
+            res = await self._connect_once()
+            if res.get("ok"):
+                if res.get("version"):
                     if self.version is None:
                         _log.info("Minecraft server %s:%d runs %s; the bot speaks %s",
-                                  s.host, s.port, last.get("server_version") or "?", last["version"])
-                    self.version = str(last["version"])
+                                  s.host, s.port, res.get("server_version") or "?", res["version"])
+                    self.version = str(res["version"])
                 self._connected = True
                 self._connected_event.set()
+                self.patience.succeeded()
                 return
-            problem = self._classify(last)
-            if problem is not None:  # said once, by whoever reports the error
+            _log.debug("connect to %s:%d failed: %s", s.host, s.port, res)
+            problem = self._classify(res)
+            if problem is not None:
                 raise problem
-            _log.warning("connect to %s:%d failed: %s", s.host, s.port, last)
-        if first and str(last.get("code")) == "ECONNREFUSED":
-            raise ConfigurationError(
-                f"nothing accepts connections on {s.host}:{s.port} after {s.max_reconnects + 1} tries: "
-                "check mc_host/mc_port and that the server is running"
-            )
-        raise WorldError(
-            f"could not connect to {s.host}:{s.port} after {s.max_reconnects + 1} tries: {last.get('error')}"
-        )
+            await self.patience.wait(f"connect to {s.host}:{s.port} failed ({res.get('code') or '-'}: {res.get('error')})")
 
     async def _shutdown(self) -> None:
         self._closing = True
@@ -415,33 +422,44 @@ class Bot:
             self._trouble = anyio.Event()
             if self._closing:
                 return
+            if self._connected and rt.alive():
+                continue  # signalled while a recovery was under way, which has dealt with it
             try:
                 if not rt.alive():
                     await self._restart_node()
                 else:
                     self.reconnects += 1
-                    await self._connect_with_retries(first=False)
+                    await self._connect_with_retries()
             except EmilError as exc:
                 self._give_up(exc)
                 return
 
     async def _restart_node(self) -> None:
         rt = self._require_rt()
-        self.node_restarts += 1
-        if self.node_restarts > self.settings.max_node_restarts:
-            raise WorldError(
-                f"the Node process died {self.node_restarts} times (limit {self.settings.max_node_restarts}); giving up"
+        now = time.monotonic()
+        while self._restart_times and now - self._restart_times[0] >= 3600:
+            self._restart_times.popleft()
+        limit = self.settings.restarts_per_hour
+        if len(self._restart_times) >= limit:
+            raise PatienceExhausted(
+                f"the bot's Node process died {len(self._restart_times) + 1} times within an hour "
+                f"(world_restarts_per_hour is {limit}); check the server and the bot's log, or "
+                "raise world_restarts_per_hour",
+                service="minecraft bridge", waited_s=now - self._restart_times[0] if self._restart_times else 0.0,
             )
-        self._emit(ErrorEvent(message=f"the Node process running the bot died; restarting it ({self.node_restarts}/{self.settings.max_node_restarts})"))
+        self._restart_times.append(now)
+        self.node_restarts += 1
+        self._emit(ErrorEvent(message=f"the Node process running the bot died; restarting it ({len(self._restart_times)}/{limit} this hour)"))
         for pending in list(self._pending.values()):
             pending.value = {"ok": False, "error": "the bot's Node process died during the action"}
             pending.done.set()
+        await self.patience.wait("the bot's Node process died")
         await anyio.to_thread.run_sync(rt.restart, limiter=self._limiter)
         with anyio.fail_after(30):
             while not rt.alive():  # noqa: ASYNC110 - JSPyBridge offers no "spawned" event
                 await anyio.sleep(0.1)
         await self._create_controller()
-        await self._connect_with_retries(first=False)
+        await self._connect_with_retries()
 
     def _give_up(self, exc: EmilError) -> None:
         _log.error("world bridge gives up: %s", exc)

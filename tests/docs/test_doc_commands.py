@@ -38,6 +38,10 @@ NOT_HERE: dict[str, str] = {
     ),
     "python3 tools/check_tool_calls.py": "asks the configured real vLLM (127.0.0.1:8000); --demo-double runs here",
     "python3 tools/make_sample.py": "rewrites the committed sample recording (run by hand when the schema changes)",
+    "python3 tools/chaos.py": (
+        "runs every fault scenario against real services three times (about 15 minutes); the slow "
+        "fault suite, tests/integration/agent/test_faults.py, runs the same scenarios once"
+    ),
 }
 """Commands (matched exactly, or as a prefix followed by a space) that do not run here."""
 
@@ -93,6 +97,8 @@ def plan(c: DocCommand) -> Plan:
     text = c.text
     if text.startswith("bash .ci/run"):
         return Plan("syntax", "bash -n .ci/run", "runs this whole suite (setup, ruff, mypy, every test)")
+    if text.startswith(".venv/bin/mutmut "):
+        return Plan("help", ".venv/bin/mutmut --help", "a mutation run takes minutes to an hour (docs/reliability.md)")
     if text.startswith(".venv/bin/python -m pytest"):
         return Plan("collect", f"{text} --collect-only -q", "runs tests; this suite only checks that they are found", slow=True)
     if _PLACEHOLDER.search(text):
@@ -152,7 +158,7 @@ def test_docs_use_one_interpreter_name() -> None:
     """python3 everywhere (the README's first command); the .venv's python only for the dev tools."""
     wrong = [
         c for c in COMMANDS
-        if not (c.text.startswith(("python3 ", "bash ")) or c.text.startswith(".venv/bin/python -m pytest"))
+        if not (c.text.startswith(("python3 ", "bash ")) or c.text.startswith((".venv/bin/python -m pytest", ".venv/bin/mutmut ")))
     ]
     assert not wrong, "\n".join(f"{c.where}: {c.text}" for c in wrong)
 

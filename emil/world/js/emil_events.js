@@ -23,7 +23,9 @@ function itemTotals (bot) {
 }
 
 function installEvents (ctl, bot) {
-  const emit = ctl.emit
+  // A bot replaced by a new login (its quit ends it a moment later) speaks no more: its late
+  // 'end' would otherwise read as the new connection dropping, and start another login.
+  const emit = (kind, fields) => { if (ctl.bot === bot) ctl.emit(kind, fields) }
   const swings = new Map() // entity id -> ms of last arm swing
   ctl.hooks = ctl.hooks || { damage: [], health: [] }
   let spawnedAt = 0
@@ -158,6 +160,7 @@ function installEvents (ctl, bot) {
 
   bot.on('kicked', (reason) => emit('kicked', { reason: require('./emil_bot').reasonText(reason) }))
   bot.on('end', (reason) => {
+    if (ctl.bot !== bot) return
     ctl.connected = false
     emit('disconnected', { reason: String(reason || 'connection ended') })
   })

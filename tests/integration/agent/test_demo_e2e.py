@@ -19,6 +19,8 @@ from emil.recording import (
     ErrorRecord,
     OverflowRecord,
     RecoveryRecord,
+    RetryRecord,
+    ServiceRecord,
     ToolResultRecord,
     TurnRecord,
     read_recording,
@@ -97,12 +99,17 @@ async def test_llm_outage_is_survived_with_reflexes_acting(tmp_path: Path) -> No
         out = await w.player.act("attack", {"target": "Emil", "duration_s": 2}, timeout=10)
         assert out.ok, out.error
         await w.wait_for("reflex", lambda: bool(events_of(w.records(), "reflex")), within=20)
-        await w.wait_for("outage noticed", lambda: any(isinstance(r, ErrorRecord) and r.error_type == "EndpointUnavailable" for r in w.records()))
+        # (the outage is a "service down" record now, its attempts "retry" records: issue #11)
+        await w.wait_for("outage noticed", lambda: any(isinstance(r, ServiceRecord) and r.state == "down" for r in w.records()))
         await anyio.sleep(2.0)
         w.double.start()  # back, on the same port
         await w.wait_for("complaint after the outage", lambda: any("Ouch" in h for h in w.heard), within=40)
         records = w.records()
-    outage = next(r for r in records if isinstance(r, ErrorRecord) and r.error_type == "EndpointUnavailable")
+    outage = next(r for r in records if isinstance(r, ServiceRecord) and r.state == "down")
+    assert outage.service == "llm endpoint"
+    back = next(r for r in records if isinstance(r, ServiceRecord) and r.state == "up")
+    retries = [r for r in records if isinstance(r, RetryRecord) and outage.t <= r.t <= back.t]
+    assert retries and back.attempts == len(retries)
     reflexes = events_of(records, "reflex")
     assert any(e["t"] >= outage.t - 5 for e in reflexes)
 

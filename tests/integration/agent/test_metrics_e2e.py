@@ -80,7 +80,8 @@ async def test_metrics_follow_a_session_through_an_llm_outage(tmp_path: Path) ->
         out = await w.player.act("attack", {"target": "Emil", "duration_s": 2}, timeout=10)
         assert out.ok, out.error
         await w.wait_for("reflex", lambda: bool(events_of(w.records(), "reflex")), within=20)
-        await w.wait_for("outage", lambda: any(r.kind == "error" and r.where == "llm" for r in w.records()))  # type: ignore[union-attr]
+        # (an outage is a "service down" record of the endpoint's Patience: issue #11)
+        await w.wait_for("outage", lambda: any(r.kind == "service" and r.state == "down" for r in w.records()))  # type: ignore[union-attr]
         down = await scrape(w)
         assert value(down, "emil:llm_endpoint_up") == 0
         assert value(down, "emil:llm_endpoint_outages_total") == 1

@@ -9,13 +9,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emil.agent.startup import agent_options, build_agent, check_model, new_client
+from emil.agent.startup import agent_options, build_agent, check_model, new_client, preflight
 from emil.config import Settings
 from emil.exceptions import (
     BudgetError,
     ConfigurationError,
-    EndpointUnavailable,
     ModelNotServedError,
+    PatienceExhausted,
     UnknownTokenizerError,
 )
 from emil.recording import HeaderRecord, Recorder, read_recording
@@ -84,9 +84,21 @@ async def test_unreachable_endpoint_is_waited_for_then_reported() -> None:
     s = Settings(endpoint=f"http://127.0.0.1:{_free_port()}/v1", endpoint_wait_s=1.5)
     started = time.monotonic()
     async with new_client(s) as llm:
-        with pytest.raises(EndpointUnavailable, match="still unreachable"):
+        with pytest.raises(PatienceExhausted, match=r"longer than its patience of 1\.5 s") as err:
             await check_model(s, llm)
     assert time.monotonic() - started >= 1.0  # it waited rather than failing at once
+    assert err.value.service == "llm endpoint" and f"start vLLM at {s.endpoint}" in str(err.value)
+
+
+def test_the_budget_check_runs_before_connecting_to_anything() -> None:
+    # window and tokenizer known from the settings: no server is asked (none listens here)
+    s = Settings(endpoint=f"http://127.0.0.1:{_free_port()}/v1", window=8192, tokenizer="qwen3.6", output_reserve=7700)
+    started = time.monotonic()
+    with pytest.raises(BudgetError, match="pinned"):
+        preflight(s, SAY)
+    assert time.monotonic() - started < 5
+    preflight(Settings(window=8192, tokenizer="qwen3.6", output_reserve=1024), SAY)  # fits: no error
+    preflight(Settings(output_reserve=7700), SAY)  # window on auto: checked after /v1/models
 
 
 async def test_endpoint_that_comes_up_late_is_picked_up() -> None:

@@ -7,6 +7,7 @@ import itertools
 import httpx
 import pytest
 
+from emil.backoff import Backoff, OutageEvent, Patience, wait_out
 from emil.exceptions import (
     ContextOverflowError,
     EndpointConfigError,
@@ -15,7 +16,7 @@ from emil.exceptions import (
 )
 from emil.llm import detect_clamp
 from emil.llm.client import OpenAIClient
-from emil.llm.retry import Backoff, RecoveryEvent, complete_with_recovery, retry_transient
+from emil.llm.recovery import RecoveryEvent, complete_with_recovery
 from emil.llm.types import ChatRequest
 from emil.testing.brains import NpcBrain, fixed_reply, tool_call_brain
 from emil.testing.script import Reply, ScriptedCall
@@ -136,13 +137,14 @@ async def test_transient_loading_backs_off_and_succeeds(refuse: bool) -> None:
             double.loading(0.6, refuse=refuse)
             with pytest.raises(EndpointUnavailable):
                 await llm.complete(request)
-            backoff = Backoff(base=0.05, cap=0.3)
-            events: list[RecoveryEvent] = []
-            completion = await retry_transient(lambda: llm.complete(request), backoff=backoff,
-                                               give_up_after_s=30, on_event=events.append)
+            events: list[OutageEvent] = []
+            patience = Patience("llm endpoint", backoff=Backoff(base=0.05, cap=0.3), limit_s=30,
+                                on_event=events.append)
+            completion = await wait_out(lambda: llm.complete(request), patience)
     assert completion.content == "up"
-    assert backoff.waits >= 1 and backoff.attempt == 0
-    assert all(e.kind == "transient" for e in events)
+    assert patience.episodes == 1 and not patience.down and patience.backoff.attempt == 0
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "down" and kinds[-1] == "up" and set(kinds[1:-1]) == {"retry"}
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -169,9 +171,9 @@ async def test_tool_choice_not_enabled_stops_at_once_with_the_fix() -> None:
                           auto_tool_choice=False) as double:
         async with OpenAIClient(double.base_url, model=double.model) as llm:
             with pytest.raises(EndpointConfigError) as err:
-                await retry_transient(
-                    lambda: complete_with_recovery(llm, lambda _l: request, window=W),
-                    backoff=Backoff(base=0.01, cap=0.02), give_up_after_s=5,
+                await complete_with_recovery(
+                    llm, lambda _l: request, window=W,
+                    patience=Patience("llm endpoint", backoff=Backoff(base=0.01, cap=0.02), limit_s=5),
                 )
             assert len(double.requests) == 1  # never retried
             # the message's other remedy works: a named tool choice needs no auto parser
@@ -294,10 +296,9 @@ async def test_outage_during_recovery_never_resends_the_rejected_prompt() -> Non
                 double.fail_next(503, "Service Unavailable", times=2)
 
         async with OpenAIClient(double.base_url) as llm:
-            backoff = Backoff(base=0.01, cap=0.05)
+            patience = Patience("llm endpoint", backoff=Backoff(base=0.01, cap=0.05), limit_s=30)
             completion = await complete_with_recovery(
-                llm, assemble, window=W, on_event=on_event, transient_backoff=backoff,
-                give_up_after_s=30,
+                llm, assemble, window=W, on_event=on_event, patience=patience,
             )
     assert completion.finish_reason == "stop"
     first, *rest = double.requests
@@ -305,7 +306,7 @@ async def test_outage_during_recovery_never_resends_the_rejected_prompt() -> Non
     assert first["messages"] != rest[0]["messages"]  # the rejected prompt never went again
     assert [e.kind for e in events] == ["overflow", "retry", "transient", "transient",
                                         "recovered"]
-    assert backoff.waits == 2 and backoff.attempt == 0
+    assert patience.episodes == 1 and patience.backoff.attempt == 0 and not patience.down
 
 
 async def test_default_counter_is_the_projects_exact_count_to_the_token() -> None:

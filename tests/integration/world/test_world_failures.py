@@ -13,15 +13,16 @@ import time
 import anyio
 import pytest
 
+from emil.backoff import OutageEvent
 from emil.events import Disconnected, ErrorEvent
-from emil.exceptions import ConfigurationError, WorldError
+from emil.exceptions import ConfigurationError, PatienceExhausted
 from emil.world.bridge import Bot, BotSettings
 from emil.world.server import EmbeddedServer
 from tests.integration.world.conftest import next_event
 
 pytestmark = pytest.mark.slow
 
-FAST = {"max_reconnects": 2, "reconnect_base_s": 0.2, "reconnect_cap_s": 1.0, "spawn_timeout_s": 10.0}
+FAST = {"patience_s": 3.0, "reconnect_base_s": 0.2, "reconnect_cap_s": 1.0, "spawn_timeout_s": 10.0}
 
 
 async def test_unknown_host_is_a_configuration_error() -> None:
@@ -32,13 +33,21 @@ async def test_unknown_host_is_a_configuration_error() -> None:
     assert time.monotonic() - started < 20  # stopped, not an endless reconnect loop
 
 
-async def test_nothing_listening_is_a_configuration_error() -> None:
+async def test_nothing_listening_is_waited_for_until_the_patience_runs_out() -> None:
+    # Behaviour change (issue #11, world patience): a server that refuses connections may be
+    # restarting, so it is waited for with backoff like the LLM endpoint, not a config error.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # free, and nothing listens on it once closed
-    with pytest.raises(ConfigurationError, match=f"nothing accepts connections on 127.0.0.1:{port}"):
-        async with Bot.connect(BotSettings(port=port, **FAST)):
+    events: list[OutageEvent] = []
+    started = time.monotonic()
+    with pytest.raises(PatienceExhausted, match=f"start the server at 127.0.0.1:{port}") as err:
+        async with Bot.connect(BotSettings(port=port, **FAST), on_outage=events.append):
             pass
+    assert err.value.service == "minecraft server" and err.value.waited_s >= 3.0
+    assert time.monotonic() - started < 30
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "down" and kinds[-1] == "gone" and kinds.count("retry") >= 2
 
 
 async def test_wrong_version_is_a_configuration_error(server: EmbeddedServer) -> None:
@@ -62,8 +71,9 @@ async def test_node_process_death_is_survived(server: EmbeddedServer) -> None:
 
 
 async def test_server_restart_is_survived_with_reconnect(server: EmbeddedServer) -> None:
-    settings = BotSettings(port=server.port, username="Stayer", max_reconnects=8, reconnect_base_s=0.3, reconnect_cap_s=2.0)
-    async with Bot.connect(settings) as bot:
+    settings = BotSettings(port=server.port, username="Stayer", reconnect_base_s=0.3, reconnect_cap_s=2.0)
+    events: list[OutageEvent] = []
+    async with Bot.connect(settings, on_outage=events.append) as bot:
         await server.kill()
         ev = await next_event(bot, lambda e: isinstance(e, Disconnected), timeout=15)
         assert isinstance(ev, Disconnected)
@@ -73,11 +83,12 @@ async def test_server_restart_is_survived_with_reconnect(server: EmbeddedServer)
         assert await bot.wait_connected(40)
         assert bot.reconnects >= 1
         assert (await bot.act("say", {"text": "reconnected"})).ok
+    assert [e.kind for e in events if e.kind != "retry"] == ["down", "up"]  # one outage, one reconnect
 
 
 async def test_giving_up_ends_the_stream_and_raises(server: EmbeddedServer) -> None:
-    settings = BotSettings(port=server.port, username="Quitter", max_reconnects=1, reconnect_base_s=0.2, reconnect_cap_s=0.5, spawn_timeout_s=5)
-    with pytest.raises((WorldError, ConfigurationError), match=r"after 2 tries|nothing accepts"):
+    settings = BotSettings(port=server.port, username="Quitter", patience_s=2.0, reconnect_base_s=0.2, reconnect_cap_s=0.5, spawn_timeout_s=5)
+    with pytest.raises(PatienceExhausted, match=r"longer than its patience of 2 s"):
         async with Bot.connect(settings) as bot:
             await server.kill()
             with anyio.fail_after(40):

@@ -15,7 +15,9 @@ import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from emil.agent.ports import Message, Outcome
+from emil.backoff import Patience
 from emil.events import GameEvent
+from emil.llm.recovery import RecoveryEvent, complete_with_recovery
 from emil.llm.types import ChatRequest, Completion, ToolCall, Usage
 
 
@@ -108,6 +110,9 @@ class ContextDouble:
     def observe_usage(self, predicted: int, actual: int) -> None:
         self.observed.append((predicted, actual))
 
+    def count_text(self, text: str) -> int:
+        return len(text) // 4 + 1
+
     async def prepare(self) -> None:
         self.prepared += 1
         self.preparing.set()
@@ -149,3 +154,29 @@ def scripted_completer(brain: Brain) -> tuple[Callable[..., Awaitable[Completion
         return out
 
     return completer, requests
+
+
+class BrainLLM:
+    """An LLM double over a scripted brain (exceptions are raised), for the real recovery flow."""
+
+    def __init__(self, brain: Brain) -> None:
+        self.brain = brain
+        self.requests: list[ChatRequest] = []
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        self.requests.append(request)
+        await anyio.lowlevel.checkpoint()
+        out = self.brain(request)
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+
+def recovering_completer(brain: Brain, patience: Patience) -> tuple[Callable[..., Awaitable[Completion]], BrainLLM]:
+    """The live completer's policy (complete_with_recovery with a Patience) over a scripted brain."""
+    llm = BrainLLM(brain)
+
+    async def completer(assemble: Callable[[int | None], ChatRequest], on_event: Callable[[RecoveryEvent], None]) -> Completion:
+        return await complete_with_recovery(llm, assemble, window=100_000, on_event=on_event, patience=patience)
+
+    return completer, llm

@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from emil.agent import Agent, AgentOptions, SessionStats
+from emil.backoff import Backoff, Patience
 from emil.events import Chat, Damage, Death, TimeOfDay
 from emil.exceptions import ContextOverflowError, EndpointConfigError, EndpointUnavailable
 from emil.llm.types import ChatRequest, Completion
@@ -19,14 +20,23 @@ from emil.recording import (
     ObservationRecord,
     Recorder,
     RequestRecord,
+    RetryRecord,
+    ServiceRecord,
     ToolResultRecord,
     TurnRecord,
     messages_for_request,
     read_recording,
 )
-from tests.unit.agent.doubles import ContextDouble, WorldDouble, answer, scripted_completer, tool
+from tests.unit.agent.doubles import (
+    ContextDouble,
+    WorldDouble,
+    answer,
+    recovering_completer,
+    scripted_completer,
+    tool,
+)
 
-OPTS = AgentOptions(perception=PerceptionPolicy(chat_debounce_s=0.0), backoff_base_s=0.01, backoff_cap_s=0.02)
+OPTS = AgentOptions(perception=PerceptionPolicy(chat_debounce_s=0.0))
 
 
 @pytest.fixture(autouse=True)
@@ -40,11 +50,12 @@ def _close_worlds() -> Iterator[None]:
 _WORLDS: list[WorldDouble] = []
 
 
-def _agent(tmp_path: Path, brain, **opts):  # type: ignore[no-untyped-def]
+def _agent(tmp_path: Path, brain, completer=None, **opts):  # type: ignore[no-untyped-def]
     world = WorldDouble()
     _WORLDS.append(world)
     context = ContextDouble()
-    completer, requests = scripted_completer(brain)
+    scripted, requests = scripted_completer(brain)
+    completer = completer or scripted
     options = AgentOptions(**{**OPTS.__dict__, **opts})
     rec = Recorder(tmp_path / "rec.jsonl")
     agent = Agent(world=world, context=context, completer=completer, recorder=rec, options=options)
@@ -215,14 +226,37 @@ async def test_endpoint_outage_is_waited_out_and_the_turn_completes(tmp_path: Pa
     def brain(req: ChatRequest) -> Completion | Exception:
         return outcomes.pop(0)
 
-    agent, world, _, _, rec = _agent(tmp_path, brain)
+    patience = Patience("llm endpoint", backoff=Backoff(0.001, 0.002))
+    completer, llm = recovering_completer(brain, patience)
+    agent, world, _, _, rec = _agent(tmp_path, brain, completer=completer)
+    patience.on_event = agent.record_outage
     await world.send.send(Chat(sender="alex", text="Emil?"))
     with anyio.fail_after(10):
         await agent.run(max_turns=1)
     rec.close()
     assert [c.name for c in world.calls] == ["say"]
+    records = read_recording(tmp_path / "rec.jsonl").records
+    assert not [r for r in records if isinstance(r, ErrorRecord)]
+    # one request, sent three times: two failed attempts are retry records of step 1
+    step1 = [r for r in records if isinstance(r, RequestRecord) and r.step == 1]
+    assert len(step1) == 1 and llm.requests[0] is llm.requests[1] is llm.requests[2]
+    retries = [r for r in records if isinstance(r, RetryRecord)]
+    assert [(r.attempt, r.step, r.turn, r.service) for r in retries] == [(1, 1, 1, "llm endpoint"), (2, 1, 1, "llm endpoint")]
+    assert [(r.state, r.attempts) for r in records if isinstance(r, ServiceRecord)] == [("down", 1), ("up", 2)]
+
+
+async def test_a_completer_without_patience_fails_the_turn_not_the_session(tmp_path: Path) -> None:
+    outcomes: list[Completion | Exception] = [EndpointUnavailable("connection refused"), answer(content="ok")]
+    agent, world, _, _, rec = _agent(tmp_path, lambda req: outcomes.pop(0))
+    await world.send.send(Chat(sender="alex", text="one"))
+    with anyio.fail_after(10):
+        stats = await agent.run(max_turns=1)
+        await world.send.send(Chat(sender="alex", text="two"))
+        stats = await agent.run(max_turns=2)
+    rec.close()
+    assert stats.turns[0].failed.startswith("EndpointUnavailable") and not stats.turns[1].failed
     errors = [r for r in read_recording(tmp_path / "rec.jsonl").records if isinstance(r, ErrorRecord)]
-    assert len(errors) == 1 and errors[0].error_type == "EndpointUnavailable"
+    assert [(e.error_type, e.where, e.turn) for e in errors] == [("EndpointUnavailable", "llm", 1)]
 
 
 async def test_overflow_that_cannot_fit_ends_the_turn_not_the_session(tmp_path: Path) -> None:

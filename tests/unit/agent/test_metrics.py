@@ -22,6 +22,7 @@ from emil.recording import (
     Recorder,
     RecoveryRecord,
     RequestRecord,
+    ServiceRecord,
     ToolResultRecord,
     TrimRecord,
     TurnRecord,
@@ -94,6 +95,8 @@ def test_turns_events_reflexes_world_and_endpoint_state() -> None:
         EventRecord(event={"kind": "reflex", "reflex": "defend"}, priority="normal"),
         EventRecord(event={"kind": "disconnected", "reason": "x"}, priority="urgent"),
         ErrorRecord(turn=1, error_type="EndpointUnavailable", where="llm"),
+        # an outage as the endpoint's Patience records it (issue #11): one down per episode
+        ServiceRecord(turn=1, service="llm endpoint", state="down"),
         TurnRecord(turn=1, steps=2, latency_first_action_ms=420.0),
         TurnRecord(turn=2, steps=1, latency_first_action_ms=None),
     ])
@@ -110,6 +113,13 @@ def test_turns_events_reflexes_world_and_endpoint_state() -> None:
     assert sample(m, "emil:turn_latency_seconds_bucket", le="0.25") == 0
     m.observe(CompletionRecord(turn=3, step=1, prompt_tokens=10))
     assert sample(m, "emil:llm_endpoint_up") == 1
+    m.observe(ServiceRecord(service="llm endpoint", state="down"))
+    m.observe(ServiceRecord(service="llm endpoint", state="up", attempts=3))
+    assert sample(m, "emil:llm_endpoint_outages_total") == 2 and sample(m, "emil:llm_endpoint_up") == 1
+    m.observe(ServiceRecord(service="minecraft server", state="up"))
+    assert sample(m, "emil:world_connected") == 1
+    m.observe(ServiceRecord(service="minecraft server", state="down"))
+    assert sample(m, "emil:world_connected") == 0
 
 
 def test_labels_from_data_stay_few() -> None:

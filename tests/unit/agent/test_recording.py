@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from emil.exceptions import ConfigurationError
 from emil.llm.types import Completion, Timings, ToolCall, Usage
 from emil.recording import (
     RECORD_ADAPTER,
@@ -186,6 +189,183 @@ def test_a_header_written_before_preserve_thinking_reads_as_false(tmp_path: Path
     assert header.enable_thinking is True and header.preserve_thinking is False
 
 
+def test_a_new_session_never_appends_to_an_existing_file(tmp_path: Path) -> None:
+    from emil.recording import RecordingExists
+
+    path = tmp_path / "s.jsonl"
+    Recorder(path).close("first")
+    with pytest.raises(RecordingExists) as err:
+        Recorder(path)
+    assert str(err.value) == (f"recording {path} already exists; choose another path (--recording) or set "
+                              "recording_append (--recording-append) to continue it")
+    assert [r.kind for r in read_recording(path).records] == ["end"]
+    empty = tmp_path / "empty.jsonl"
+    empty.touch()
+    Recorder(empty).close("fine")  # an empty file holds no session to lose
+
+
+@pytest.mark.parametrize("torn", [b'{"kind": "turn", "tu', b"\xff\xfe garbage", b'{"kind": "turn"}'])
+def test_appending_repairs_a_torn_tail_first(tmp_path: Path, torn: bytes) -> None:
+    from emil.recording import ErrorRecord
+
+    path = tmp_path / "s.jsonl"
+    with Recorder(path) as rec:
+        rec.write(HeaderRecord(session_id="one"))
+        rec.write(TurnRecord(turn=1))
+    whole = path.read_bytes()
+    path.write_bytes(whole + torn)  # killed mid-write (the last case: whole JSON, no newline)
+    rec = Recorder(path, append=True)
+    rec.write(HeaderRecord(session_id="two"))
+    rec.close("stopped", exit_code=0)
+    read = read_recording(path)
+    assert read.problem is None and read.complete
+    kinds = [r.kind for r in read.records]
+    assert kinds == ["header", "turn", "end", "error", "header", "end"]
+    repair = read.records[3]
+    assert isinstance(repair, ErrorRecord)
+    assert (repair.error_type, repair.where, repair.message, repair.fatal) == (
+        "TornTail", "recording", f"cut {len(torn)} bytes of a torn last line before this session appended", False)
+    last = read.records[-1]
+    assert isinstance(last, EndRecord) and last.exit_code == 0
+
+
+def test_repair_cuts_only_the_tail(tmp_path: Path) -> None:
+    from emil.recording import repair_tail
+
+    path = tmp_path / "s.jsonl"
+    good = b'{"kind": "turn", "turn": 1}\n'
+    path.write_bytes(good + b"not json\n" + good)
+    assert repair_tail(path) == 0  # a bad line in the middle is not a torn tail
+    path.write_bytes(good + b"x" * 200_000)  # a long torn line, past the reading window
+    assert repair_tail(path) == 200_000 and path.read_bytes() == good
+    path.write_bytes(b"torn")
+    assert repair_tail(path) == 4 and path.read_bytes() == b""
+    path.write_bytes(good + b"\n")  # a blank last line is whole
+    assert repair_tail(path) == 0
+
+
+def test_outage_records_carry_every_field() -> None:
+    from emil.backoff import OutageEvent
+    from emil.recording import RetryRecord, ServiceRecord, outage_record
+
+    retry = outage_record(OutageEvent("retry", "llm endpoint", 3, "refused", 1.5, 7.0), turn=4, step=2)
+    assert isinstance(retry, RetryRecord)
+    assert (retry.turn, retry.step, retry.service, retry.attempt, retry.error, retry.delay_s, retry.down_for_s) == (
+        4, 2, "llm endpoint", 3, "refused", 1.5, 7.0)
+    up = outage_record(OutageEvent("up", "minecraft server", 5, "was refused", 0.0, 12.5), turn=9)
+    assert isinstance(up, ServiceRecord)
+    assert (up.turn, up.service, up.state, up.attempts, up.down_for_s, up.error) == (
+        9, "minecraft server", "up", 5, 12.5, "was refused")
+
+
+def test_usage_round_trips_or_stays_absent() -> None:
+    with_usage = Completion(content="x", usage=Usage(prompt_tokens=10, completion_tokens=0, cached_tokens=4,
+                                                     reasoning_tokens=3))
+    rec = CompletionRecord.from_completion(with_usage)
+    assert (rec.prompt_tokens, rec.completion_tokens, rec.cached_tokens, rec.reasoning_tokens) == (10, 0, 4, 3)
+    assert rec.to_completion().usage == with_usage.usage
+    bare = CompletionRecord.from_completion(Completion(content="x"))
+    assert (bare.prompt_tokens, bare.completion_tokens, bare.cached_tokens, bare.reasoning_tokens) == (None,) * 4
+    assert bare.to_completion().usage is None and bare.to_completion().timings is None
+    partial = CompletionRecord(prompt_tokens=5)  # an old record without the other counts
+    assert partial.to_completion().usage == Usage(prompt_tokens=5, completion_tokens=0)
+
+
+def test_unknown_kinds_keep_their_time_and_turn_and_non_objects_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.jsonl"
+    path.write_text('{"kind": "teleport", "t": 5.0, "turn": 7, "to": [1, 2]}\n[1, 2]\n')
+    read = read_recording(path)
+    unknown = read.records[0]
+    assert isinstance(unknown, UnknownRecord)
+    assert (unknown.t, unknown.turn, unknown.original_kind, unknown.data) == (5.0, 7, "teleport", {"to": [1, 2]})
+    assert read.stopped_at_line == 2 and read.problem == "line 2: unreadable line (expected a JSON object, got list)"
+
+
+def test_appending_says_what_it_cut_and_writes_utf8(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b'{"kind": "end"}\n{"kind"')
+    with caplog.at_level(logging.WARNING, logger="emil.recording"), Recorder(path, append=True) as rec:
+        rec.write(EndRecord(reason="さくら"))
+    assert caplog.messages == [f"recording {path}: cut a torn last line (7 bytes) before appending"]
+    assert "さくら".encode() in path.read_bytes()
+
+
+def test_a_one_byte_torn_file_is_cut(tmp_path: Path) -> None:
+    from emil.recording import repair_tail
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"{")
+    assert repair_tail(path) == 1 and path.read_bytes() == b""
+
+
+def test_message_origins_and_turns(tmp_path: Path) -> None:
+    path = tmp_path / "o.jsonl"
+    with Recorder(path) as rec:
+        for i, kind in enumerate(("system", "memory", "observation"), start=1):
+            rec.message(_Msg(id=i, kind=kind, content=kind), turn=3)
+        rec.request_refs([{"role": "user", "content": "new"}], turn=4, ids=[None])
+        assert rec.records_written == 4
+    records = [r for r in read_recording(path).records if isinstance(r, MessageRecord)]
+    assert [(r.origin, r.message_kind, r.turn, r.id) for r in records] == [
+        ("system", "system", 3, 1), ("memory", "memory", 3, 2), ("history", "observation", 3, 3),
+        ("derived", None, 4, None)]
+
+
+def test_a_recorder_used_as_a_context_says_how_it_ended(tmp_path: Path) -> None:
+    with Recorder(tmp_path / "ok.jsonl"):
+        pass
+    with pytest.raises(KeyError), Recorder(tmp_path / "bad.jsonl"):
+        raise KeyError("x")
+    assert read_recording(tmp_path / "ok.jsonl").records[-1].reason == "closed"  # type: ignore[union-attr]
+    assert read_recording(tmp_path / "bad.jsonl").records[-1].reason == "error"  # type: ignore[union-attr]
+
+
+def test_a_new_recording_makes_its_folders(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "s.jsonl"
+    Recorder(path).close("x")
+    assert path.exists()
+    one = tmp_path / "one.jsonl"
+    one.write_text("\n")  # one byte: not empty, so a session is there to protect
+    with pytest.raises(ConfigurationError):
+        Recorder(one)
+
+
+def test_request_refs_use_known_ids_beyond_the_list(tmp_path: Path) -> None:
+    with Recorder(tmp_path / "r.jsonl") as rec:
+        rec.message(_Msg(id=7, kind="observation", content="a"))
+        system = {"role": "system", "content": "S"}
+        # ids shorter than the messages: the rest are interned by content
+        refs = rec.request_refs([{"role": "user", "content": "a"}, system], ids=[7])
+        assert refs == ["7", "x1"]
+        again = rec.request_refs([system, {"role": "user", "content": "b"}], ids=[None, 8])
+        assert again == ["x1", "x2"] and rec.request_refs([{"role": "user", "content": "zz"}], ids=[8]) == ["x2"]
+
+
+def test_what_the_reader_says_about_a_bad_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"kind": "end", "reason": "x"}\n{"kind": "turn", "tu')
+    assert read_recording(path).problem.startswith("line 2: truncated last line (")  # type: ignore[union-attr]
+    path.write_text('{"kind": "turn", "turn": "not a number"}\n{"kind": "end"}\n')
+    problem = read_recording(path).problem
+    assert problem is not None and problem.startswith("line 1: unreadable line (") and "\n" not in problem
+
+
+def test_repair_finds_lines_across_its_reading_window(tmp_path: Path) -> None:
+    from emil.recording import repair_tail
+
+    path = tmp_path / "s.jsonl"
+    good = b'{"kind": "turn", "turn": 1}\n'
+    long_ok = b'{"kind": "turn", "reason": "' + b"r" * 70_000 + b'"}\n'
+    path.write_bytes(good + long_ok + b"torn")
+    assert repair_tail(path) == 4 and path.read_bytes() == good + long_ok
+    path.write_bytes(b"\n" + good + b"\n{")  # a blank line before the torn one stays
+    assert repair_tail(path) == 1 and path.read_bytes() == b"\n" + good + b"\n"
+    path.write_bytes(b"x\n")  # a whole but unreadable last line is cut too
+    assert repair_tail(path) == 2
+
+
 def test_a_trim_is_one_type_from_the_ladder_to_the_file_and_old_trim_lines_load(tmp_path: Path) -> None:
     from emil.context.ladder import TrimRecord
 
@@ -199,7 +379,7 @@ def test_a_trim_is_one_type_from_the_ladder_to_the_file_and_old_trim_lines_load(
          "tokens_freed": 300, "horizon_after_s": 12.5, "tokens_before": 900, "tokens_after": 600},
     ]
     path.write_text("".join(json.dumps(d) + "\n" for d in lines))
-    with Recorder(path) as rec:
+    with Recorder(path, append=True) as rec:
         rec.write(made.model_copy(update={"turn": 7}))  # what the loop writes
     read = read_recording(path)
     assert read.problem is None

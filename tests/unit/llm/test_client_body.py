@@ -17,6 +17,7 @@ from openai import AsyncOpenAI
 
 from emil.llm.client import OpenAIClient
 from emil.llm.types import ChatRequest, Completion
+from emil.testing.sdk_stream import SdkChunks
 
 _TOOLS = [{"type": "function", "function": {
     "name": "say", "description": "Say something in chat.",
@@ -172,14 +173,15 @@ async def test_both_paths_parse_the_same_answer() -> None:
                 kwargs = {"model": self.model, "messages": request.messages, "tools": request.tools,
                           "max_completion_tokens": request.max_completion_tokens,
                           "extra_body": self._body(request)}
-                return await self._client.chat.completions.create(**kwargs)
+                raw = await self._client.chat.completions.with_raw_response.create(**kwargs)
+                return raw.content
 
             async def _post_streaming(self, request: ChatRequest) -> Any:
                 kwargs = {"model": self.model, "messages": request.messages, "tools": request.tools,
                           "max_completion_tokens": request.max_completion_tokens,
                           "extra_body": self._body(request)}
-                return await self._client.chat.completions.create(
-                    **kwargs, stream=True, stream_options={"include_usage": True})
+                return SdkChunks(await self._client.chat.completions.create(
+                    **kwargs, stream=True, stream_options={"include_usage": True}))
 
         reference = _ViaCreate("http://127.0.0.1:9/v1", model="m", api_key="k")
         reference._client = client._client

@@ -210,3 +210,69 @@ def test_detect_clamp_fires_only_for_the_silent_form() -> None:
     assert detect_clamp(M, Usage(prompt_tokens=1000, completion_tokens=10), "length", W) is None
     assert detect_clamp(M, clamped, "stop", W) is None
     assert detect_clamp(M, None, "length", W) is None
+
+
+def test_clamp_detection_at_exactly_the_window() -> None:
+    from emil.llm.types import Usage
+
+    # prompt + maximum == window: the server had room for the whole maximum, so a short
+    # "length" answer is not a clamp; one token more and it is.
+    assert detect_clamp(M, Usage(prompt_tokens=W - M, completion_tokens=10), "length", W) is None
+    assert detect_clamp(M, Usage(prompt_tokens=W - M + 1, completion_tokens=10), "length", W) == Overflow(
+        W, M, W - M + 1, False, "v0.33-clamp")
+    # the full maximum generated is a real length stop, never a clamp
+    assert detect_clamp(M, Usage(prompt_tokens=W, completion_tokens=M), "length", W) is None
+    assert detect_clamp(M, Usage(prompt_tokens=W, completion_tokens=M - 1), "length", W) is not None
+
+
+FAMILIES = [
+    "old-in-the-messages", "old-in-the-messages", "old-in-the-messages", "request-has-input-tokens",
+    "request-has-input-tokens", "max-tokens-too-large", "you-passed-tokens", "you-passed-tokens",
+    "you-passed-characters", "v0.27-total", "v0.27-at-least", "v0.27-at-least", "prompt-characters",
+    "prompt-characters", "v0.33-prompt-alone", "v0.33-prompt-alone", "decoder-prompt-length",
+    "max-tokens-above-window", "max-tokens-above-window", "max-tokens-above-window", "input-length-exceeds",
+]
+
+
+@pytest.mark.parametrize(("case", "family"), list(zip(CASES, FAMILIES, strict=True)))
+def test_each_wording_names_its_family(case: tuple[str, int, int | None, int, bool], family: str) -> None:
+    # the family goes into overflow records and recovery events: which vLLM era said it
+    overflow = parse_overflow(case[0])
+    assert overflow is not None and overflow.family == family
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"error": {"message": "nested"}}', "nested"),
+    ('{"object": "error", "message": "flat"}', "flat"),
+    ("Error code: 400 - {'error': {'message': 'repr', 'code': 400}}", "repr"),
+    ('{"error": "a string"}', "a string"),
+    ('{"error": {"code": 400}}', '{"error": {"code": 400}}'),
+    ('{"message": 5}', '{"message": 5}'),
+    ("  plain text  ", "plain text"),
+    ("{broken", "{broken"),
+    ("[1, 2]", "[1, 2]"),
+    ('prefix {"message": "after a prefix"} {"message": "second"}', 'prefix {"message": "after a prefix"} {"message": "second"}'),
+    ('{"message": "at the start"}', "at the start"),
+])
+def test_the_message_inside_an_error_body(text: str, message: str) -> None:
+    from emil.llm.overflow import extract_error_message
+
+    assert extract_error_message(text) == message
+
+
+def test_escaped_and_curly_apostrophes_read_alike() -> None:
+    plain = "This model's maximum context length is 4096 tokens. However, your request has 5000 input tokens."
+    for variant in (plain.replace("'", "\\'"), plain.replace("'", "’")):
+        assert parse_overflow(variant) == parse_overflow(plain) is not None
+
+
+def test_at_least_below_the_cap_is_still_a_lower_bound() -> None:
+    o = parse_overflow("This model's maximum context length is 8192 tokens. However, you requested 64 output "
+                       "tokens and your prompt contains at least 9000 input tokens, for a total of at least 9064 tokens.")
+    assert o is not None and o.prompt_is_lower_bound and o.prompt_tokens == 9000 and o.family == "v0.27-at-least"
+
+
+def test_a_character_count_without_output_tokens() -> None:
+    o = parse_overflow("This model's maximum context length is 8192 tokens. However, your prompt contains 90000 "
+                       "characters (more than 32768 characters, which is the upper bound for 8192 input tokens).")
+    assert o is not None and o.requested_output is None and o.prompt_is_lower_bound

@@ -1,138 +1,79 @@
-"""The failure policy, written once and without I/O.
+"""The recovery flow: one request's way from "assemble" to a completion, written without I/O.
 
-Three classes of failure, three answers (docs/llm.md has the table):
+What each failure class means is :mod:`emil.llm.classify`'s; what this module decides is what
+to do next (docs/llm.md has the table):
 
-- **overflow** (a 400 in any vLLM wording, or 0.33's clamped 200): information, not a transient.
-  Feed the server's numbers to calibration, re-assemble a *strictly smaller* prompt (past a lower
-  bound, with margin), retry at most ``max_overflow_retries`` times, never send a request
-  identical to one that failed; otherwise raise :class:`ContextOverflowError` with every number.
-- **transient** (connection refused/reset, timeouts, 429, 5xx, "loading"): raise
-  :class:`EndpointUnavailable`; the caller backs off with :class:`Backoff` (full jitter, capped)
-  for as long as *it* decides (:func:`retry_transient` is the usual loop).
-- **configuration** (401, 403, 404, any other 4xx): raise :class:`EndpointConfigError` whose
-  message says what to change. Never retried: it would fail identically forever.
+- **overflow**: feed the server's numbers to calibration, re-assemble a *strictly smaller*
+  prompt (past a lower bound, with margin), at most ``max_overflow_retries`` times, never a
+  request identical to one that failed; otherwise :class:`ContextOverflowError` with every number.
+- **transient**: wait (:class:`Wait`) and send the *same* request again, for as long as the
+  service's :class:`~emil.backoff.Patience` allows. It stays one request with several attempts.
+- **server fault** (a 200 that is not a completion): wait and send the same request again, at
+  most ``max_fault_retries`` times; then the :class:`ServerFault` ends the turn.
+- **configuration**: propagate at once. Never retried.
 
-:func:`recovery_flow` is a generator in the style of httpx's ``Auth.auth_flow``: it yields steps
-(:class:`Assemble`, :class:`Send`, :class:`CountExactly`, :class:`Calibrate`, :class:`Notify`) and
-receives their results, so the live client, replay and tests drive the same policy.
-:func:`complete_with_recovery` is the async driver.
+:func:`recovery_flow` is a generator in the style of httpx's ``Auth.auth_flow``: it yields
+steps (:class:`Assemble`, :class:`Send`, :class:`Wait`, :class:`CountExactly`,
+:class:`Calibrate`, :class:`Notify`) and receives their results, so the live client, replay
+and tests drive the same policy. :func:`complete_with_recovery` is the async driver.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import random
-import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Literal
 
-import anyio
-
+from emil.backoff import Patience
 from emil.exceptions import (
     ContextOverflowError,
     EndpointConfigError,
     EndpointUnavailable,
+    ServerFault,
 )
+from emil.llm.classify import OverflowRejected
 from emil.llm.overflow import Overflow, detect_clamp, parse_overflow
 from emil.llm.types import LLM, ChatRequest, Completion
 
 __all__ = [
     "Assemble",
-    "Backoff",
+    "Assembler",
     "Calibrate",
     "CountExactly",
-    "FailureClass",
     "Notify",
-    "OverflowRejected",
     "RecoveryEvent",
     "Send",
-    "classify_failure",
+    "Step",
+    "StepResult",
+    "Wait",
     "complete_with_recovery",
-    "config_hint",
     "recovery_flow",
-    "retry_transient",
 ]
 
-_log = logging.getLogger(__name__)
-_T = TypeVar("_T")
+_log = logging.getLogger("emil.llm.recovery")
 
-FailureClass = Literal["overflow", "transient", "config"]
+Assembler = Callable[[int | None], ChatRequest]
+"""``assemble(limit)``: the request whose predicted prompt is at most ``limit`` (None: the
+normal budget)."""
 
-_TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
-_LOADING_WORDS = ("loading", "not ready", "starting up", "warming up")
-
-
-class OverflowRejected(ContextOverflowError):
-    """The server refused a request for size; ``overflow`` holds its numbers.
-
-    Raised by the client for one failed request; :func:`recovery_flow` turns it into a smaller
-    retry. Callers that bypass the policy still see a :class:`ContextOverflowError`.
-    """
-
-    def __init__(self, overflow: Overflow, *, status: int | None, server_message: str) -> None:
-        super().__init__(
-            f"server rejected the prompt for size (HTTP {status}): {server_message}",
-            window=overflow.window,
-            requested_output=overflow.requested_output,
-            server_prompt_tokens=overflow.prompt_tokens,
-        )
-        self.overflow = overflow
-        self.status = status
-        self.server_message = server_message
-
-
-def classify_failure(status: int | None, message: str) -> FailureClass:
-    """Classify a failed HTTP exchange; ``status`` None means no response (refused, reset...)."""
-    if parse_overflow(message) is not None:
-        # Overflow wording wins over the status: proxies in front of vLLM re-wrap it as 502.
-        return "overflow"
-    if status is None or status in _TRANSIENT_STATUSES:
-        return "transient"
-    lowered = message.lower()
-    if any(word in lowered for word in _LOADING_WORDS):
-        return "transient"
-    return "config"
-
-
-def config_hint(status: int | None, message: str, *, model: str | None = None) -> str:
-    """A one-line 'what to change' for a configuration failure, quoting the server."""
-    lowered = message.lower()
-    if status in (401, 403):
-        what = (
-            "the server refused the API key: set Emil's api_key (emil.toml, EMIL_API_KEY or "
-            "--api-key) to the key vLLM was started with, or start vLLM without --api-key"
-        )
-    elif status == 404:
-        what = (
-            f"the server does not serve model {model!r} (or the endpoint is wrong): set model "
-            "(EMIL_MODEL / --model) to an id listed by GET /v1/models, or 'auto', and make the "
-            "endpoint (EMIL_ENDPOINT / --endpoint) end in /v1"
-        )
-    elif "enable-auto-tool-choice" in lowered or "tool-call-parser" in lowered:
-        what = (
-            "the server cannot parse tool calls: start vLLM with --enable-auto-tool-choice "
-            "--tool-call-parser <parser for this model> (qwen3_coder for Qwen3.5/3.6), or set "
-            "tool_choice to 'required' or a named function"
-        )
-    elif "reasoning" in lowered and "parser" in lowered:
-        what = "start vLLM with --reasoning-parser <parser for this model> (qwen3 for Qwen)"
-    else:
-        what = (
-            "the server rejected the request as invalid: check the request options "
-            "(tool_choice, chat_template_kwargs, sampling settings, extra_body)"
-        )
-    return f"{what}. Server said (HTTP {status}): {message}"
+RecoveryKind = Literal[
+    "overflow", "exact_count", "retry", "recovered", "gave_up", "transient", "server_fault", "config"
+]
 
 
 @dataclass(frozen=True)
 class RecoveryEvent:
-    """One thing the policy did, for logs, metrics and session recordings."""
+    """One thing the policy did, for logs, metrics and session recordings.
 
-    kind: Literal["overflow", "exact_count", "retry", "recovered", "gave_up", "transient", "config"]
+    ``retry`` is a strictly smaller request after an overflow; ``transient`` and
+    ``server_fault`` are failed attempts of the same request (``message`` says why).
+    """
+
+    kind: RecoveryKind
     attempt: int
-    """0 for the first request, 1 for the first retry..."""
+    """0 for the first request, 1 for the first smaller retry..."""
     window: int | None = None
     requested_output: int | None = None
     server_prompt_tokens: int | None = None
@@ -142,6 +83,8 @@ class RecoveryEvent:
     family: str | None = None
     status: int | None = None
     message: str = ""
+    send: int = 1
+    """Which send of this request failed (transient / server_fault): 1 = the first."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +100,19 @@ class Send:
 
     request: ChatRequest
     attempt: int
+    send: int = 1
+    """1 for the first send of this request, 2 after one wait..."""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Step: the request failed for a reason that may pass; wait before sending it again.
+
+    The driver waits with the service's :class:`~emil.backoff.Patience`, or re-raises
+    ``error`` when it has none (the caller then decides).
+    """
+
+    error: EndpointUnavailable | ServerFault
 
 
 @dataclass(frozen=True)
@@ -183,7 +139,11 @@ class Notify:
     event: RecoveryEvent
 
 
-Step = Assemble | Send | CountExactly | Calibrate | Notify
+Step = Assemble | Send | Wait | CountExactly | Calibrate | Notify
+
+StepResult = ChatRequest | Completion | Exception | int | None
+"""What the driver sends back: a request (Assemble), a completion or the exception a send
+raised (Send), a count or None (CountExactly), None otherwise."""
 
 
 @dataclass
@@ -201,12 +161,12 @@ def _size(request: ChatRequest) -> int:
     return sum(len(str(m)) for m in request.messages)
 
 
-def _wire(request: ChatRequest) -> dict[str, Any]:
+def _wire(request: ChatRequest) -> dict[str, object]:
     # What the server sees: the prediction is Emil's own bookkeeping, not part of the request.
     return request.model_dump(exclude={"predicted_prompt_tokens"})
 
 
-def _overflow_of(outcome: object, request: ChatRequest, window: int) -> Overflow | None:
+def _overflow_of(outcome: StepResult, request: ChatRequest, window: int) -> Overflow | None:
     if isinstance(outcome, OverflowRejected):
         return outcome.overflow
     if isinstance(outcome, EndpointConfigError):
@@ -239,15 +199,44 @@ def _give_up(
     )
 
 
+def _resend_until_answered(
+    request: ChatRequest, attempt: int, max_fault_retries: int
+) -> Generator[Step, StepResult, StepResult]:
+    """Send ``request``, and again after a wait while the server is away or misbehaves.
+
+    Returns the first outcome that is an answer (a completion, an overflow, a configuration
+    error); raises the :class:`ServerFault` after ``max_fault_retries`` resends.
+    """
+    send = 1
+    faults = 0
+    outcome = yield Send(request, attempt, send)
+    while isinstance(outcome, EndpointUnavailable | ServerFault):
+        if isinstance(outcome, ServerFault):
+            faults += 1
+            yield Notify(RecoveryEvent("server_fault", attempt, message=str(outcome), send=send))
+            if faults > max_fault_retries:
+                yield Notify(RecoveryEvent(
+                    "gave_up", attempt, message=f"server fault {faults} times", send=send))
+                raise outcome
+        else:
+            yield Notify(RecoveryEvent(
+                "transient", attempt, status=outcome.status, message=str(outcome), send=send))
+        yield Wait(outcome)
+        send += 1
+        outcome = yield Send(request, attempt, send)
+    return outcome
+
+
 def recovery_flow(
     *,
     window: int,
     max_overflow_retries: int = 2,
+    max_fault_retries: int = 3,
     margin_frac: float = 0.02,
     min_margin: int = 64,
     lower_bound_slack: float = 0.15,
-) -> Generator[Step, Any, Completion]:
-    """The overflow/failure policy as a generator of :data:`Step` (see the module docstring).
+) -> Generator[Step, StepResult, Completion]:
+    """The policy as a generator of :data:`Step` (see the module docstring).
 
     The flow starts with ``Assemble(None)``; each overflow computes a new limit in Emil's own
     predicted tokens: the room the server leaves (``W - M``) less a margin, scaled by how far
@@ -261,7 +250,10 @@ def recovery_flow(
     attempt = 0
     last: Overflow | None = None
     while True:
-        request: ChatRequest = yield Assemble(limit)
+        assembled = yield Assemble(limit)
+        if not isinstance(assembled, ChatRequest):
+            raise TypeError(f"recovery_flow: Assemble must be answered with a ChatRequest, got {assembled!r}")
+        request = assembled
         size = _size(request)
         if any(_wire(request) == _wire(f) for f in failed):
             yield Notify(RecoveryEvent("gave_up", attempt, window=window, message="identical"))
@@ -288,7 +280,7 @@ def recovery_flow(
                 server_prompt_tokens=last.prompt_tokens if last else None,
             )
         attempts.append(size)
-        outcome = yield Send(request, attempt)
+        outcome = yield from _resend_until_answered(request, attempt, max_fault_retries)
 
         overflow = _overflow_of(outcome, request, window)
         if overflow is None:
@@ -304,11 +296,6 @@ def recovery_flow(
                         )
                     )
                 return outcome
-            if isinstance(outcome, EndpointUnavailable):
-                yield Notify(
-                    RecoveryEvent("transient", attempt, status=outcome.status, message=str(outcome))
-                )
-                raise outcome
             if isinstance(outcome, EndpointConfigError):
                 yield Notify(
                     RecoveryEvent("config", attempt, status=outcome.status, message=str(outcome))
@@ -323,6 +310,7 @@ def recovery_flow(
         server_window = overflow.window or window
         predicted = request.predicted_prompt_tokens
         server_tokens, lower = overflow.prompt_tokens, overflow.prompt_is_lower_bound
+        status = outcome.status if isinstance(outcome, OverflowRejected | EndpointConfigError) else None
         yield Notify(
             RecoveryEvent(
                 "overflow",
@@ -333,7 +321,7 @@ def recovery_flow(
                 prompt_is_lower_bound=lower,
                 predicted_prompt_tokens=predicted,
                 family=overflow.family,
-                status=getattr(outcome, "status", None),
+                status=status,
             )
         )
         room = server_window - request.max_completion_tokens
@@ -399,24 +387,32 @@ def recovery_flow(
         )
 
 
+_QUIET: frozenset[RecoveryKind] = frozenset({"transient"})
+"""Logged by the service's Patience instead (one WARNING per outage, not one per attempt)."""
+_INFO: frozenset[RecoveryKind] = frozenset({"retry", "recovered", "exact_count", "server_fault"})
+
+
 def _log_event(event: RecoveryEvent) -> None:
-    level = logging.INFO if event.kind in ("retry", "recovered", "exact_count") else logging.WARNING
+    if event.kind in _QUIET:
+        _log.debug("llm %s: %s", event.kind, event)
+        return
+    level = logging.INFO if event.kind in _INFO else logging.WARNING
     _log.log(level, "llm %s: %s", event.kind, event)
 
 
 async def complete_with_recovery(
     llm: LLM,
-    assemble: Callable[[int | None], ChatRequest],
+    assemble: Assembler,
     *,
     window: int,
     max_overflow_retries: int = 2,
+    max_fault_retries: int = 3,
     on_event: Callable[[RecoveryEvent], None] | None = None,
     calibrate: Callable[[int, int, bool], None] | None = None,
     count_exact: Callable[[ChatRequest], Awaitable[int | None]] | None = None,
-    transient_backoff: Backoff | None = None,
-    give_up_after_s: float | None = None,
+    patience: Patience | None = None,
 ) -> Completion:
-    """Send one turn's request, recovering from overflow by re-assembling smaller.
+    """Send one step's request, recovering from overflow by re-assembling smaller.
 
     ``assemble(limit)`` must return a request with ``predicted_prompt_tokens`` set and at most
     ``limit`` predicted tokens (None: the normal budget). ``calibrate(predicted, server, lower)``
@@ -424,45 +420,36 @@ async def complete_with_recovery(
     caller's to feed). ``count_exact`` (e.g. the server's /tokenize) replaces an "at least"
     lower bound with the real size when given.
 
-    Configuration errors propagate at once. Transient errors propagate too, unless
-    ``transient_backoff`` is given: then the same request is re-sent after each backoff wait
-    (for at most ``give_up_after_s``, None: no limit), keeping the overflow state, so an outage
-    in the middle of a recovery never makes Emil resend a prompt the server already rejected.
+    Configuration errors propagate at once. With ``patience`` (the endpoint's, shared with
+    every other caller), a transient failure or a server fault is waited out and the *same*
+    request sent again, keeping the overflow state, so an outage in the middle of a recovery
+    never makes Emil resend a prompt the server already rejected; without it, they propagate.
     """
-    flow = recovery_flow(window=window, max_overflow_retries=max_overflow_retries)
-    started = time.monotonic()
-    value: Any = None
+    flow = recovery_flow(window=window, max_overflow_retries=max_overflow_retries,
+                         max_fault_retries=max_fault_retries)
+    value: StepResult = None
     try:
         step = next(flow)
         while True:
             if isinstance(step, Assemble):
                 value = assemble(step.limit)
             elif isinstance(step, Send):
-                while True:
-                    try:
-                        value = await llm.complete(step.request)
-                    except EndpointUnavailable as exc:
-                        value = exc
-                        if transient_backoff is None:
-                            break
-                        remaining = None
-                        if give_up_after_s is not None:
-                            remaining = give_up_after_s - (time.monotonic() - started)
-                            if remaining <= 0:
-                                break
-                        event = RecoveryEvent("transient", step.attempt, status=exc.status,
-                                              message=str(exc))
-                        _log_event(event)
-                        if on_event is not None:
-                            on_event(event)
-                        await transient_backoff.wait(str(exc), max_delay=remaining)
-                        continue
-                    except (OverflowRejected, EndpointConfigError) as exc:
-                        value = exc
-                    else:
-                        if transient_backoff is not None:
-                            transient_backoff.reset()
-                    break
+                try:
+                    value = await llm.complete(step.request)
+                except (EndpointUnavailable, ServerFault) as exc:
+                    value = exc
+                except (OverflowRejected, EndpointConfigError) as exc:
+                    value = exc
+                    if patience is not None:
+                        patience.succeeded()  # it answered: the server is up
+                else:
+                    if patience is not None:
+                        patience.succeeded()
+            elif isinstance(step, Wait):
+                if patience is None:
+                    raise step.error
+                await patience.wait(step.error)
+                value = None
             elif isinstance(step, CountExactly):
                 value = await count_exact(step.request) if count_exact is not None else None
             elif isinstance(step, Calibrate):
@@ -478,93 +465,3 @@ async def complete_with_recovery(
     except StopIteration as stop:
         result: Completion = stop.value
         return result
-
-
-class Backoff:
-    """Exponential backoff with full jitter and a cap, for transient failures.
-
-    ``delay(n) = uniform(0, min(cap, base * 2**n))`` (AWS "full jitter"), so many clients
-    retrying the same dead server spread out. The caller decides how long to keep trying;
-    ``waits`` and ``waited_s`` are the metrics.
-    """
-
-    def __init__(
-        self,
-        base: float = 0.5,
-        cap: float = 30.0,
-        jitter: bool = True,
-        *,
-        rng: random.Random | None = None,
-    ) -> None:
-        if base <= 0 or cap < base:
-            raise ValueError(f"Backoff needs 0 < base <= cap, got base={base} cap={cap}")
-        self.base = base
-        self.cap = cap
-        self.jitter = jitter
-        self.attempt = 0
-        self.waits = 0
-        self.waited_s = 0.0
-        self._rng = rng or random.Random()
-
-    def ceiling(self) -> float:
-        """The largest delay the next wait can take."""
-        return float(min(self.cap, self.base * 2**self.attempt))
-
-    def next_delay(self) -> float:
-        """Return the next delay and advance the exponent."""
-        ceiling = self.ceiling()
-        self.attempt += 1
-        return self._rng.uniform(0.0, ceiling) if self.jitter else ceiling
-
-    def reset(self) -> None:
-        """Back to the base delay (after a success)."""
-        self.attempt = 0
-
-    async def wait(self, reason: str = "", *, max_delay: float | None = None) -> float:
-        """Sleep the next delay (at most ``max_delay``), logging why; returns the delay slept."""
-        delay = self.next_delay()
-        if max_delay is not None:
-            delay = max(0.0, min(delay, max_delay))
-        self.waits += 1
-        self.waited_s += delay
-        _log.warning(
-            "llm backoff: waiting %.2fs (attempt %d, ceiling %.1fs): %s",
-            delay,
-            self.attempt,
-            min(self.cap, self.base * 2 ** (self.attempt - 1)),
-            reason,
-        )
-        await anyio.sleep(delay)
-        return delay
-
-
-async def retry_transient(
-    call: Callable[[], Awaitable[_T]],
-    *,
-    backoff: Backoff,
-    give_up_after_s: float | None = None,
-    on_event: Callable[[RecoveryEvent], None] | None = None,
-) -> _T:
-    """Call ``call()`` until it stops raising :class:`EndpointUnavailable`.
-
-    Configuration errors and overflows propagate at once. After ``give_up_after_s`` (None:
-    never) the last :class:`EndpointUnavailable` is re-raised.
-    """
-    start = time.monotonic()
-    while True:
-        try:
-            result = await call()
-        except EndpointUnavailable as exc:
-            if on_event is not None:
-                on_event(
-                    RecoveryEvent("transient", backoff.attempt, status=exc.status, message=str(exc))
-                )
-            remaining = None
-            if give_up_after_s is not None:
-                remaining = give_up_after_s - (time.monotonic() - start)
-                if remaining <= 0:
-                    raise
-            await backoff.wait(str(exc), max_delay=remaining)
-        else:
-            backoff.reset()
-            return result
