@@ -97,6 +97,10 @@ class Settings(BaseModel):
     prompts_dir: Path | None = None
     """Persona and rules templates; unset = the prompts/ shipped with Emil."""
     recording_dir: Path = Path("recordings")
+    data_dir: Path = Path("data")
+    """Emil's notes that survive a restart (memory.sqlite3); one running Emil per directory."""
+    memory_tokens: int = Field(default=800, ge=0)
+    """Token bound of the pinned notes block in every prompt; 0 = notes kept but not shown."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("endpoint")

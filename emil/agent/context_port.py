@@ -83,9 +83,9 @@ class ManagedContext:
         assembly = self.manager.assemble(self.history, limit=limit)
         self.history = assembly.history
         self.last = assembly
-        # The manager renders [system, memory note?, *history]; their ids let the recorder
-        # reference known messages without hashing a 36k-token prompt every step.
-        head = [self.manager.system] if assembly.history.memory is None else [self.manager.system, assembly.history.memory]
+        # The manager renders [system, notes?, memory note?, *history]; their ids let the
+        # recorder reference known messages without hashing a 36k-token prompt every step.
+        head = self.manager.head(assembly.history.memory)
         ids: list[int | None] = [m.id for m in (*head, *assembly.history.messages())]
         if len(ids) != len(assembly.messages):
             ids = [None] * len(assembly.messages)

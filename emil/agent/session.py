@@ -26,6 +26,7 @@ from emil.agent.startup import (
 from emil.agent.world_port import BotWorld
 from emil.config import LoadedSettings, Settings
 from emil.llm.client import OpenAIClient, ServedModel
+from emil.memory.session import Memory, open_memory
 from emil.recording import Recorder
 from emil.world.actions import tool_specs, validate_tool_call
 from emil.world.bridge import Bot, BotSettings, ReflexSettings
@@ -46,6 +47,8 @@ class Session:
     window: int
     prompt_budget: int
     recording_path: Path
+    memory: Memory | None = None
+    """The session's notes (store, learner), when memory is on."""
 
 
 def bot_settings(settings: Settings) -> BotSettings:
@@ -60,20 +63,29 @@ def bot_settings(settings: Settings) -> BotSettings:
 
 @asynccontextmanager
 async def open_session(s: Settings, *, recording: Path | None = None) -> AsyncIterator[Session]:
-    """Run every startup check and yield a ready :class:`Session`; the recording is closed on exit."""
+    """Run every startup check and yield a ready :class:`Session`; the recording is closed on exit.
+
+    The notes (``data_dir``) are opened first: an unwritable directory or a second Emil on the
+    same directory stops the start at once, before any wait for the endpoint.
+    """
     path = recording or default_recording_path(s)
-    async with new_client(s, validate_tool_call) as llm:
-        model = await check_model(s, llm)
-        async with Bot.connect(bot_settings(s)) as bot:
-            recorder = Recorder(path)
-            try:
-                agent = build_agent(s, model, BotWorld(bot, s), tool_specs(s), recorder)
-                yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget, path)
-            except BaseException as e:
-                recorder.close(f"error: {type(e).__name__}")
-                raise
-            finally:
-                recorder.close("stopped")
+    with open_memory(s.data_dir, bot_name=s.bot_name) as memory:
+        async with new_client(s, validate_tool_call) as llm:
+            model = await check_model(s, llm)
+            async with Bot.connect(bot_settings(s)) as bot:
+                recorder = Recorder(path)
+                try:
+                    notes = memory.pinned(max_tokens=s.memory_tokens, tokens_of=model.counter.count)
+                    world = memory.world(BotWorld(bot, s))
+                    agent = build_agent(s, model, world, tool_specs(s), recorder, notes=notes)
+                    yield Session(
+                        agent, recorder, llm, model.served, model.window, model.budget.prompt_budget, path, memory
+                    )
+                except BaseException as e:
+                    recorder.close(f"error: {type(e).__name__}")
+                    raise
+                finally:
+                    recorder.close("stopped")
 
 
 async def _live(loaded: LoadedSettings, recording: Path | None) -> None:

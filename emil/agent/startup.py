@@ -33,7 +33,7 @@ from emil.agent.turnstats import SessionStats
 from emil.config import Settings
 from emil.context.budget import Budget
 from emil.context.history import History
-from emil.context.manager import ContextManager
+from emil.context.manager import ContextManager, NotesSource
 from emil.context.template import ChatTemplate
 from emil.context.tokens import TokenCounter, get_token_counter
 from emil.exceptions import ConfigurationError, EndpointUnavailable
@@ -177,15 +177,18 @@ def build_agent(
     recorder: Recorder,
     *,
     history: History | None = None,
+    notes: NotesSource | None = None,
 ) -> Agent:
-    """Check the pinned prompt fits (BudgetError otherwise), write the header, build the agent."""
+    """Check the pinned prompt fits (BudgetError otherwise), write the header, build the agent.
+
+    ``notes``: the pinned notes block (emil.memory), rendered after the system prompt."""
     tool_names = [t["function"]["name"] for t in tools]
     system_prompt = load_system_prompt(
         s.prompts_dir, name=s.bot_name, tools=tool_names, operators=s.operators, allow_commands=s.allow_commands
     )
     manager = ContextManager(
         model.counter, model.budget, system_prompt, tools, s.enable_thinking,
-        template=model.template, preserve_thinking=s.preserve_thinking,
+        template=model.template, preserve_thinking=s.preserve_thinking, notes=notes,
     )
     context = ManagedContext(manager, system_prompt, tools, history=history)
     context.check_fits()

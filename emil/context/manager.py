@@ -1,11 +1,15 @@
 """The context manager: history in, an exact-size prompt out, trimmed only when it must be.
 
-``assemble`` renders [system + tools] + [memory note] + history. The count is exact (the
+``assemble`` renders [system + tools] + [pinned notes] + [memory note] + history. The count is exact (the
 model's template and tokenizer, cached per message). While the prompt fits the budget the
 history is returned unchanged, so each prompt extends the previous one and vLLM's prefix cache
 serves everything but the new tail. When it does not fit, the trim ladder runs down to the
 low-water mark (a batch, so the next trims are many turns away) and the trimmed history is
 handed back: the caller keeps it, so the next prompt extends this one.
+
+The pinned notes (what Emil remembers across restarts, :mod:`emil.memory`) come from a
+:class:`NotesSource` rendered at start and again only when the ladder is about to trim: between
+trims the block is byte-identical, so it never breaks the prefix on its own.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain
-from typing import Any
+from typing import Any, Protocol
 
 from emil.context.budget import Budget, Calibration, CalibrationReport
 from emil.context.history import History, Message, Turn
@@ -34,7 +38,7 @@ from emil.context.tokens import TokenCounter, get_token_counter
 from emil.context.turn_cache import PerTurn
 from emil.exceptions import BudgetError
 
-__all__ = ["Assembly", "ContextManager"]
+__all__ = ["Assembly", "ContextManager", "NotesSource"]
 
 _log = logging.getLogger(__name__)
 
@@ -76,6 +80,14 @@ class Assembly:
         return self.wire()
 
 
+class NotesSource(Protocol):
+    """The pinned notes block (emil.memory.PinnedNotes): re-rendered only when a trim is due."""
+
+    def render(self) -> str | None:
+        """The block as it reads now (None = no block); bounded in tokens by the source."""
+        ...
+
+
 class ContextManager:
     """Fits a history into the served window, exactly, with prefix-cache-friendly trims.
 
@@ -101,6 +113,7 @@ class ContextManager:
         ladder: LadderConfig | None = None,
         calibration: Calibration | None = None,
         incremental: IncrementalCounter | None = None,
+        notes: NotesSource | None = None,
     ) -> None:
         self.counter = get_token_counter(counter) if isinstance(counter, str) else counter
         self.budget = budget
@@ -128,14 +141,36 @@ class ContextManager:
         self._previous_layout: BlockLayout | None = None
         self._wires: dict[int, tuple[Turn, list[dict[str, Any]]]] = {}
         self._wires_per_turn = PerTurn(self._turn_wires)
+        self._notes_source = notes
+        self.notes: Message | None = None
+        """The pinned notes message, right after the system prompt (None: no notes)."""
+        self._refresh_notes()
+
+    def _refresh_notes(self) -> bool:
+        """Re-render the pinned notes; True when the block changed."""
+        if self._notes_source is None:
+            return False
+        text = self._notes_source.render()
+        if (text or None) == (self.notes.content if self.notes is not None else None):
+            return False
+        self.notes = Message.memory(text) if text else None
+        return True
+
+    def head(self, memory: Message | None) -> list[Message]:
+        """What precedes the turns: the system prompt, the pinned notes, the memory note."""
+        head = [self.system]
+        if self.notes is not None:
+            head.append(self.notes)
+        if memory is not None:
+            head.append(memory)
+        return head
 
     # -- sizes ------------------------------------------------------------------------------------
 
     def _sequence(
         self, turns: Sequence[Sequence[Message]], memory: Message | None
     ) -> list[Message]:
-        head = [self.system] if memory is None else [self.system, memory]
-        return head + [m for turn in turns for m in turn]
+        return self.head(memory) + [m for turn in turns for m in turn]
 
     def _turn_wires(self, turn: Turn) -> list[dict[str, Any]]:
         entry = self._wires.get(id(turn))
@@ -149,8 +184,7 @@ class ContextManager:
     def _messages(self, history: History) -> list[dict[str, Any]]:
         """The wire messages; shallow copies, as the wire dicts are cached on the messages and
         must not be edited. Old turns' wire lists are cached by turn identity."""
-        head = [self.system] if history.memory is None else [self.system, history.memory]
-        wires = chain((m.to_openai() for m in head), *self._wires_per_turn.values(history.turns))
+        wires = chain((m.to_openai() for m in self.head(history.memory)), *self._wires_per_turn.values(history.turns))
         return list(map(dict.copy, wires))
 
     def count(self, history: History) -> int:
@@ -158,16 +192,14 @@ class ContextManager:
         return self._measure(LadderState(history.turns, history.memory))
 
     def _measure_all(self, history: History) -> tuple[int, BlockLayout]:
-        head = [self.system] if history.memory is None else [self.system, history.memory]
-        return self.incremental.measure_layout(head, history.turns, self.tools)
+        return self.incremental.measure_layout(self.head(history.memory), history.turns, self.tools)
 
     def _whole_keys(self, history: History) -> BlockLayout:
         sequence = self._sequence(history.turns, history.memory)
         return BlockLayout.flat([0] * len(sequence), [("whole", m.fingerprint) for m in sequence])
 
     def _measure(self, state: LadderState) -> int:
-        head = [self.system] if state.memory is None else [self.system, state.memory]
-        return self.incremental.count_turns(head, state.turns, self.tools)
+        return self.incremental.count_turns(self.head(state.memory), state.turns, self.tools)
 
     def _ladder_sizes(self) -> Measure | Measurer:
         """What the ladder measures its candidates with (the reference manager in the tests
@@ -183,12 +215,15 @@ class ContextManager:
         inc = self.incremental
         system = inc.head_tokens(self.system, None)
         with_tools = inc.head_tokens(self.system, self.tools)
-        return {
+        pinned = {
             "system": system,
             "tools": with_tools - system,
             "current turn opening": inc.message_tokens(opening),
             "generation prompt": inc.generation_tokens(),
         }
+        if self.notes is not None:
+            pinned["memory notes"] = inc.message_tokens(self.notes)
+        return pinned
 
     def _budget_error(
         self, budget: int, limit: int | None, pinned: dict[str, int], got: int | None
@@ -218,6 +253,12 @@ class ContextManager:
             raise self._budget_error(budget, limit, pinned, None)
         tokens, layout = self._measure_all(history)
         trims: list[TrimRecord] = []
+        if tokens > budget and self._refresh_notes():
+            # A trim is due: the one moment the pinned notes may change (prefix-stable).
+            pinned = self._pinned(history.turns[-1][0])
+            if sum(pinned.values()) > budget:
+                raise self._budget_error(budget, limit, pinned, None)
+            tokens, layout = self._measure_all(history)
         if tokens > budget:
             target = int(budget * self.budget.low_water)
             history, trims, tokens = run_ladder(

@@ -1,0 +1,55 @@
+"""Memory for one session: open the store (with the one-Emil lock), and the parts built on it."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from emil.agent.ports import WorldPort
+from emil.memory.learn import Learner
+from emil.memory.pinned import PinnedNotes
+from emil.memory.store import MemoryStore
+from emil.memory.world import RememberingWorld
+
+__all__ = ["Memory", "open_memory"]
+
+_log = logging.getLogger("emil.memory")
+
+
+@dataclass
+class Memory:
+    """The store, the learner writing to it, and the pinned block reading from it."""
+
+    store: MemoryStore
+    learner: Learner
+
+    def pinned(self, *, max_tokens: int, tokens_of: Callable[[str], int]) -> PinnedNotes:
+        """The notes source for the context manager (bounded by the session's exact counter)."""
+        return PinnedNotes(self.store, max_tokens=max_tokens, tokens_of=tokens_of)
+
+    def world(self, world: WorldPort) -> RememberingWorld:
+        """``world`` wrapped so that what passes through is learned."""
+        return RememberingWorld(world, self.learner)
+
+
+@contextmanager
+def open_memory(data_dir: Path, *, bot_name: str) -> Iterator[Memory]:
+    """Open ``data_dir``'s notes for a session; closed (and the lock released) on exit.
+
+    Configuration errors (unwritable directory, unreadable database, another Emil holding the
+    directory) propagate: the session must not start without the memory it was configured with.
+    """
+    store = MemoryStore.open(data_dir)
+    try:
+        interrupted = store.interrupt_goals(t=time.time())
+        _log.info(
+            "memory: %d notes in %s%s", len(store.notes()), store.path,
+            f"; {interrupted} unfinished goals from the last session" if interrupted else "",
+        )
+        yield Memory(store, Learner(store, bot_name=bot_name))
+    finally:
+        store.close()
