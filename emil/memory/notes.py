@@ -36,10 +36,6 @@ Topic = Literal[
 
 Source = Literal["event", "summary"]
 
-PLAYER_TOPICS: frozenset[str] = frozenset(
-    {"seen", "asked", "promised", "gave_me", "i_gave", "hit_me", "helped", "trust", "note"}
-)
-
 
 class Fact(BaseModel):
     """One fact to remember (from an event or a summary); untrusted text stays data.

@@ -31,6 +31,7 @@ from emil.perception import Perception, PerceptionPolicy, format_events, format_
 from emil.recording import EventRecord, HeaderRecord
 from emil.replay.compare import RequestDiff, diff_messages
 from emil.replay.live import LiveStep, compare_live
+from emil.replay.notes import RecordedNotes
 from emil.replay.recorded_llm import RecordedLLM, ReplayExhausted
 from emil.replay.session import RecordedSession, RecordedStep, RecordedTurn
 
@@ -147,9 +148,11 @@ class Replayer:
         )
         template = ChatTemplate.from_source(header.chat_template) if header.chat_template else None
         self.tools = list(header.tools)
+        first = next((s.messages for t in session.turns for s in t.steps if s.messages), [])
+        self.notes = RecordedNotes(first)
         self.manager = ContextManager(
             self.counter, budget, header.system_prompt, self.tools, header.enable_thinking,
-            template=template, preserve_thinking=header.preserve_thinking,
+            template=template, preserve_thinking=header.preserve_thinking, notes=self.notes,
         )
         self.perception = Perception(PerceptionPolicy(bot_name=header.bot_name or "Emil"))
         self.llm = RecordedLLM(
@@ -255,6 +258,7 @@ class Replayer:
 
     def _assemble(self, turn: RecordedTurn, step: RecordedStep) -> Assembly | None:
         assert step.request is not None
+        self.notes.messages = step.messages  # the block as sent, should a trim re-render it
         try:
             assembly = self.manager.assemble(self.history, now=step.request.t)
         except BudgetError as e:
