@@ -76,6 +76,7 @@ async def running_world(
     kwargs: dict[str, Any] = {"window": window, "wording": wording}
     if counter is not None:
         kwargs["counter"] = counter
+    settings.setdefault("data_dir", tmp_path / "data")  # the notes: never the checkout's ./data
     async with EmbeddedServer() as server, VLLMDouble(policy, **kwargs) as double:
         s = Settings(
             endpoint=double.base_url, mc_port=server.port, recording_dir=tmp_path, endpoint_wait_s=30.0, **settings
