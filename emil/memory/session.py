@@ -26,10 +26,13 @@ class Memory:
 
     store: MemoryStore
     learner: Learner
+    block: PinnedNotes | None = None
+    """The pinned block made by :meth:`pinned` (its ``renders`` count the re-renders)."""
 
     def pinned(self, *, max_tokens: int, tokens_of: Callable[[str], int]) -> PinnedNotes:
         """The notes source for the context manager (bounded by the session's exact counter)."""
-        return PinnedNotes(self.store, max_tokens=max_tokens, tokens_of=tokens_of)
+        self.block = PinnedNotes(self.store, max_tokens=max_tokens, tokens_of=tokens_of)
+        return self.block
 
     def world(self, world: WorldPort) -> RememberingWorld:
         """``world`` wrapped so that what passes through is learned."""

@@ -70,3 +70,7 @@ class RememberingWorld:
 
     async def abort(self) -> None:
         await self.world.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else (e.g. BotWorld.bot) is the wrapped world's: the wrapper is transparent.
+        return getattr(self.world, name)
