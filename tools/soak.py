@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         result = anyio.run(lambda: play_soak(
             settings, duration_s=args.duration, recording=tmp, data_dir=data_dir, seed=args.seed, window=args.window,
         ))
-    print(result.summary())
+    print(result.summary().replace(str(tmp), str(out)))
     read = read_recording(tmp)
     if not read.complete or result.fatal:
         print(f"error: recording incomplete ({read.problem}) or fatal errors: {result.fatal}", file=sys.stderr)
