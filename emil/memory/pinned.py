@@ -24,10 +24,19 @@ class PinnedNotes:
     ``renders`` counts the calls (a test and the soak check it moves only at trims).
     """
 
-    def __init__(self, store: MemoryStore, *, max_tokens: int, tokens_of: Callable[[str], int]) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        max_tokens: int,
+        tokens_of: Callable[[str], int],
+        neutralise: Callable[[str], str] | None = None,
+    ) -> None:
         self.store = store
         self.max_tokens = max_tokens
         self.tokens_of = tokens_of
+        self.neutralise = neutralise
+        """The served vocabulary's special-token breaker, on top of ``as_data`` (see render)."""
         self.renders = 0
         self.last: str | None = None
 
@@ -37,5 +46,7 @@ class PinnedNotes:
         if self.max_tokens <= 0:
             self.last = None
         else:
-            self.last = render_notes(self.store.notes(), max_tokens=self.max_tokens, tokens_of=self.tokens_of)
+            self.last = render_notes(
+                self.store.notes(), max_tokens=self.max_tokens, tokens_of=self.tokens_of, neutralise=self.neutralise
+            )
         return self.last

@@ -91,10 +91,18 @@ def _goal_line(n: Note) -> str:
 
 
 def render_notes(
-    notes: Sequence[Note], *, max_tokens: int, tokens_of: Callable[[str], int]
+    notes: Sequence[Note],
+    *,
+    max_tokens: int,
+    tokens_of: Callable[[str], int],
+    neutralise: Callable[[str], str] | None = None,
 ) -> str | None:
     """The pinned notes block within ``max_tokens`` (by ``tokens_of``, the session's exact
-    text counter), or None when there is nothing to say or no room for a single note."""
+    text counter), or None when there is nothing to say or no room for a single note.
+
+    ``neutralise``: the served vocabulary's special-token breaker (the project-wide neutraliser
+    for untrusted text), applied to every line before it is counted, so the bound holds for the
+    text as sent."""
     players: dict[str, list[Note]] = defaultdict(list)
     places: list[Note] = []
     goals: list[Note] = []
@@ -115,6 +123,8 @@ def render_notes(
         + [(0, _player_line(name, ns)) for name, ns in seen]
         + [(2, _goal_line(g)) for g in finished]
     )
+    if neutralise is not None:
+        candidates = [(section, neutralise(line)) for section, line in candidates]
     titles = ("players:", "places:", "your goals:")
     room = max_tokens - tokens_of(NOTES_HEADER + "\n") - sum(tokens_of(t + "\n") for t in titles)
     kept: list[tuple[int, int, str]] = []

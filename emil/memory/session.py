@@ -29,9 +29,16 @@ class Memory:
     block: PinnedNotes | None = None
     """The pinned block made by :meth:`pinned` (its ``renders`` count the re-renders)."""
 
-    def pinned(self, *, max_tokens: int, tokens_of: Callable[[str], int]) -> PinnedNotes:
-        """The notes source for the context manager (bounded by the session's exact counter)."""
-        self.block = PinnedNotes(self.store, max_tokens=max_tokens, tokens_of=tokens_of)
+    def pinned(
+        self,
+        *,
+        max_tokens: int,
+        tokens_of: Callable[[str], int],
+        neutralise: Callable[[str], str] | None = None,
+    ) -> PinnedNotes:
+        """The notes source for the context manager (bounded by the session's exact counter;
+        ``neutralise`` is the served vocabulary's special-token breaker, when there is one)."""
+        self.block = PinnedNotes(self.store, max_tokens=max_tokens, tokens_of=tokens_of, neutralise=neutralise)
         return self.block
 
     def world(self, world: WorldPort) -> RememberingWorld:

@@ -98,3 +98,11 @@ def test_any_notes_fit_any_bound(facts: list[tuple[str, str, int]], bound: int) 
         block = render_notes(store.notes(), max_tokens=bound, tokens_of=COUNTER.count)
         assert block is None or COUNTER.count(block) <= bound
         store.close()
+
+
+def test_the_vocabulary_neutraliser_runs_before_counting(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    widen = lambda line: line.replace("a", "a\u2060")  # noqa: E731  (a stand-in that adds tokens)
+    block = render_notes(store.notes(), max_tokens=150, tokens_of=COUNTER.count, neutralise=widen)
+    assert block is not None and "a\u2060" in block and COUNTER.count(block) <= 150
+    store.close()
