@@ -37,7 +37,7 @@ def _when(t: float) -> str:
 
 
 def _newest(notes: Iterable[Note], n: int) -> list[Note]:
-    return sorted(notes, key=lambda x: (-x.last_t, x.id))[:n]
+    return sorted(notes, key=lambda x: (-x.last_t, -x.id))[:n]
 
 
 def _quoted(notes: Sequence[Note]) -> str:
