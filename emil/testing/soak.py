@@ -150,7 +150,7 @@ class _Player:
         e = self.emil
         await self.say(f"hey {e}, you look weak")
         await self.pause(2, 5)
-        await self._act("hits Emil", "attack", {"target": e, "duration_s": 1})
+        await self._act("hits Emil", "attack", {"target": e, "duration_s": 4})  # 1 s can end before the first swing
         await self.pause(6, 12)
 
     async def dana(self) -> None:
