@@ -47,6 +47,16 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
 def _parser() -> _Parser:
     p = _Parser(
         prog="run_emil.py",
@@ -60,7 +70,7 @@ def _parser() -> _Parser:
     p.add_argument("--print-config", action="store_true", help="print every effective setting and its source, then exit")
     p.add_argument("--recording", metavar="PATH", type=Path, help="write the session recording here (default: recording_dir/emil-<time>.jsonl)")
     demo = p.add_argument_group("demo")
-    demo.add_argument("--duration", metavar="SECONDS", type=float, default=60.0, help="demo length in seconds (default 60)")
+    demo.add_argument("--duration", metavar="SECONDS", type=_positive_seconds, default=60.0, help="demo length in seconds (default: 60)")
     add_settings_flags(p)
     return p
 
@@ -119,19 +129,61 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as e:
         return _fail(str(e))
     if ns.print_config:
-        print(format_settings(loaded))
+        from emil.agent.model_family import describe_family
+
+        print(format_settings(loaded, {"model_family": describe_family(loaded.settings)}))
         return 0
     _setup_logging(loaded.settings.log_level)
     try:
+        if ns.command in ("live", "demo"):
+            from emil.settings_check import check_settings
+
+            check_settings(loaded.settings, recording=ns.recording)
         return _run(ns, loaded)
     except ConfigurationError as e:
         return _fail(str(e))
     except EmilError as e:
-        print(f"emil: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+        return _failed(e)
     except KeyboardInterrupt:
         print("emil: interrupted", file=sys.stderr)
         return 130
+    except BaseExceptionGroup as group:
+        # Task groups wrap what ended them; the operator needs the reason, not the wrapping.
+        reason = _reason(group)
+        if isinstance(reason, ConfigurationError):
+            return _fail(str(reason))
+        if isinstance(reason, EmilError):
+            return _failed(reason)
+        if isinstance(reason, KeyboardInterrupt):
+            print("emil: interrupted", file=sys.stderr)
+            return 130
+        raise
+
+
+def _failed(e: EmilError) -> int:
+    """A run that failed for a reason Emil names (a world past its patience...): one line, exit 1."""
+    one_line = " ".join(str(e).split())
+    print(f"emil: {type(e).__name__}: {one_line}", file=sys.stderr)
+    return 1
+
+
+def _reason(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The first configuration error in a (nested) exception group, else its first Emil error."""
+    leaves: list[BaseException] = []
+
+    def walk(e: BaseException) -> None:
+        if isinstance(e, BaseExceptionGroup):
+            for inner in e.exceptions:
+                walk(inner)
+        else:
+            leaves.append(e)
+
+    walk(group)
+    for kind in (ConfigurationError, EmilError, KeyboardInterrupt):
+        found = next((e for e in leaves if isinstance(e, kind)), None)
+        if found is not None:
+            return found
+    return None
 
 
 def _run(ns: argparse.Namespace, loaded: LoadedSettings) -> int:

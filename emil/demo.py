@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+from pydantic import JsonValue
 
 from emil.agent.ports import WorldPort
 from emil.agent.session import Session, open_session
@@ -26,6 +27,7 @@ from emil.events import Chat
 from emil.testing.brains import SCRIPTED_PREFIX, NpcBrain, NpcContext
 from emil.testing.script import Reply
 from emil.testing.vllm_double import VLLMDouble
+from emil.world.actions import TOOLS
 from emil.world.bridge import Bot, BotSettings, ReflexSettings
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
@@ -78,8 +80,8 @@ class _Player:
     def __init__(self, bot: Bot, server: EmbeddedServer, emil: str, emil_world: WorldPort, result: DemoResult) -> None:
         self.bot, self.server, self.emil, self.emil_world, self.result = bot, server, emil, emil_world, result
 
-    async def step(self, what: str, action: str, args: dict[str, object], *, then_wait: float) -> None:
-        outcome = await self.bot.act(action, args, timeout=30)
+    async def step(self, what: str, action: str, args: dict[str, JsonValue], *, then_wait: float) -> None:
+        outcome = await self.bot.act(action, args, timeout=30, job=TOOLS[action].job)
         note = "ok" if outcome.ok else f"failed: {outcome.error}"
         self.result.steps.append(f"{what} ({note})")
         _log.info("scripted player: %s: %s", what, note)
@@ -123,9 +125,12 @@ async def play_demo(loaded: LoadedSettings, *, duration_s: float, recording: Pat
     result = DemoResult()
     s = loaded.settings
     async with EmbeddedServer() as server, VLLMDouble(DemoBrain(), window=max(s.window or 0, 32768)) as llm:
+        # The demo leaves the metrics port to a live Emil on this box unless asked for them.
+        metrics = s.metrics_address if loaded.sources.get("metrics_address", "default") != "default" else "off"
         settings = s.model_copy(
             update={
-                "endpoint": llm.base_url, "model": "auto", "mc_host": "127.0.0.1", "mc_port": server.port, "endpoint_wait_s": 30.0,
+                "endpoint": llm.base_url, "model": "auto", "mc_host": "127.0.0.1", "mc_port": server.port,
+                "endpoint_wait_s": 30.0, "metrics_address": metrics,
                 # The demo's world is not the live one: its notes never mix with the live Emil's.
                 "data_dir": s.data_dir / "demo",
             }

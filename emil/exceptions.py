@@ -7,6 +7,7 @@
     │   ├── UnknownTokenizerError   no tokenizer for this model name (lists the options)
     │   ├── ModelNotServedError     the configured model is not in /v1/models (lists what is)
     │   ├── BudgetError             the pinned prompt cannot fit the budget (names each number)
+    │   ├── NotARecordingError      a file given as a session recording is something else
     │   └── EndpointConfigError     401/403/404/400-not-overflow from the LLM server
     ├── LimitExceeded             a bounded thing ran out; carries the limit and the value
     │   └── ContextOverflowError    the request could not be made to fit after bounded retries
@@ -29,6 +30,7 @@ __all__ = [
     "EndpointUnavailable",
     "LimitExceeded",
     "ModelNotServedError",
+    "NotARecordingError",
     "TransientError",
     "UnknownTokenizerError",
     "WorldError",
@@ -53,6 +55,10 @@ class ModelNotServedError(ConfigurationError):
 
 class BudgetError(ConfigurationError):
     """The pinned part of the prompt (system, tools, current turn) cannot fit the budget."""
+
+
+class NotARecordingError(ConfigurationError):
+    """A file named as a session recording does not start with an Emil header record."""
 
 
 class EndpointConfigError(ConfigurationError):

@@ -17,14 +17,17 @@ The writer flushes every record, so a killed process loses at most its last, par
 from __future__ import annotations
 
 import json
+import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from emil import __version__
+from emil.context.ladder import TrimRecord
+from emil.exceptions import NotARecordingError
 from emil.llm.types import Completion, Timings, ToolCall, Usage
 
 __all__ = [
@@ -45,12 +48,15 @@ __all__ = [
     "RecoveryRecord",
     "RequestRecord",
     "ToolResultRecord",
-    "TrimRecordEntry",
+    "TrimRecord",
     "TurnRecord",
     "UnknownRecord",
+    "check_recording_file",
     "messages_for_request",
     "read_recording",
 ]
+
+_log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 """Bumped when a change is not purely additive; readers still accept every older version."""
@@ -77,7 +83,10 @@ class HeaderRecord(_Record):
     model: str | None = None
     tokenizer: str | None = None
     chat_template: str | None = None
-    """Chat template source, or None for the shipped default."""
+    """Chat template source when it came from local files (None: the model family's own)."""
+    model_family: str | None = None
+    """The model family the session counted with (emil.context.family; None in files written
+    before families existed, which were all Qwen3.5/3.6)."""
     window: int | None = None
     """The served window (``max_model_len``)."""
     output_reserve: int | None = None
@@ -242,18 +251,6 @@ class ToolResultRecord(_Record):
     """The message record holding the tool result message."""
 
 
-class TrimRecordEntry(_Record):
-    """One trim-ladder rung that fired while assembling a request."""
-
-    kind: Literal["trim"] = "trim"
-    rung: str = ""
-    messages_touched: int = 0
-    tokens_freed: int = 0
-    horizon_after_s: float | None = None
-    tokens_before: int | None = None
-    tokens_after: int | None = None
-
-
 class OverflowRecord(_Record):
     """The server said the request was too large (a 400, or a clamped ``length`` finish)."""
 
@@ -330,7 +327,7 @@ Record = Annotated[
     | RequestRecord
     | CompletionRecord
     | ToolResultRecord
-    | TrimRecordEntry
+    | TrimRecord
     | OverflowRecord
     | RecoveryRecord
     | ErrorRecord
@@ -383,7 +380,9 @@ class Recorder:
     Besides :meth:`write`, it interns messages: :meth:`message` records a history message once;
     :meth:`request_refs` maps the OpenAI messages of a request to refs, writing a ``message``
     record for any part it has not seen (system prompt, memory note, trimmed variants).
-    Not thread-safe: one recorder per agent loop.
+    Observers (:meth:`add_observer`) receive every record after it is written; Emil's metrics
+    are fed that way, so the loop makes no metrics calls. Not thread-safe: one recorder per
+    agent loop.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -396,6 +395,15 @@ class Recorder:
         """Message id -> ref, so a request's known messages are found without hashing them."""
         self._derived = 0
         self.records_written = 0
+        self._observers: list[Callable[[BaseModel], None]] = []
+
+    def add_observer(self, observer: Callable[[BaseModel], None]) -> None:
+        """Call ``observer(record)`` for every record written from now on.
+
+        An observer that raises is reported once in the log and removed: watching a session
+        must never end it.
+        """
+        self._observers.append(observer)
 
     @property
     def closed(self) -> bool:
@@ -409,6 +417,12 @@ class Recorder:
         self._file.write(line + "\n")
         self._file.flush()
         self.records_written += 1
+        for observer in list(self._observers):
+            try:
+                observer(record)
+            except Exception:
+                _log.exception("recording observer %r failed; removed", observer)
+                self._observers.remove(observer)
 
     def message(self, msg: _MessageLike, *, turn: int | None = None) -> str:
         """Record a history message's full content once; returns its ref (its id as text)."""
@@ -517,6 +531,54 @@ def read_recording(path: str | Path) -> RecordingRead:
                 detail = str(e).splitlines()[0][:200]
                 return RecordingRead(records, lineno, f"line {lineno}: {what} ({detail})")
     return RecordingRead(records, None, None)
+
+
+_HEADER_LINE_LIMIT = 8 << 20
+"""Bytes read looking for the end of the first line (a header holds the system prompt and tools)."""
+
+
+def check_recording_file(path: str | Path) -> None:
+    """Refuse, with the reason, a file an operator named as a recording that is not one.
+
+    An Emil recording starts with its header record (the writer puts it first); anything else
+    (an empty file, binary data, a README, another program's JSONL) raises
+    :class:`~emil.exceptions.NotARecordingError`. :func:`read_recording` stays tolerant: this
+    check is for command lines, before any work is done on the file.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise NotARecordingError(f"no such recording: {p}")
+    if not p.is_file():
+        raise NotARecordingError(f"{p} is not an Emil recording (not a regular file); give a .jsonl file written by run_emil.py")
+    with p.open("rb") as f:
+        first = b""
+        while not first.strip():
+            first = f.readline(_HEADER_LINE_LIMIT)
+            if not first:
+                break
+    why = _not_a_header(first)
+    if why is not None:
+        raise NotARecordingError(
+            f"{p} is not an Emil recording ({why}); give a .jsonl file written by run_emil.py (live, demo or --recording)"
+        )
+
+
+def _not_a_header(line: bytes) -> str | None:
+    if not line.strip():
+        return "the file is empty"
+    if b"\0" in line:
+        return "binary data"
+    try:
+        data = json.loads(line)
+    except (UnicodeDecodeError, ValueError):
+        return "its first line is not JSON" if line.endswith(b"\n") else "its first line is not a complete JSON record"
+    if not isinstance(data, dict) or data.get("kind") != "header":
+        return "its first line is not an Emil header record"
+    try:
+        HeaderRecord.model_validate(data)
+    except ValidationError as e:
+        return f"its header record does not validate: {str(e).splitlines()[0]}"
+    return None
 
 
 def messages_for_request(records: Iterable[Record]) -> Iterator[tuple[RequestRecord, list[dict[str, Any]]]]:

@@ -32,14 +32,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 import anyio
 
 from emil.context import count_prompt_tokens
-from emil.context.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 from emil.llm.client import OpenAIClient
 from emil.llm.types import ChatRequest
+from emil.offline.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 from emil.testing.brains import fixed_reply
 from emil.testing.script import Reply
 from emil.testing.subprocess_double import double_in_subprocess

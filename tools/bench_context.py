@@ -1,4 +1,4 @@
-"""Benchmark the context manager on a synthetic Emil-like session (emil.context.synthetic).
+"""Benchmark the context manager on a synthetic Emil-like session (emil.offline.synthetic).
 
 Prints three tables:
 
@@ -24,20 +24,23 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 from emil.context.budget import Budget
+from emil.context.family import ModelFamily, family_for_model
 from emil.context.history import History
 from emil.context.manager import ContextManager
-from emil.context.synthetic import (
+from emil.context.tokens import TokenCounter
+from emil.offline.synthetic import (
     SYSTEM_PROMPT,
     emil_tool_specs,
     grow,
     request_steps,
     synthetic_turns,
 )
-from emil.context.template import ChatTemplate
-from emil.context.tokens import TokenCounter, get_token_counter
 
 WINDOW = 65536
 OUTPUT_RESERVE = 6144
@@ -48,20 +51,23 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def _manager(counter: TokenCounter, preserve: bool) -> ContextManager:
+def _manager(family: ModelFamily, preserve: bool) -> ContextManager:
     return ContextManager(
-        counter,
+        family.tokenizer(),
         Budget(WINDOW, output_reserve=OUTPUT_RESERVE),
         SYSTEM_PROMPT,
         emil_tool_specs(),
         preserve_thinking=preserve,
+        family=family,
     )
 
 
-def bench_cost(counter: TokenCounter, seed: int, steps: int, history_tokens: int) -> dict[str, Any]:
+def bench_cost(family: ModelFamily, seed: int, steps: int, history_tokens: int) -> dict[str, Any]:
     """Per-request cost at a steady ~history_tokens history (oldest turns dropped untimed)."""
-    manager = _manager(counter, preserve=False)
-    template = ChatTemplate.default()
+    manager = _manager(family, preserve=False)
+    counter = manager.counter
+    assert family.template is not None, "the naive baseline renders the family's template"
+    template = family.template()
     tools = manager.tools
     session = synthetic_turns(seed)
     history = History()
@@ -108,9 +114,9 @@ def bench_cost(counter: TokenCounter, seed: int, steps: int, history_tokens: int
     }
 
 
-def bench_prefix(counter: TokenCounter, seed: int, hours: float, preserve: bool) -> dict[str, Any]:
+def bench_prefix(family: ModelFamily, seed: int, hours: float, preserve: bool) -> dict[str, Any]:
     """One simulated session of `hours` of game time, from an empty history."""
-    manager = _manager(counter, preserve)
+    manager = _manager(family, preserve)
     session = synthetic_turns(seed)
     history = History()
     start: float | None = None
@@ -253,9 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    counter = get_token_counter(args.tokenizer)
-    cost = bench_cost(counter, args.seed, args.steps, args.history_tokens)
-    prefix = [bench_prefix(counter, args.seed, args.hours, preserve) for preserve in (False, True)]
+    family = family_for_model(args.tokenizer)
+    if family is None:
+        parser.error(f"--tokenizer {args.tokenizer!r} names no shipped model family")
+    counter = family.tokenizer()
+    cost = bench_cost(family, args.seed, args.steps, args.history_tokens)
+    prefix = [bench_prefix(family, args.seed, args.hours, preserve) for preserve in (False, True)]
     accuracy = bench_accuracy(counter, args.seed, args.accuracy_turns)
     if args.json:
         print(json.dumps({"cost": cost, "prefix": prefix, "accuracy": accuracy}, indent=2))

@@ -15,7 +15,7 @@ with a history of about ``--history-tokens`` real tokens (a synthetic Emil-shape
 urgent chat line per turn; tools return at once) so world latency does not blur the figures;
 1, 4 and 8 Emils share one process, one event loop and one double.
 
-    .venv/bin/python tools/bench_loop.py [--turns 30] [--emils 1,4,8] [--history-tokens 36000]
+    python3 tools/bench_loop.py [--turns 30] [--emils 1,4,8] [--history-tokens 36000]
 """
 
 from __future__ import annotations
@@ -32,6 +32,11 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
+
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
@@ -39,9 +44,9 @@ from emil.agent.ports import Outcome
 from emil.agent.startup import build_agent, check_model, new_client
 from emil.config import Settings
 from emil.context.history import History
-from emil.context.synthetic import emil_tool_specs, history_of, synthetic_turns
 from emil.events import Chat, GameEvent
 from emil.llm.types import ToolCall
+from emil.offline.synthetic import emil_tool_specs, history_of, synthetic_turns
 from emil.recording import Recorder
 from emil.testing.script import Reply, ScriptedCall, ScriptRequest
 from emil.testing.subprocess_double import double_in_subprocess
@@ -63,7 +68,7 @@ class BenchWorldDouble:
     async def snapshot(self) -> Mapping[str, Any]:
         return {"position": {"x": 10.5, "y": 64, "z": -3.2}, "health": 20.0, "food": 18.0, "inventory": {"bread": 2}}
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requester: str | None = None) -> Outcome:
+    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
         return Outcome(True, f"{call.name}: ok")
 
     async def abort(self) -> None:

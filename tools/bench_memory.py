@@ -2,7 +2,7 @@
 """What the notes cost on the live path: a fact written per game event, the pinned block rendered
 at a trim, and the store opened at start.
 
-    python tools/bench_memory.py [--events 2000] [--players 40]
+    python3 tools/bench_memory.py [--events 2000] [--players 40]
 
 Writes into a fresh temporary data_dir (real SQLite file, WAL, one transaction per fact, as
 live), then prints medians and p95 in microseconds/milliseconds. Figures are for this machine's
@@ -17,6 +17,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 
 def _pct(values: list[float], q: float) -> float:

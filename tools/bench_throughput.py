@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Decode throughput of one or more vLLM endpoints, like for like, side by side.
 
-    python tools/bench_throughput.py mtp3=http://127.0.0.1:8000/v1 off=http://127.0.0.1:8001/v1 \
+    python3 tools/bench_throughput.py mtp3=http://127.0.0.1:8000/v1 off=http://127.0.0.1:8001/v1 \
         --meta mtp3:mtp=3 --meta off:mtp=off -n 10 --json-out bench.json
-    python tools/bench_throughput.py --demo-double        # two DOUBLE servers, simulated figures
+    python3 tools/bench_throughput.py --demo-double        # two DOUBLE servers, simulated figures
 
 Methodology by default (the field notes' re-test): temperature 0, 256 tokens, ignore_eos,
 thinking off, a fresh UUID first in every prompt (warm-ups too), counts from usage, 3 warm-ups
@@ -21,7 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fresh clone too
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 from tqdm import tqdm
 

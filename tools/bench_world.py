@@ -1,6 +1,6 @@
 """Benchmark the world bridge on the embedded server: event latency, action round trip, reflex.
 
-    python tools/bench_world.py [--events 60] [--actions 60] [--reflex 15]
+    python3 tools/bench_world.py [--events 60] [--actions 60] [--reflex 15] [--mob 15]
 
 Prints milliseconds, median and p95:
 - event latency: a server-side cause (a console whisper written to the server) to the GameEvent
@@ -9,13 +9,23 @@ Prints milliseconds, median and p95:
   action's own elapsed_ms); Bot.snapshot() wall time.
 - reflex reaction: a real player's hit (sent by the second mineflayer bot) to that player's
   client seeing Emil's counter-swing (hit -> server -> Emil's reflex -> server -> player).
+- mob reflex reaction: a summoned zombie's hit on Emil (its arm swing, sent by the server in the
+  same tick as the damage) to Emil's counter-swing, both as the watching player's client sees
+  them (zombie hit -> Emil's reflex -> server -> player).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 import anyio
 
@@ -93,6 +103,31 @@ async def bench_reflex(server: EmbeddedServer, bot: Bot, alex: PlayerBot, n: int
     return out
 
 
+async def bench_mob_reflex(server: EmbeddedServer, bot: Bot, alex: PlayerBot, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        await bot.act("stop", {})
+        await server.command("kill @e[type=zombie]")
+        await alex.do("chat", text="/tp Emil 0.5 5 0.5")
+        await alex.do("chat", text="/tp Alex -12.5 5 0.5")  # watching, never nearer than Emil
+        await server.command("heal Emil")
+        await anyio.sleep(0.8)
+        alex.events.clear()
+        await server.command("summon zombie 3 5 0.5")
+        with anyio.fail_after(10):
+            while True:
+                hits = [e["t"] for e in alex.events if e["event"] == "swing" and e.get("name") == "zombie"]
+                swings = [e["t"] for e in alex.events if e["event"] == "swing" and e.get("name") == "Emil"]
+                after = [t for t in swings if hits and t >= hits[0]]
+                if after:
+                    out.append((after[0] - hits[0]) * 1000)
+                    break
+                await anyio.sleep(0.01)
+    await bot.act("stop", {})
+    await server.command("kill @e[type=zombie]")
+    return out
+
+
 async def main(args: argparse.Namespace) -> None:
     async with (
         EmbeddedServer() as server,
@@ -103,12 +138,14 @@ async def main(args: argparse.Namespace) -> None:
         ev_total, ev_leg = await bench_events(server, bot, args.events)
         wall, overhead, snaps = await bench_actions(bot, args.actions)
         reflex = await bench_reflex(server, bot, alex, args.reflex)
+        mob = await bench_mob_reflex(server, bot, alex, args.mob)
     print(summary("event latency (server cause -> Python)", ev_total))
     print(summary("  of which JS emit -> Python", ev_leg))
     print(summary("action round trip act('stop')", wall))
     print(summary("  overhead (minus JS elapsed)", overhead))
     print(summary("snapshot() round trip", snaps))
     print(summary("reflex: hit -> counter-swing seen", reflex))
+    print(summary("mob: zombie hit -> counter-swing seen", mob))
 
 
 if __name__ == "__main__":
@@ -116,4 +153,5 @@ if __name__ == "__main__":
     parser.add_argument("--events", type=int, default=60)
     parser.add_argument("--actions", type=int, default=60)
     parser.add_argument("--reflex", type=int, default=15)
+    parser.add_argument("--mob", type=int, default=15)
     anyio.run(main, parser.parse_args())

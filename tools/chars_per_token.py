@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Characters per token by content category in recorded sessions, per tokenizer.
 
-    python tools/chars_per_token.py RECORDING.jsonl [...] [--tokenizer qwen3.6 ...]
+    python3 tools/chars_per_token.py RECORDING.jsonl [...] [--tokenizer qwen3.6 ...]
                                     [--assume 4.0] [--json] [--synthetic-hours H]
 
 --tokenizer takes what emil.context.tokens.get_token_counter takes: a model name ("qwen3.6",
@@ -17,10 +17,14 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fresh clone too
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
 
-from emil.exceptions import ConfigurationError
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
+
+from emil.exceptions import ConfigurationError, NotARecordingError
 from emil.offline.chars_per_token import format_table, measure_chars_per_token
+from emil.recording import check_recording_file
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,9 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.recordings and not args.synthetic_hours:
         parser.error("give recordings and/or --synthetic-hours")
-    missing = [str(p) for p in args.recordings if not p.is_file()]
-    if missing:
-        print(f"error: no such recording: {', '.join(missing)}", file=sys.stderr)
+    try:
+        for path in args.recordings:
+            check_recording_file(path)
+    except NotARecordingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
         report = measure_chars_per_token(

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Tool-call validity gate: Emil's real prompt and tools, N tries per situation, all validated.
 
-    python tools/check_tool_calls.py --endpoint http://127.0.0.1:8000/v1          # 10/10 gate
-    python tools/check_tool_calls.py --recording recordings/session.jsonl -n 5
-    python tools/check_tool_calls.py --demo-double                     # a DOUBLE, scripted replies
+    python3 tools/check_tool_calls.py --endpoint http://127.0.0.1:8000/v1          # 10/10 gate
+    python3 tools/check_tool_calls.py --recording recordings/session.jsonl -n 5
+    python3 tools/check_tool_calls.py --demo-double                     # a DOUBLE, scripted replies
 
 Sends the system prompt rendered from prompts/, the tool specs of emil.world.actions and each
 situation (prompts/tool_check_situations.json, or the requests of a recording) with the tool
@@ -22,7 +22,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fresh clone too
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 import anyio
 from tqdm import tqdm
@@ -44,8 +47,9 @@ DEFAULT_SITUATIONS = Path(__file__).resolve().parents[1] / "prompts" / "tool_che
 
 
 def _recorded(path: Path, limit: int | None) -> list[Situation]:
-    from emil.recording import messages_for_request, read_recording
+    from emil.recording import check_recording_file, messages_for_request, read_recording
 
+    check_recording_file(path)
     read = read_recording(path)
     if read.problem:
         print(f"note: {path}: {read.problem}", file=sys.stderr)

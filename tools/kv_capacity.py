@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How many tokens a KV cache of N bytes holds for a model, and what share a window uses.
 
-    python tools/kv_capacity.py MODEL_DIR_OR_CONFIG_JSON --cache 8GiB --window 32768 65536
+    python3 tools/kv_capacity.py MODEL_DIR_OR_CONFIG_JSON --cache 8GiB --window 32768 65536
 
 Reads config.json only (layers, which are full attention in hybrid models, KV heads, head dim,
 linear-attention state). --cache accepts 8GiB / 8GB, or vLLM's own 8G (binary) / 8g (decimal).
@@ -14,7 +14,10 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fresh clone too
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 from emil.exceptions import ConfigurationError
 from emil.serving.kv import KVCapacity, KVLayout, kv_capacity, parse_bytes

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Start vLLM from a serve profile and supervise it without looping on configuration errors.
 
-    python tools/launch_vllm.py profiles/qwen36.toml            # start and supervise
-    python tools/launch_vllm.py profiles/qwen36.toml --dry-run  # print the command, check it
+    python3 tools/launch_vllm.py profiles/qwen36.toml            # start and supervise
+    python3 tools/launch_vllm.py profiles/qwen36.toml --dry-run  # print the command, check it
 
 A start-up death is never retried; a crash after a healthy start is retried with backoff a
 bounded number of times, never for a configuration error nor the same failure twice in a row.
@@ -13,16 +13,30 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import shutil
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fresh clone too
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 from emil.exceptions import ConfigurationError
 from emil.serving.launcher import Supervisor
 from emil.serving.profile import build_command, load_profile, preflight
+
+
+def _missing_executable(program: str, profile: Path) -> str | None:
+    """Why ``program`` cannot be started here, or None when it can."""
+    if shutil.which(program) is not None:
+        return None
+    return (
+        f"cannot start {program!r}: no such executable (not on PATH); install it (vLLM: "
+        f"pip install vllm) or set runner.command in {profile} to where it is"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,9 +58,15 @@ def main(argv: list[str] | None = None) -> int:
     problems = preflight(profile)
     for problem in problems:
         print(f"pre-flight: {problem}", file=sys.stderr)
+    missing = _missing_executable(command[0], args.profile)
     if args.dry_run:
+        if missing:
+            print(f"note: {missing}", file=sys.stderr)
         print(shlex.join(command))
         return 2 if problems else 0
+    if missing:
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
     if problems and not args.force:
         print("not starting (configuration errors above; --force to try anyway)", file=sys.stderr)
         return 2

@@ -13,9 +13,12 @@ import logging
 import sys
 from pathlib import Path
 
-import anyio
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
+
+import anyio
 
 from emil.llm.client import OpenAIClient
 from emil.llm.retry import RecoveryEvent, complete_with_recovery

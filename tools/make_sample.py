@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate the shipped sample recording from the demo, then run each offline tool on it.
 
-    python tools/make_sample.py [--duration 45] [--out emil/data/samples/demo-session.jsonl]
+    python3 tools/make_sample.py [--duration 45] [--out emil/data/samples/demo-session.jsonl]
 
 Runs ``run_emil.py demo`` (embedded server, vLLM-dialect double with a SCRIPTED brain, the
 real Emil, a scripted player) writing a fresh recording, refuses a sample over --max-kb, and
@@ -15,6 +15,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "emil" / "data" / "samples" / "demo-session.jsonl"

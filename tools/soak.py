@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Multi-player soak: the real Emil among four scripted players for a bounded time.
 
-    python tools/soak.py [--duration 120] [--out recordings/soak.jsonl] [--seed 0] [--window 16384]
+    python3 tools/soak.py [--duration 120] [--out recordings/soak.jsonl] [--seed 0] [--window 16384]
 
 Starts an embedded Minecraft server, the vLLM-dialect double with a SCRIPTED brain (not a
 model), Emil (the real loop, bridge, context manager, client and notes) and four real player
@@ -19,6 +19,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 import anyio
 

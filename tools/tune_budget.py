@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Sweep prompt budgets over recorded (or synthetic) sessions with the real trim ladder.
 
-    python tools/tune_budget.py RECORDING.jsonl [...] [--window 65536 ...]
+    python3 tools/tune_budget.py RECORDING.jsonl [...] [--window 65536 ...]
         [--output-reserve 6144 ...] [--budgets 16000,24000,36000 | --budgets 8000:59000:4000]
         [--slack 4096] [--low-water 0.8] [--tokenizer qwen3.6] [--[no-]preserve-thinking]
         [--plot sweep.png] [--json]
-    python tools/tune_budget.py --synthetic-hours 24 --plot day.png
+    python3 tools/tune_budget.py --synthetic-hours 24 --plot day.png
 
 For each budget: trims per hour, messages evicted per trim, memory horizon (median and
 minimum, minutes of game time), peak prompt tokens, requests that would overflow the window,
@@ -22,14 +22,19 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fresh clone too
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
 
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
+
+from emil.context.family import family_for_model
 from emil.context.tokens import get_token_counter
-from emil.exceptions import ConfigurationError
+from emil.exceptions import ConfigurationError, NotARecordingError
 from emil.offline.budget_report import format_sweep, plot_sweep
 from emil.offline.budget_sweep import BudgetPoint, SweepResult, sweep
 from emil.offline.tokenizer import counter_for
 from emil.offline.trace import SessionTrace
+from emil.recording import check_recording_file
 
 
 def _budgets(text: str) -> list[int]:
@@ -64,7 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budgets", type=_budgets, help="prompt budgets: a,b,c or lo:hi:step (default: 10 up to window - reserve)")
     parser.add_argument("--slack", type=int, default=4096, help="tokens to keep free under window - output reserve (4096)")
     parser.add_argument("--low-water", type=float, help="fraction of the budget a trim goes down to (the manager's default)")
-    parser.add_argument("--tokenizer", help="tokenizer spec (default: recorded, else qwen3.6)")
+    parser.add_argument(
+        "--tokenizer",
+        help="a model name of a shipped family to count as (default: the recording's family, "
+        "else qwen3.6 for the synthetic session)",
+    )
     parser.add_argument(
         "--estimate", type=float, metavar="CHARS_PER_TOKEN",
         help="budget in estimated tokens (chars / this, e.g. 4.0 as the field notes' harness "
@@ -89,9 +98,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.recordings and not args.synthetic_hours:
         parser.error("give recordings and/or --synthetic-hours")
-    missing = [str(p) for p in args.recordings if not p.is_file()]
-    if missing:
-        print(f"error: no such recording: {', '.join(missing)}", file=sys.stderr)
+    try:
+        for path in args.recordings:
+            check_recording_file(path)
+    except NotARecordingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
         traces = [SessionTrace.from_recording(p) for p in args.recordings]
@@ -104,10 +115,15 @@ def main(argv: list[str] | None = None) -> int:
             traces.append(synthetic_trace(hours=args.synthetic_hours, seed=args.seed))
         if args.preserve_thinking is not None:
             traces = [replace(t, preserve_thinking=args.preserve_thinking) for t in traces]
+        if args.tokenizer:  # count every session as that model's family
+            family = family_for_model(args.tokenizer)
+            if family is None:
+                raise ConfigurationError(f"--tokenizer {args.tokenizer!r} names no shipped model family")
+            traces = [replace(t, model_family=family.name) for t in traces]
         first = traces[0]
         counter = (
             counter_for(first.header, args.tokenizer) if first.header is not None
-            else get_token_counter(args.tokenizer or "qwen3.6")
+            else get_token_counter(args.tokenizer or "qwen3.6")  # the synthetic session is Qwen3.6-shaped
         )
         windows = args.window or [first.window or 65536]
         reserves = args.output_reserve or [first.output_reserve or 6144]

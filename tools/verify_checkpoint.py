@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare a merged or quantized checkpoint with its base; check the MTP head survived in BF16.
 
-    python tools/verify_checkpoint.py BASE_DIR CANDIDATE_DIR [--json]
+    python3 tools/verify_checkpoint.py BASE_DIR CANDIDATE_DIR [--json]
 
 Reads only model.safetensors.index.json and the shard headers. Exit 0 when tensor names match
 and every mtp.* tensor is present and BF16; 1 on any difference; 2 when a file is unreadable.
@@ -14,7 +14,10 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runs from a fresh clone too
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 from emil.exceptions import ConfigurationError
 from emil.serving.checkpoint import format_report, verify_checkpoint

@@ -29,7 +29,8 @@ from typing import Any
 
 import anyio
 
-from emil.agent.ports import Completer, ContextPort, NewMessage, Outcome, WorldPort
+from emil.agent.between_turns import BetweenTurns
+from emil.agent.ports import Completer, ContextPort, Message, Outcome, WorldPort
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.events import ActionFinished, Chat, Damage, Death, GameEvent, HostileNearby
 from emil.exceptions import ContextOverflowError, EndpointUnavailable
@@ -46,7 +47,6 @@ from emil.recording import (
     RecoveryRecord,
     RequestRecord,
     ToolResultRecord,
-    TrimRecordEntry,
 )
 
 __all__ = ["Agent", "AgentOptions"]
@@ -121,12 +121,13 @@ class Agent:
         self._action_scope: anyio.CancelScope | None = None
         self._interrupt_reason: str | None = None
         self._turn_keys: set[str] = set()
-        self._requester: str | None = None
-        """The one player whose chat started this turn (None: several or none)."""
+        self._requesters: frozenset[str] = frozenset()
+        """Every player whose words are in this turn (operator-only acts need all of them)."""
         self._in_turn = False
         self._dispatched: Counter[str] = Counter()
         """Actions this loop dispatched whose action_finished echo has not arrived yet."""
         self._log = _log.getChild(name) if name != "Emil" else _log
+        self._between = BetweenTurns(lambda: self.context.prepare())
 
     # --- public -------------------------------------------------------------------------
 
@@ -140,6 +141,7 @@ class Agent:
         failure: Exception | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._pump)
+            tg.start_soon(self._between.run)
             try:
                 await self._turns(max_turns)
             except Exception as e:  # re-raised below, unwrapped from the task group
@@ -202,8 +204,10 @@ class Agent:
             wait = self.perception.wait_s()
             if wait is None or wait > 0:
                 self._wake = anyio.Event()
+                self._between.idle()  # the context may prepare the next trim meanwhile
                 with anyio.move_on_after(math.inf if wait is None else wait):
                     await self._wake.wait()
+                self._between.busy()
                 continue
             await self._turn(self.perception.take())
 
@@ -225,14 +229,13 @@ class Agent:
         stats = TurnStats(turn=turn, reason=reason, started=time.monotonic(), event_at=min((t.at for t in triaged), default=None))
         self.stats.turns.append(stats)
         self._turn_keys = {_urgent_key(t.event) for t in urgent}
-        senders = {t.event.sender for t in triaged if isinstance(t.event, Chat)}
-        self._requester = senders.pop() if len(senders) == 1 else None
+        self._requesters = frozenset(t.event.sender for t in triaged if isinstance(t.event, Chat))
         self._in_turn = True
         try:
             snapshot = await self._snapshot()
             event_times = [t.event.t for t in triaged]
             stored = self.context.add(
-                NewMessage(
+                Message(
                     role="user",
                     kind="observation",
                     content=format_events(triaged),
@@ -261,7 +264,7 @@ class Agent:
                 return
             calls = completion.tool_calls
             stored = self.context.add(
-                NewMessage(
+                Message(
                     role="assistant",
                     kind="assistant",
                     content=completion.content,
@@ -313,7 +316,7 @@ class Agent:
             self._action_scope = scope
             try:
                 with anyio.fail_after(timeout + min(5.0, timeout)):  # backstop: the bridge has its own
-                    outcome = await self.world.run_tool(call, limit_s=timeout, requester=self._requester)
+                    outcome = await self.world.run_tool(call, limit_s=timeout, requesters=self._requesters)
             except TimeoutError:
                 outcome = Outcome(False, f"error: {call.name} timed out after {timeout:g} s and was aborted")
                 await self._abort()
@@ -335,7 +338,7 @@ class Agent:
 
     def _add_result(self, turn: int, step: int, call: ToolCall, outcome: Outcome) -> None:
         stored = self.context.add(
-            NewMessage(role="tool", kind="tool_result", content=outcome.text, tool_call_id=call.id, name=call.name)
+            Message(role="tool", kind="tool_result", content=outcome.text, tool_call_id=call.id, name=call.name)
         )
         ref = self.recorder.message(stored, turn=turn)
         self.recorder.write(
@@ -398,13 +401,7 @@ class Agent:
             assembly = self.context.assemble(limit)
             for trim in assembly.trims:
                 stats.trims += 1
-                self.recorder.write(
-                    TrimRecordEntry(
-                        turn=stats.turn, rung=trim.rung, messages_touched=trim.messages_touched,
-                        tokens_freed=trim.tokens_freed, horizon_after_s=trim.horizon_after_s,
-                        tokens_before=trim.tokens_before, tokens_after=trim.tokens_after,
-                    )
-                )
+                self.recorder.write(trim.model_copy(update={"turn": stats.turn}))
             refs = self.recorder.request_refs(assembly.messages, turn=stats.turn, ids=assembly.message_ids)
             request = ChatRequest(
                 messages=assembly.messages,

@@ -1,80 +1,32 @@
 """What the agent loop needs from the world, the context window and the model.
 
-The loop depends on these small protocols only; adapters in :mod:`emil.agent.wiring` build
-them from the real parts (the mineflayer bridge, the context manager, the recovering LLM
-client), and tests drive the loop with doubles of them. Keeping the seam here means a change in
+The loop depends on these small protocols only; adapters (:mod:`emil.agent.context_port`,
+:mod:`emil.agent.world_port`, the completer bound in :mod:`emil.agent.startup`) build them from
+the real parts (the context manager, the mineflayer bridge, the recovering LLM client), and
+tests drive the loop with doubles of them. Keeping the seam here means a change in
 one area's API touches one adapter, not the loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
+from emil.context.history import Message
+from emil.context.ladder import TrimRecord
 from emil.events import GameEvent
 from emil.llm.types import ChatRequest, Completion, ToolCall
+from emil.world.tool import Outcome  # the one tool-result type; the loop reads and makes them
 
 __all__ = [
     "AssemblyView",
     "Completer",
     "ContextPort",
-    "NewMessage",
+    "Message",
     "Outcome",
-    "StoredMessage",
-    "TrimView",
+    "TrimRecord",
     "WorldPort",
 ]
-
-MessageKind = Literal["observation", "chat", "assistant", "tool_result", "memory"]
-
-
-@dataclass(frozen=True)
-class NewMessage:
-    """A message the loop adds to history (the context adapter assigns its id)."""
-
-    role: Literal["user", "assistant", "tool"]
-    kind: MessageKind
-    content: str | None = None
-    tool_calls: tuple[dict[str, Any], ...] = ()
-    """Items are ``{"id", "name", "arguments": <JSON string>}``."""
-    tool_call_id: str | None = None
-    name: str | None = None
-    reasoning: str | None = None
-    event_time: float | None = None
-    """Unix time of the oldest game event this message carries (memory horizon)."""
-    status: str | None = None
-    """The live status line riding on an observation (rendered after the content; the trim
-    ladder drops it once a newer observation supersedes it)."""
-
-
-class StoredMessage(Protocol):
-    """A message once in history (emil.context.history.Message satisfies this)."""
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def event_time(self) -> float | None: ...
-    def to_openai(self) -> dict[str, Any]: ...
-
-
-class TrimView(Protocol):
-    """One trim the context manager made (emil.context TrimRecord satisfies this)."""
-
-    @property
-    def rung(self) -> str: ...
-    @property
-    def messages_touched(self) -> int: ...
-    @property
-    def tokens_freed(self) -> int: ...
-    @property
-    def horizon_after_s(self) -> float | None: ...
-    @property
-    def tokens_before(self) -> int: ...
-    @property
-    def tokens_after(self) -> int: ...
 
 
 class AssemblyView(Protocol):
@@ -85,7 +37,7 @@ class AssemblyView(Protocol):
     @property
     def predicted_tokens(self) -> int: ...
     @property
-    def trims(self) -> Sequence[TrimView]: ...
+    def trims(self) -> Sequence[TrimRecord]: ...
     @property
     def shared_prefix_tokens(self) -> int: ...
     @property
@@ -102,8 +54,10 @@ class ContextPort(Protocol):
     system_prompt: str
     tools: list[dict[str, Any]]
 
-    def add(self, message: NewMessage, *, new_turn: bool = False) -> StoredMessage:
-        """Append to history (``new_turn`` starts a turn group) and return the stored message."""
+    def add(self, message: Message, *, new_turn: bool = False) -> Message:
+        """Append to history (``new_turn`` starts a turn group); returns the message as stored
+        (the history's own :class:`~emil.context.history.Message`: one type from loop to
+        recording)."""
         ...
 
     def assemble(self, limit: int | None = None) -> AssemblyView:
@@ -114,15 +68,10 @@ class ContextPort(Protocol):
         """Feed the server's prompt count back into calibration."""
         ...
 
-
-@dataclass(frozen=True)
-class Outcome:
-    """A tool call's result as the model will read it."""
-
-    ok: bool
-    text: str
-    data: Any = None
-    elapsed_ms: float | None = None
+    async def prepare(self) -> None:
+        """Between turns, off the hot path: the trim ladder's preparation (e.g. a summary the
+        model writes for the next trim). The loop cancels it when a turn starts."""
+        ...
 
 
 class WorldPort(Protocol):
@@ -136,10 +85,11 @@ class WorldPort(Protocol):
         """Status for the observation (position, health, inventory, nearby...)."""
         ...
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requester: str | None = None) -> Outcome:
+    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
         """Validate and run one tool call; model mistakes come back as ``ok=False`` text.
 
-        ``requester`` is the player whose chat started the turn (operator-only tools check it).
+        ``requesters``: every player whose words are in the turn (operator-only acts need all
+        of them to be operators).
         """
         ...
 

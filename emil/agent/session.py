@@ -27,6 +27,7 @@ from emil.agent.world_port import BotWorld
 from emil.config import LoadedSettings, Settings
 from emil.llm.client import OpenAIClient, ServedModel
 from emil.memory.session import Memory, open_memory
+from emil.metrics import MetricsServer, serve_metrics
 from emil.recording import Recorder
 from emil.world.actions import tool_specs, validate_tool_call
 from emil.world.bridge import Bot, BotSettings, ReflexSettings
@@ -47,8 +48,10 @@ class Session:
     window: int
     prompt_budget: int
     recording_path: Path
+    metrics: MetricsServer | None = None
+    """The /metrics endpoint of this session (None when metrics_address is off)."""
     memory: Memory | None = None
-    """The session's notes (store, learner), when memory is on."""
+    """The session's notes (store, learner)."""
 
 
 def bot_settings(settings: Settings) -> BotSettings:
@@ -57,7 +60,7 @@ def bot_settings(settings: Settings) -> BotSettings:
     return BotSettings(
         host=settings.mc_host, port=settings.mc_port, username=settings.bot_name, version=settings.mc_version,
         reflexes=ReflexSettings(defend="defend" in on, flee="flee" in on, eat="eat" in on, unstuck="unstuck" in on),
-        allow_commands=settings.allow_commands,
+        allow_commands=settings.allow_commands, operators=frozenset(settings.operators),
     )
 
 
@@ -65,27 +68,35 @@ def bot_settings(settings: Settings) -> BotSettings:
 async def open_session(s: Settings, *, recording: Path | None = None) -> AsyncIterator[Session]:
     """Run every startup check and yield a ready :class:`Session`; the recording is closed on exit.
 
-    The notes (``data_dir``) are opened first: an unwritable directory or a second Emil on the
-    same directory stops the start at once, before any wait for the endpoint.
+    First, before connecting to anything, the metrics port (in use) and the notes (``data_dir``:
+    unwritable, or another Emil on it): each is a configuration error, found at once.
     """
     path = recording or default_recording_path(s)
-    with open_memory(s.data_dir, bot_name=s.bot_name) as memory:
-        async with new_client(s, validate_tool_call) as llm:
-            model = await check_model(s, llm)
-            async with Bot.connect(bot_settings(s)) as bot:
-                recorder = Recorder(path)
-                try:
-                    notes = memory.pinned(max_tokens=s.memory_tokens, tokens_of=model.counter.count)
-                    world = memory.world(BotWorld(bot, s))
-                    agent = build_agent(s, model, world, tool_specs(s), recorder, notes=notes)
-                    yield Session(
-                        agent, recorder, llm, model.served, model.window, model.budget.prompt_budget, path, memory
-                    )
-                except BaseException as e:
-                    recorder.close(f"error: {type(e).__name__}")
-                    raise
-                finally:
-                    recorder.close("stopped")
+    metrics = serve_metrics(s.metrics_address)
+    try:
+        with open_memory(s.data_dir, bot_name=s.bot_name) as memory:
+            async with new_client(s, validate_tool_call) as llm:
+                model = await check_model(s, llm)
+                async with Bot.connect(bot_settings(s)) as bot:
+                    recorder = Recorder(path)
+                    if metrics is not None:
+                        recorder.add_observer(metrics.metrics.observe)
+                    try:
+                        notes = memory.pinned(max_tokens=s.memory_tokens, tokens_of=model.counter.count)
+                        world = memory.world(BotWorld(bot, s))
+                        agent = build_agent(s, model, world, tool_specs(s), recorder, notes=notes)
+                        yield Session(
+                            agent, recorder, llm, model.served, model.window, model.budget.prompt_budget, path,
+                            metrics, memory,
+                        )
+                    except BaseException as e:
+                        recorder.close(f"error: {type(e).__name__}")
+                        raise
+                    finally:
+                        recorder.close("stopped")
+    finally:
+        if metrics is not None:
+            metrics.close()
 
 
 async def _live(loaded: LoadedSettings, recording: Path | None) -> None:

@@ -7,7 +7,11 @@ The checks run in order, each with a message that says what to change:
 2. Model served: a configured model the server does not list is a configuration error that
    lists what it serves; "auto" takes the served one.
 3. Window from the server (``max_model_len``); a configured window may only lower it.
-4. Tokenizer resolved from the model name (or the configured spec): unknown = configuration.
+4. Model family resolved once (emil.context.family): the ``model_family`` setting, else the
+   tokenizer/chat_template settings, else the served model's root then id, else the server's
+   /tokenize; then checked against the server's /tokenize of a probe prompt (a mismatch: exit
+   2 for a family set by the operator, the server's counting for one guessed from the name).
+   Logged with where it came from; never another family's template.
 5. Budget: output reserve + pinned prompt (system prompt + tool specs) must fit the window.
 
 (6., the Minecraft server, is the bridge's: see :mod:`emil.agent.session`.) Configuration
@@ -16,6 +20,7 @@ errors are never retried; they end the run with exit code 2.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -27,15 +32,18 @@ from typing import Any
 
 from emil.agent.context_port import ManagedContext
 from emil.agent.loop import Agent, AgentOptions
+from emil.agent.model_family import resolve_family, verify_family
 from emil.agent.persona import load_system_prompt
 from emil.agent.ports import Completer, WorldPort
 from emil.agent.turnstats import SessionStats
 from emil.config import Settings
 from emil.context.budget import Budget
-from emil.context.history import History
-from emil.context.manager import ContextManager, NotesSource
-from emil.context.template import ChatTemplate
-from emil.context.tokens import TokenCounter, get_token_counter
+from emil.context.family import ModelFamily, server_family
+from emil.context.history import History, Message
+from emil.context.ladder import LadderConfig
+from emil.context.manager import ContextManager
+from emil.context.rungs import NotesSource, RefreshNotes
+from emil.context.tokens import ServerCounting, ServerTokenizeCounter, TokenCounter
 from emil.exceptions import ConfigurationError, EndpointUnavailable
 from emil.llm.client import OpenAIClient, ServedModel
 from emil.llm.retry import Backoff, RecoveryEvent, complete_with_recovery
@@ -125,7 +133,9 @@ class ModelSetup:
     served: ServedModel
     window: int
     counter: TokenCounter
-    template: ChatTemplate
+    family: ModelFamily
+    family_source: str
+    """Where the family came from (setting, served root/id, local files, server fallback)."""
     budget: Budget
 
 
@@ -133,8 +143,24 @@ async def check_model(s: Settings, llm: OpenAIClient) -> ModelSetup:
     """Startup checks 1-5 (see the module docstring) against an open client."""
     served = await wait_for_endpoint(llm, s)
     window = _window(served, s)
-    counter = get_token_counter(s.tokenizer if s.tokenizer != "auto" else (served.root or served.id))
-    template = ChatTemplate.from_file(s.chat_template) if s.chat_template else ChatTemplate.default()
+    def counted_by_server() -> ModelFamily:
+        return server_family(
+            ServerCounting(s.endpoint, served.id, api_key=s.api_key, timeout=min(30.0, s.request_timeout_s))
+        )
+
+    resolved = resolve_family(
+        setting=s.model_family,
+        served=(served.root, served.id),
+        tokenizer=s.tokenizer,
+        chat_template=str(s.chat_template) if s.chat_template else None,
+        server=counted_by_server,
+    )
+    resolved = await verify_family(
+        resolved, ServerTokenizeCounter(s.endpoint, served.id, api_key=s.api_key),
+        enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking, server=counted_by_server,
+    )
+    family = resolved.family
+    counter = family.tokenizer()
     budget = Budget(window, output_reserve=s.output_reserve)
     if s.prompt_budget is not None:
         if s.prompt_budget > budget.prompt_budget:
@@ -144,9 +170,10 @@ async def check_model(s: Settings, llm: OpenAIClient) -> ModelSetup:
             )
         # A smaller budget is a larger margin: the manager keeps the slack unused.
         budget = Budget(window, output_reserve=s.output_reserve, margin=window - s.output_reserve - s.prompt_budget)
-    _log.info("llm %s: model %s, window %d, tokenizer %s, prompt budget %d, output reserve %d",
-              s.endpoint, served.id, window, counter.name, budget.prompt_budget, s.output_reserve)
-    return ModelSetup(llm, served, window, counter, template, budget)
+    _log.info("llm %s: model %s, window %d, model family %s (%s; from %s), tokenizer %s, "
+              "prompt budget %d, output reserve %d", s.endpoint, served.id, window, family.name,
+              family.label, resolved.source, counter.name, budget.prompt_budget, s.output_reserve)
+    return ModelSetup(llm, served, window, counter, family, resolved.source, budget)
 
 
 def new_client(s: Settings, tool_validator: Callable[[ToolCall], ToolCall] | None = None) -> OpenAIClient:
@@ -181,24 +208,33 @@ def build_agent(
 ) -> Agent:
     """Check the pinned prompt fits (BudgetError otherwise), write the header, build the agent.
 
-    ``notes``: the pinned notes block (emil.memory), rendered after the system prompt."""
+    ``notes``: the pinned notes block (emil.memory), after the system prompt from the first
+    request on, brought up to date at trims by the ``refresh_notes`` rung (``trim_rungs``
+    without it: the block as it was at start, for the whole session)."""
     tool_names = [t["function"]["name"] for t in tools]
     system_prompt = load_system_prompt(
         s.prompts_dir, name=s.bot_name, tools=tool_names, operators=s.operators, allow_commands=s.allow_commands
     )
+    # A kwarg the family's template does not read is neither counted with nor sent.
+    preserve = bool(model.family.template_kwargs(enable_thinking=s.enable_thinking,
+                                                 preserve_thinking=s.preserve_thinking).get("preserve_thinking"))
     manager = ContextManager(
         model.counter, model.budget, system_prompt, tools, s.enable_thinking,
-        template=model.template, preserve_thinking=s.preserve_thinking, notes=notes,
+        family=model.family, preserve_thinking=preserve, ladder=LadderConfig(rungs=s.trim_rungs),
+        rungs=[RefreshNotes(notes)] if notes is not None else [],
     )
-    context = ManagedContext(manager, system_prompt, tools, history=history)
+    start = history if history is not None else History()
+    if notes is not None and (text := notes.text()):
+        start = dataclasses.replace(start, notes=Message.memory(text))
+    context = ManagedContext(manager, system_prompt, tools, history=start, llm=model.llm)
     context.check_fits()
     recorder.write(
         HeaderRecord(
             session_id=uuid.uuid4().hex[:12],
             settings=s.public_dump(), model=model.served.id, tokenizer=model.counter.name,
-            chat_template=model.template.source if s.chat_template else None, window=model.window,
+            chat_template=_local_template(model.family), model_family=model.family.name, window=model.window,
             output_reserve=s.output_reserve, prompt_budget=model.budget.prompt_budget,
-            enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking, system_prompt=system_prompt, tools=tools, bot_name=s.bot_name,
+            enable_thinking=s.enable_thinking, preserve_thinking=preserve, system_prompt=system_prompt, tools=tools, bot_name=s.bot_name,
         )
     )
     if history is not None:
@@ -206,8 +242,13 @@ def build_agent(
             recorder.message(message)
     return Agent(
         world=world, context=context, completer=_completer(model.llm, context, s, model.window),
-        recorder=recorder, options=agent_options(s), name=s.bot_name,
+        recorder=recorder, options=dataclasses.replace(agent_options(s), preserve_thinking=preserve), name=s.bot_name,
     )
+
+
+def _local_template(family: ModelFamily) -> str | None:
+    # Recorded only when it came from local files: a shipped family's is named by the family.
+    return family.template().source if family.name == "model-dir" and family.template else None
 
 
 def summary_line(stats: SessionStats, recording: Path) -> str:

@@ -34,11 +34,9 @@ class BotWorld:
             return snap.model_dump(mode="json")
         return dict(snap)
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requester: str | None = None) -> Outcome:
+    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
         # Each tool has its own time limit in the bridge; limit_s is the loop's backstop.
-        policy = self.policy.model_copy(update={"requester": requester})
-        out = await dispatch(self.bot, call, policy)
-        return Outcome(out.ok, out.text, out.data)
+        return await dispatch(self.bot, call, self.policy.model_copy(update={"requesters": requesters}))
 
     async def abort(self) -> None:
         await self.bot.abort()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from emil.exceptions import BudgetError
 
@@ -49,20 +49,6 @@ class Budget:
         """Most prompt tokens a request may carry."""
         return self.window - self.output_reserve - self.margin
 
-    @property
-    def low_water_tokens(self) -> int:
-        """Where a trim stops."""
-        return math.floor(self.prompt_budget * self.low_water)
-
-    def with_margin(self, margin: int) -> Budget:
-        return replace(self, margin=margin)
-
-    def describe(self) -> str:
-        return (
-            f"window {self.window} - output reserve {self.output_reserve} - margin "
-            f"{self.margin} = prompt budget {self.prompt_budget} (trims to {self.low_water_tokens})"
-        )
-
 
 @dataclass(frozen=True)
 class CalibrationReport:
@@ -77,15 +63,6 @@ class CalibrationReport:
     """Largest (actual - predicted) among recent samples; what the margin must absorb."""
     worst_over: int
     margin: int
-
-    def describe(self) -> str:
-        if not self.samples:
-            return f"no server counts yet; margin {self.margin}"
-        return (
-            f"{self.exact}/{self.samples} predictions exact, mean error {self.mean_error:+.1f}, "
-            f"worst under-count {self.worst_under}, worst over-count {self.worst_over}; "
-            f"margin {self.margin}"
-        )
 
 
 class Calibration:

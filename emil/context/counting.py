@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from emil.context.template import ChatTemplate
+from emil.context.family import family_for_model
+from emil.context.template import ChatTemplate, TemplateError
 from emil.context.tokens import TokenCounter, get_token_counter
 
 __all__ = ["count_prompt_tokens"]
@@ -28,7 +29,8 @@ def count_prompt_tokens(
 ) -> int:
     """Tokens of the prompt vLLM builds from these OpenAI-format messages and tools.
 
-    ``chat_template`` is Jinja source text (None = Emil's shipped Qwen3.5/3.6 template);
+    ``chat_template`` is Jinja source text (None = the template of ``tokenizer``'s model family,
+    e.g. Qwen3's for ``"Qwen/Qwen3-8B"``; TemplateError when the name belongs to no family);
     ``tokenizer`` a model name, tokenizer.json path, model directory or a counter. Raises
     UnknownTokenizerError for an unknown tokenizer and TemplateError when the template refuses
     the messages (e.g. no user query). ``preserve_thinking`` is the template kwarg that keeps
@@ -36,7 +38,16 @@ def count_prompt_tokens(
     only passed to the template when true, as the server sees it.
     """
     counter = get_token_counter(tokenizer) if isinstance(tokenizer, str) else tokenizer
-    template = ChatTemplate.default() if chat_template is None else _compiled(chat_template)
+    if chat_template is not None:
+        template = _compiled(chat_template)
+    else:
+        family = family_for_model(tokenizer) if isinstance(tokenizer, str) else None
+        if family is None or family.template is None:
+            raise TemplateError(
+                f"no chat template for {getattr(tokenizer, 'name', tokenizer)!r}: it belongs to no "
+                "shipped model family; pass chat_template (the model's own template)"
+            )
+        template = family.template()
     text = template.render(
         messages,
         tools,

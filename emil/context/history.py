@@ -11,12 +11,10 @@ verbatim. The field notes' two-minute horizon is the number this makes visible.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal
-
-from emil.context.turn_cache import PerTurn
 
 __all__ = ["History", "Kind", "Message", "Role", "Turn"]
 
@@ -52,7 +50,6 @@ class Message:
     event_time: float | None = None
     id: int = field(default_factory=_next_id)
     status: str | None = None
-    _fingerprint: str = field(default="", init=False, repr=False)
     _wire: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -65,17 +62,15 @@ class Message:
     # every field the wire form is built from, plus kind and time, so it is also the
     # token-cache key. repr of a tuple of strings, numbers and None is unambiguous, and half
     # the cost of JSON (no escaping of the quotes in JSON tool results).
-    @property
+    @cached_property  # a plain attribute read once computed: every request reads it per message
     def fingerprint(self) -> str:
         """Exact content key: equal fingerprints render and count identically."""
-        if not self._fingerprint:
-            calls = tuple((c["id"], c["name"], c["arguments"]) for c in self.tool_calls)
-            key = (
-                self.role, self.to_openai()["content"], self.reasoning, calls, self.tool_call_id,
-                self.name, self.kind, self.event_time,
-            )
-            object.__setattr__(self, "_fingerprint", repr(key))
-        return self._fingerprint
+        calls = tuple((c["id"], c["name"], c["arguments"]) for c in self.tool_calls)
+        key = (
+            self.role, self.to_openai()["content"], self.reasoning, calls, self.tool_call_id,
+            self.name, self.kind, self.event_time,
+        )
+        return repr(key)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Message):
@@ -109,12 +104,8 @@ class Message:
                 out["reasoning"] = self.reasoning
             if self.tool_calls:
                 out["tool_calls"] = [
-                    {
-                        "id": call["id"],
-                        "type": "function",
-                        "function": {"name": call["name"], "arguments": call["arguments"]},
-                    }
-                    for call in self.tool_calls
+                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                    for c in self.tool_calls
                 ]
         if self.role == "tool" and self.tool_call_id is not None:
             out["tool_call_id"] = self.tool_call_id
@@ -132,9 +123,7 @@ class Message:
         return cls("system", content, kind="system")
 
     @classmethod
-    def observation(
-        cls, content: str, *, event_time: float | None = None, status: str | None = None
-    ) -> Message:
+    def observation(cls, content: str, *, event_time: float | None = None, status: str | None = None) -> Message:
         return cls("user", content, kind="observation", event_time=event_time, status=status)
 
     @classmethod
@@ -143,29 +132,15 @@ class Message:
 
     @classmethod
     def assistant(
-        cls,
-        content: str | None = None,
-        *,
-        tool_calls: Iterable[dict[str, str]] = (),
-        reasoning: str | None = None,
-        event_time: float | None = None,
+        cls, content: str | None = None, *, tool_calls: Iterable[dict[str, str]] = (),
+        reasoning: str | None = None, event_time: float | None = None,
     ) -> Message:
-        return cls(
-            "assistant",
-            content,
-            kind="assistant",
-            tool_calls=tuple(tool_calls),
-            reasoning=reasoning,
-            event_time=event_time,
-        )
+        return cls("assistant", content, kind="assistant", tool_calls=tuple(tool_calls),
+                   reasoning=reasoning, event_time=event_time)
 
     @classmethod
-    def tool_result(
-        cls, tool_call_id: str, content: str, *, event_time: float | None = None
-    ) -> Message:
-        return cls(
-            "tool", content, kind="tool_result", tool_call_id=tool_call_id, event_time=event_time
-        )
+    def tool_result(cls, tool_call_id: str, content: str, *, event_time: float | None = None) -> Message:
+        return cls("tool", content, kind="tool_result", tool_call_id=tool_call_id, event_time=event_time)
 
     @classmethod
     def memory(cls, content: str, *, event_time: float | None = None) -> Message:
@@ -174,35 +149,20 @@ class Message:
 
 Turn = tuple[Message, ...]
 
-# Oldest event time per turn, by turn identity (the entry holds the turn, so its id stays
-# unique): the horizon is asked for on every request and a long history has hundreds of turns.
-_oldest: dict[int, tuple[Turn, float | None]] = {}
-
-
-def _turn_oldest(turn: Turn) -> float | None:
-    entry = _oldest.get(id(turn))
-    if entry is None or entry[0] is not turn:
-        times = [m.event_time for m in turn if m.event_time is not None]
-        entry = (turn, min(times) if times else None)
-        if len(_oldest) > 50_000:  # a bound for very long sessions; recomputing is cheap
-            _oldest.clear()
-        _oldest[id(turn)] = entry
-    return entry[1]
-
-
-_oldest_per_turn = PerTurn(_turn_oldest)
-
 
 @dataclass(frozen=True)
 class History:
     """Turns of messages plus the rolling memory note; every change returns a new History.
 
     ``memory`` is the digest of folded turns (kind "memory"); the manager renders it right
-    after the system prompt so the system+tools prefix stays cached across trims.
+    after the system prompt so the system+tools prefix stays cached across trims. ``notes`` is
+    the pinned notes block (what Emil remembers across restarts, emil.memory), rendered before
+    the memory note; only the ``refresh_notes`` rung changes it, so only at trims.
     """
 
     turns: tuple[Turn, ...] = ()
     memory: Message | None = None
+    notes: Message | None = None
 
     def append(self, message: Message) -> History:
         """Add a message to the newest turn (starting one if there is none)."""
@@ -215,36 +175,25 @@ class History:
         return replace(self, turns=(*self.turns, (message,)))
 
     def extend(self, messages: Iterable[Message]) -> History:
+        """:meth:`append` each message in turn."""
         history = self
         for message in messages:
             history = history.append(message)
         return history
 
     def messages(self) -> list[Message]:
-        """Every message, oldest first (the memory note is not included)."""
+        """Every message, oldest first (the memory note and the notes are not included)."""
         return [message for turn in self.turns for message in turn]
-
-    def __iter__(self) -> Iterator[Message]:
-        return iter(self.messages())
 
     def __len__(self) -> int:
         return sum(len(turn) for turn in self.turns)
 
     def oldest_event_time(self) -> float | None:
-        return self._oldest_event_time
-
-    @cached_property
-    def _oldest_event_time(self) -> float | None:
-        # Once per history object: the manager and its callers ask on every request.
-        times = [t for t in _oldest_per_turn.values(self.turns) if t is not None]
-        return min(times) if times else None
+        """Game time of the oldest event still held verbatim (the memory note not included)."""
+        times = (m.event_time for turn in self.turns for m in turn if m.event_time is not None)
+        return min(times, default=None)
 
     def horizon(self, now: float) -> float | None:
         """Seconds since the oldest game event still held verbatim; None if none is timed."""
         oldest = self.oldest_event_time()
         return None if oldest is None else max(0.0, now - oldest)
-
-    def with_turns(self, turns: Iterable[Turn], memory: Message | None = None) -> History:
-        return History(
-            tuple(tuple(t) for t in turns), memory if memory is not None else self.memory
-        )

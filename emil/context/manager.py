@@ -5,40 +5,34 @@ model's template and tokenizer, cached per message). While the prompt fits the b
 history is returned unchanged, so each prompt extends the previous one and vLLM's prefix cache
 serves everything but the new tail. When it does not fit, the trim ladder runs down to the
 low-water mark (a batch, so the next trims are many turns away) and the trimmed history is
-handed back: the caller keeps it, so the next prompt extends this one.
-
-The pinned notes (what Emil remembers across restarts, :mod:`emil.memory`) come from a
-:class:`NotesSource` rendered at start and again only when the ladder is about to trim: between
-trims the block is byte-identical, so it never breaks the prefix on its own.
+handed back: the caller keeps it, so the next prompt extends this one. ``assemble`` is
+synchronous and asks nothing of the outside world; ``prepare`` is the ladder's between-turns
+step (see :mod:`emil.context.ladder`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import chain
-from typing import Any, Protocol
+from itertools import compress, count
+from operator import ne
+from typing import Any
 
 from emil.context.budget import Budget, Calibration, CalibrationReport
-from emil.context.history import History, Message, Turn
-from emil.context.incremental import BlockLayout, IncrementalCounter
-from emil.context.ladder import (
-    LadderConfig,
-    LadderState,
-    Measure,
-    Measurer,
-    TrimRecord,
-    run_ladder,
-)
+from emil.context.family import ModelFamily, family_for_model
+from emil.context.history import History, Message
+from emil.context.incremental import BlockKey, IncrementalCounter
+from emil.context.ladder import LadderConfig, Preparation, Rung, TrimRecord, run_ladder
+from emil.context.rungs import build_rungs
 from emil.context.template import ChatTemplate
 from emil.context.tokens import TokenCounter, get_token_counter
-from emil.context.turn_cache import PerTurn
 from emil.exceptions import BudgetError
+from emil.llm.types import LLM
 
-__all__ = ["Assembly", "ContextManager", "NotesSource"]
+__all__ = ["Assembly", "ContextManager"]
 
 _log = logging.getLogger(__name__)
 
@@ -49,8 +43,8 @@ class Assembly:
 
     history: History
     """The history the caller must keep from now on (trims persist)."""
-    wire: Callable[[], list[dict[str, Any]]] = field(repr=False, compare=False)
-    """Builds :attr:`messages` (read that instead)."""
+    sequence: list[Message] = field(repr=False, compare=False)
+    """The prompt's messages: system, notes and memory note (if any), then the history."""
     predicted_tokens: int
     """Exact prompt size by the local template + tokenizer (generation prompt included)."""
     trims: list[TrimRecord]
@@ -62,42 +56,33 @@ class Assembly:
     """The budget this prompt was fitted to (limit and calibrated margin applied)."""
     extends_previous: bool = False
     """True when the previous prompt's messages are an unchanged prefix of this one's."""
-    layout: BlockLayout | None = field(default=None, repr=False, compare=False)
-    """Per-block sizes as measured (see :attr:`block_tokens`)."""
-
-    @cached_property
-    def block_tokens(self) -> list[int]:
-        """Tokens per message of :attr:`messages` (empty when counted by whole renders)."""
-        return [] if self.layout is None else self.layout.counts()
+    block_tokens: list[int] = field(default_factory=list, repr=False)
+    """Tokens per message of :attr:`messages` (empty when counted by whole renders)."""
 
     @cached_property
     def messages(self) -> list[dict[str, Any]]:
-        """OpenAI-format messages: system, memory note (if any), then the history.
+        """OpenAI-format messages (shallow copies: the wire dicts are cached on the messages).
 
-        Built on first read: the agent loop reads it at once, while a budget sweep, which
-        only wants sizes, never pays for thousands of wire dicts per simulated hour.
+        Built on first read: a budget sweep, which only wants sizes, never pays for them.
         """
-        return self.wire()
-
-
-class NotesSource(Protocol):
-    """The pinned notes block (emil.memory.PinnedNotes): re-rendered only when a trim is due."""
-
-    def render(self) -> str | None:
-        """The block as it reads now (None = no block); bounded in tokens by the source."""
-        ...
+        return [dict(m.to_openai()) for m in self.sequence]
 
 
 class ContextManager:
     """Fits a history into the served window, exactly, with prefix-cache-friendly trims.
 
     ``counter`` is a TokenCounter or a spec for :func:`get_token_counter` (a model name such as
-    the served model id). ``preserve_thinking`` must match what the server renders with
-    (``chat_template_kwargs``); True keeps every prompt append-only between trims.
+    the served model id, whose family then also gives the template). ``family`` is the resolved
+    :class:`ModelFamily` (template or server counting, reasoning placement, fast path).
+    ``preserve_thinking`` must match what the server renders with (``chat_template_kwargs``);
+    True keeps every prompt append-only between trims. ``ladder`` names the trim rungs in order
+    (built once, so a rung keeps its state for the session); ``rungs`` are rung objects the
+    caller built with its session's parts (its notes, a summariser), each standing in for the
+    registered rung of its name.
 
     ``incremental``: an exact counter to share with other managers of the same counter,
-    template and thinking settings (a budget sweep runs one session through many managers;
-    its caches are keyed by content and identity, so sharing changes nothing but speed).
+    template and thinking settings (its cache is keyed by content, so sharing changes nothing
+    but speed).
     """
 
     def __init__(
@@ -113,8 +98,11 @@ class ContextManager:
         ladder: LadderConfig | None = None,
         calibration: Calibration | None = None,
         incremental: IncrementalCounter | None = None,
-        notes: NotesSource | None = None,
+        family: ModelFamily | None = None,
+        rungs: Iterable[Rung] = (),
     ) -> None:
+        if family is None and template is None and isinstance(counter, str):
+            family = family_for_model(counter)
         self.counter = get_token_counter(counter) if isinstance(counter, str) else counter
         self.budget = budget
         self.system_prompt = system_prompt
@@ -123,111 +111,53 @@ class ContextManager:
         self.enable_thinking = enable_thinking
         if incremental is None:
             incremental = IncrementalCounter(
-                self.counter,
-                template,
-                enable_thinking=enable_thinking,
-                preserve_thinking=preserve_thinking,
+                self.counter, template, enable_thinking=enable_thinking,
+                preserve_thinking=preserve_thinking, family=family,
             )
         elif (
             incremental.counter is not self.counter
             or incremental.enable_thinking != enable_thinking
             or incremental.preserve_thinking != preserve_thinking
-            or (template is not None and incremental.template.source != template.source)
+            or (
+                template is not None
+                and (incremental.template is None or incremental.template.source != template.source)
+            )
         ):
             raise ValueError("a shared IncrementalCounter must count with this manager's settings")
         self.incremental = incremental
-        self.ladder = ladder or LadderConfig(tokens_of=self.counter.count)
+        self.ladder = ladder or LadderConfig()
+        self.rungs = build_rungs(self.ladder, rungs)
         self.calibration = calibration or Calibration(base_margin=budget.margin)
-        self._previous_layout: BlockLayout | None = None
-        self._wires: dict[int, tuple[Turn, list[dict[str, Any]]]] = {}
-        self._wires_per_turn = PerTurn(self._turn_wires)
-        self._notes_source = notes
-        self.notes: Message | None = None
-        """The pinned notes message, right after the system prompt (None: no notes)."""
-        self._refresh_notes()
-
-    def _refresh_notes(self) -> bool:
-        """Re-render the pinned notes; True when the block changed."""
-        if self._notes_source is None:
-            return False
-        text = self._notes_source.render()
-        if (text or None) == (self.notes.content if self.notes is not None else None):
-            return False
-        self.notes = Message.memory(text) if text else None
-        return True
-
-    def head(self, memory: Message | None) -> list[Message]:
-        """What precedes the turns: the system prompt, the pinned notes, the memory note."""
-        head = [self.system]
-        if self.notes is not None:
-            head.append(self.notes)
-        if memory is not None:
-            head.append(memory)
-        return head
+        self._previous_keys: list[BlockKey] = []
 
     # -- sizes ------------------------------------------------------------------------------------
 
-    def _sequence(
-        self, turns: Sequence[Sequence[Message]], memory: Message | None
-    ) -> list[Message]:
-        return self.head(memory) + [m for turn in turns for m in turn]
-
-    def _turn_wires(self, turn: Turn) -> list[dict[str, Any]]:
-        entry = self._wires.get(id(turn))
-        if entry is None or entry[0] is not turn:
-            entry = (turn, [m.to_openai() for m in turn])
-            if len(self._wires) > 50_000:  # a bound for very long sessions
-                self._wires.clear()
-            self._wires[id(turn)] = entry  # holds the turn, so the id stays unique
-        return entry[1]
-
-    def _messages(self, history: History) -> list[dict[str, Any]]:
-        """The wire messages; shallow copies, as the wire dicts are cached on the messages and
-        must not be edited. Old turns' wire lists are cached by turn identity."""
-        wires = chain((m.to_openai() for m in self.head(history.memory)), *self._wires_per_turn.values(history.turns))
-        return list(map(dict.copy, wires))
+    def sequence(self, history: History) -> list[Message]:
+        """The prompt's messages: system, pinned notes and memory note (if any), then the history."""
+        head = [m for m in (self.system, history.notes, history.memory) if m is not None]
+        return head + [m for turn in history.turns for m in turn]
 
     def count(self, history: History) -> int:
         """Exact prompt tokens of this history as this manager would send it."""
-        return self._measure(LadderState(history.turns, history.memory))
-
-    def _measure_all(self, history: History) -> tuple[int, BlockLayout]:
-        return self.incremental.measure_layout(self.head(history.memory), history.turns, self.tools)
-
-    def _whole_keys(self, history: History) -> BlockLayout:
-        sequence = self._sequence(history.turns, history.memory)
-        return BlockLayout.flat([0] * len(sequence), [("whole", m.fingerprint) for m in sequence])
-
-    def _measure(self, state: LadderState) -> int:
-        return self.incremental.count_turns(self.head(state.memory), state.turns, self.tools)
-
-    def _ladder_sizes(self) -> Measure | Measurer:
-        """What the ladder measures its candidates with (the reference manager in the tests
-        overrides this with the plain full count)."""
-        return _Sizes(self)
+        return self.incremental.count(self.sequence(history), self.tools)
 
     def effective_budget(self, limit: int | None = None) -> int:
         margin = max(self.budget.margin, self.calibration.margin)
         budget = self.budget.window - self.budget.output_reserve - margin
         return budget if limit is None else min(budget, limit)
 
-    def _pinned(self, opening: Message) -> dict[str, int]:
+    def _pinned(self, history: History) -> dict[str, int]:
         inc = self.incremental
         system = inc.head_tokens(self.system, None)
         with_tools = inc.head_tokens(self.system, self.tools)
-        pinned = {
-            "system": system,
-            "tools": with_tools - system,
-            "current turn opening": inc.message_tokens(opening),
-            "generation prompt": inc.generation_tokens(),
-        }
-        if self.notes is not None:
-            pinned["memory notes"] = inc.message_tokens(self.notes)
+        pinned = {"system": system, "tools": with_tools - system}
+        if history.notes is not None:
+            pinned["memory notes"] = inc.message_tokens(history.notes)
+        pinned["current turn opening"] = inc.message_tokens(history.turns[-1][0])
+        pinned["generation prompt"] = inc.generation_tokens()
         return pinned
 
-    def _budget_error(
-        self, budget: int, limit: int | None, pinned: dict[str, int], got: int | None
-    ) -> BudgetError:
+    def _budget_error(self, budget: int, limit: int | None, pinned: dict[str, int], got: int | None) -> BudgetError:
         margin = max(self.budget.margin, self.calibration.margin)
         parts = " + ".join(f"{name} {value}" for name, value in pinned.items())
         limit_text = f", forced limit {limit}" if limit is not None else ""
@@ -240,108 +170,72 @@ class ContextManager:
 
     # -- the one operation ------------------------------------------------------------------------
 
-    def assemble(
-        self, history: History, *, limit: int | None = None, now: float | None = None
-    ) -> Assembly:
+    def assemble(self, history: History, *, limit: int | None = None, now: float | None = None) -> Assembly:
         """The prompt for this history, trimmed to fit; see :class:`Assembly`."""
         if not history.turns:
             raise ValueError("cannot assemble a prompt from an empty history")
         now = time.time() if now is None else now
         budget = self.effective_budget(limit)
-        pinned = self._pinned(history.turns[-1][0])
+        pinned = self._pinned(history)
         if sum(pinned.values()) > budget:
             raise self._budget_error(budget, limit, pinned, None)
-        tokens, layout = self._measure_all(history)
+        sequence = self.sequence(history)
+        tokens, counts, keys = self.incremental.measure(sequence, self.tools)
         trims: list[TrimRecord] = []
-        if tokens > budget and self._refresh_notes():
-            # A trim is due: the one moment the pinned notes may change (prefix-stable).
-            pinned = self._pinned(history.turns[-1][0])
-            if sum(pinned.values()) > budget:
-                raise self._budget_error(budget, limit, pinned, None)
-            tokens, layout = self._measure_all(history)
         if tokens > budget:
-            target = int(budget * self.budget.low_water)
             history, trims, tokens = run_ladder(
-                history, target=target, measure=self._ladder_sizes(), config=self.ladder, now=now,
-                ceiling=budget,
+                history, self.rungs, self.count, target=int(budget * self.budget.low_water),
+                ceiling=budget, tokens=tokens, now=now, config=self.ladder,
+                tokens_of=self.counter.count,
             )
             if tokens > budget:
-                raise self._budget_error(budget, limit, pinned, tokens)
-            for record in trims:
-                _log.info(
-                    "trim %s: %d messages, %d tokens freed (%d -> %d), horizon %s s",
-                    record.rung,
-                    record.messages_touched,
-                    record.tokens_freed,
-                    record.tokens_before,
-                    record.tokens_after,
-                    record.horizon_after_s,
-                )
-            tokens, layout = self._measure_all(history)
-        if not layout.tail_keys and not layout.old:
-            # Whole-render mode: no block sizes, so no prefix figure either.
-            layout = self._whole_keys(history)
-        shared, extends = self._shared_prefix(layout)
-        self._previous_layout = layout
+                raise self._budget_error(budget, limit, self._pinned(history), tokens)
+            for r in trims:
+                _log.info("trim %s: %d messages, %d tokens freed (%d -> %d), horizon %s s", r.rung,
+                          r.messages_touched, r.tokens_freed, r.tokens_before, r.tokens_after, r.horizon_after_s)
+            sequence = self.sequence(history)
+            tokens, counts, keys = self.incremental.measure(sequence, self.tools)
+        if not keys:  # whole-render mode: no block sizes, so no prefix figure either
+            keys = [("whole", m.fingerprint) for m in sequence]
+        shared, extends = _shared_prefix(self._previous_keys, keys, counts)
+        self._previous_keys = keys
         return Assembly(
-            history=history,
-            wire=lambda: self._messages(history),
-            predicted_tokens=tokens,
-            trims=trims,
-            shared_prefix_tokens=shared,
-            horizon_s=history.horizon(now),
-            prompt_budget=budget,
-            extends_previous=extends,
-            layout=layout,
+            history=history, sequence=sequence, predicted_tokens=tokens, trims=trims,
+            shared_prefix_tokens=shared, horizon_s=history.horizon(now), prompt_budget=budget,
+            extends_previous=extends, block_tokens=counts,
         )
 
-    def _shared_prefix(self, layout: BlockLayout) -> tuple[int, bool]:
-        return layout.shared_prefix(self._previous_layout)
+    async def prepare(self, history: History, *, llm: LLM | None = None) -> None:
+        """Between turns: every rung's :meth:`~emil.context.ladder.Rung.prepare` (e.g. a summary
+        written by the model for the next trim). Never called from :meth:`assemble`."""
+        rungs = [r for r in self.rungs if type(r).prepare is not Rung.prepare]
+        if not history.turns or not rungs:  # nothing to prepare: not even a count
+            return
+        budget = self.effective_budget()
+        preparation = Preparation(
+            history=history, budget=budget, target=int(budget * self.budget.low_water),
+            config=self.ladder, measure=self.count, tokens_of=self.counter.count, llm=llm,
+        )
+        for rung in rungs:
+            await rung.prepare(preparation)
 
     def observe_usage(self, predicted: int, actual: int) -> None:
         """Feed the server's count for a prompt we predicted; widens the margin on disagreement."""
         self.calibration.observe(predicted, actual)
         if predicted != actual:
-            _log.warning(
-                "prompt count mismatch: predicted %d, server %d (margin now %d)",
-                predicted,
-                actual,
-                self.calibration.margin,
-            )
+            _log.warning("prompt count mismatch: predicted %d, server %d (margin now %d)",
+                         predicted, actual, self.calibration.margin)
 
     def calibration_report(self) -> CalibrationReport:
         return self.calibration.report()
 
 
-class _Sizes:
-    """The manager's :class:`Measurer`: one-turn ladder steps sized from cached turn totals
-    when the incremental counter knows them, a full count otherwise (same numbers either way)."""
-
-    def __init__(self, manager: ContextManager) -> None:
-        self._manager = manager
-        self._inc = manager.incremental
-
-    def measure(self, state: LadderState) -> int:
-        return self._manager._measure(state)
-
-    def swap(
-        self, state: LadderState, tokens: int, index: int, turn: Turn
-    ) -> tuple[LadderState, int]:
-        turns, delta = self._inc.swap_turn(state.turns, index, turn)
-        candidate = LadderState(turns, state.memory)
-        if delta is None:
-            return candidate, self.measure(candidate)
-        return candidate, tokens + delta
-
-    def fold(
-        self, state: LadderState, tokens: int, memory: Message | None
-    ) -> tuple[LadderState, int]:
-        turns, delta = self._inc.drop_oldest(state.turns)
-        candidate = LadderState(turns, memory)
-        if delta is None:
-            return candidate, self.measure(candidate)
-        # The memory note is a user block of its own after the system turn.
-        return candidate, tokens + delta + self._note(memory) - self._note(state.memory)
-
-    def _note(self, memory: Message | None) -> int:
-        return 0 if memory is None else self._inc.message_tokens(memory)
+def _shared_prefix(previous: list[BlockKey], keys: list[BlockKey], counts: list[int]) -> tuple[int, bool]:
+    """Leading tokens of ``keys`` identical to ``previous`` (block-granular), and whether all of
+    ``previous`` is a prefix (the request only appended)."""
+    n = len(previous)
+    # Mostly the very same key strings, so the list comparison runs at C speed.
+    if n and n <= len(keys) and keys[:n] == previous:
+        return sum(counts[:n]), True
+    same = next(compress(count(), map(ne, previous, keys)), min(n, len(keys)))
+    return sum(counts[:same]), False

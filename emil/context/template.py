@@ -4,10 +4,13 @@ The environment matches ``transformers``' chat-template compiler: a sandboxed, i
 environment with ``trim_blocks`` and ``lstrip_blocks``, a ``tojson`` filter that keeps non-ASCII
 and HTML characters as they are (``json.dumps(ensure_ascii=False)``, keys in given order), the
 ``raise_exception`` and ``strftime_now`` globals, loop controls and a pass-through
-``{% generation %}`` block. Messages are pre-processed as vLLM does before rendering: tool-call
-``arguments`` JSON strings become mappings (invalid or non-object JSON becomes ``{}``), an empty
-``tool_calls`` list is dropped, ``reasoning`` / ``reasoning_content`` mirror each other, and
-tool specs are normalised as vLLM's pydantic round trip leaves them (:func:`prepare_tools`).
+``{% generation %}`` block. Messages are pre-processed as vLLM does before rendering: content
+takes the template's content format (vLLM's detection: a template that loops over
+``message.content`` gets OpenAI-style part lists, any other gets text, text parts joined with
+newlines and a missing content as ""), tool-call ``arguments`` JSON strings become mappings
+(invalid or non-object JSON becomes ``{}``), an empty ``tool_calls`` list is dropped,
+``reasoning`` / ``reasoning_content`` mirror each other, and tool specs are normalised as
+vLLM's pydantic round trip leaves them (:func:`prepare_tools`).
 """
 
 from __future__ import annotations
@@ -26,11 +29,16 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from emil.exceptions import ConfigurationError
 
-__all__ = ["ChatTemplate", "TemplateError", "prepare_messages", "prepare_tools"]
+__all__ = [
+    "ChatTemplate",
+    "TemplateError",
+    "content_format",
+    "packaged_template",
+    "prepare_messages",
+    "prepare_tools",
+]
 
 _log = logging.getLogger(__name__)
-
-_DEFAULT_TEMPLATE = "qwen3_6.jinja"
 
 
 class TemplateError(ConfigurationError):
@@ -105,14 +113,70 @@ def _copy_call(call: Any) -> Any:
     return out
 
 
-def prepare_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Copy OpenAI-format messages into what the server hands the template."""
+def _loops_over_content(node: nodes.Node, messages: set[str]) -> bool:
+    """vLLM's test: a ``for`` over ``m.content`` / ``m['content']`` where ``m`` ranges over
+    the messages."""
+    for loop in node.find_all(nodes.For):
+        it = loop.iter
+        target = it.node if isinstance(it, nodes.Getattr | nodes.Getitem) else None
+        key = it.attr if isinstance(it, nodes.Getattr) else None
+        if isinstance(it, nodes.Getitem) and isinstance(it.arg, nodes.Const):
+            key = it.arg.value
+        if key == "content" and isinstance(target, nodes.Name) and target.name in messages:
+            return True
+    return False
+
+
+def content_format(source: str) -> str:
+    """"openai" when the template loops over a message's content parts, else "string" (what
+    vLLM's ``--chat-template-content-format auto`` decides)."""
+    try:
+        tree = _environment().parse(source)
+    except jinja2.TemplateSyntaxError:
+        return "string"
+    names = {"messages"}
+    for loop in tree.find_all(nodes.For):
+        it, target = loop.iter, loop.target
+        if isinstance(it, nodes.Name) and it.name == "messages" and isinstance(target, nodes.Name):
+            names.add(target.name)
+    names.discard("messages")
+    return "openai" if _loops_over_content(tree, names) else "string"
+
+
+def _text_parts(content: list[Any]) -> list[str]:
+    return [
+        str(part.get("text", "")) if isinstance(part, dict) else str(part)
+        for part in content
+        if not isinstance(part, dict) or part.get("type", "text") == "text" or "text" in part
+    ]
+
+
+def _content(content: Any, fmt: str) -> Any:
+    if fmt == "string":
+        if content is None:
+            return ""
+        if isinstance(content, list):
+            return "\n".join(_text_parts(content))
+        return content
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return content
+
+
+def prepare_messages(messages: list[dict[str, Any]], fmt: str = "string") -> list[dict[str, Any]]:
+    """Copy OpenAI-format messages into what the server hands the template (``fmt``: the
+    template's :func:`content_format`)."""
     prepared: list[dict[str, Any]] = []
     for original in messages:
         # Only what is edited below is copied (the top level, and an assistant's tool calls):
         # the sandboxed template cannot edit the rest, and a deep copy of every message was the
         # largest cost of counting a fresh assistant message.
         message = dict(original)
+        content = message.get("content")
+        if not isinstance(content, str) or fmt != "string":
+            message["content"] = _content(content, fmt)
         if message.get("role") == "assistant":
             calls = message.get("tool_calls")
             if isinstance(calls, list):
@@ -181,8 +245,8 @@ class ChatTemplate:
         self.source = source
         self.origin = origin
         self.special_tokens: dict[str, str] = dict(special_tokens or {})
-        self.is_shipped_default = False
-        """True only for Emil's own default template (it has a fast Python twin)."""
+        self.content_format = content_format(source)
+        """How vLLM hands this template message content ("string" or "openai")."""
         try:
             self._template = _environment().from_string(source)
         except jinja2.TemplateSyntaxError as exc:
@@ -201,11 +265,6 @@ class ChatTemplate:
         """Compile a template file (``.jinja``)."""
         p = Path(path)
         return cls(p.read_text(encoding="utf-8"), origin=str(p))
-
-    @classmethod
-    def default(cls) -> ChatTemplate:
-        """Emil's shipped Qwen3.5/3.6 template (emil/context/templates/qwen3_6.jinja)."""
-        return _default_template()
 
     @classmethod
     def from_model_dir(cls, path: str | Path) -> ChatTemplate:
@@ -253,7 +312,7 @@ class ChatTemplate:
     ) -> str:
         """The prompt text the server builds from these OpenAI-format messages and tools."""
         return self.render_prepared(
-            prepare_messages(messages),
+            prepare_messages(messages, self.content_format),
             prepare_tools(tools),
             add_generation_prompt=add_generation_prompt,
             enable_thinking=enable_thinking,
@@ -285,17 +344,7 @@ class ChatTemplate:
             raise TemplateError(f"chat template {self.origin} failed to render: {exc}") from exc
 
 
-_default_cache: list[ChatTemplate] = []
-
-
-def _default_template() -> ChatTemplate:
-    if not _default_cache:
-        text = (
-            resources.files("emil.context")
-            .joinpath("templates", _DEFAULT_TEMPLATE)
-            .read_text(encoding="utf-8")
-        )
-        template = ChatTemplate(text, origin=f"emil/context/templates/{_DEFAULT_TEMPLATE}")
-        template.is_shipped_default = True
-        _default_cache.append(template)
-    return _default_cache[0]
+def packaged_template(name: str) -> ChatTemplate:
+    """One of Emil's own templates (emil/context/templates/NAME), compiled."""
+    text = resources.files("emil.context").joinpath("templates", name).read_text(encoding="utf-8")
+    return ChatTemplate(text, origin=f"emil/context/templates/{name}")

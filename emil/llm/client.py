@@ -42,9 +42,9 @@ from emil.exceptions import (
 )
 from emil.llm.overflow import extract_error_message, parse_overflow
 from emil.llm.retry import OverflowRejected, classify_failure, config_hint
-from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, Usage
+from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, Usage, root_url_of
 
-__all__ = ["OpenAIClient", "ServedModel", "parse_tool_call", "root_url_of"]
+__all__ = ["OpenAIClient", "ServedModel", "parse_tool_call"]
 
 _log = logging.getLogger(__name__)
 
@@ -62,12 +62,6 @@ class ServedModel:
     """The served window in tokens (vLLM's ``--max-model-len``)."""
     root: str | None
     """The checkpoint the served name points at (a HF id or a local path)."""
-
-
-def root_url_of(base_url: str) -> str:
-    """``http://h:p/v1`` -> ``http://h:p`` (vLLM serves /tokenize, /metrics at the root)."""
-    url = base_url.rstrip("/")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
 def parse_tool_call(call_id: str, name: str, raw_arguments: str | None) -> ToolCall:

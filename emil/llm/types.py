@@ -11,7 +11,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["LLM", "ChatRequest", "Completion", "Timings", "ToolCall", "Usage"]
+__all__ = ["LLM", "ChatRequest", "Completion", "Timings", "ToolCall", "Usage", "root_url_of"]
 
 ToolChoice = Literal["auto", "required", "none"] | dict[str, Any]
 
@@ -97,3 +97,9 @@ class LLM(Protocol):
     async def complete(self, request: ChatRequest) -> Completion:
         """Send one request and return the model's completion."""
         ...
+
+
+def root_url_of(base_url: str) -> str:
+    """``http://h:p/v1`` -> ``http://h:p``: vLLM serves /tokenize, /metrics, /health at the root."""
+    url = base_url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url

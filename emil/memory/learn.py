@@ -32,8 +32,9 @@ from emil.events import Chat, Damage, Death, GameEvent, ItemCollected, PlayerJoi
 from emil.memory.notes import Fact
 from emil.memory.store import MemoryStore
 from emil.memory.untrusted import clip
+from emil.world.actions import TOOLS
 
-__all__ = ["JOB_TOOLS", "PLACE_WORDS", "Learner"]
+__all__ = ["PLACE_WORDS", "Learner"]
 
 PLACE_WORDS = (
     "chest", "home", "house", "base", "farm", "bed", "mine", "portal", "village", "shop",
@@ -43,9 +44,6 @@ PLACE_WORDS = (
 
 SEEN_BLOCKS = ("chest", "bed", "crafting_table", "furnace")
 """Blocks in the status snapshot remembered as places when Emil sees them."""
-
-JOB_TOOLS = frozenset({"go_to", "follow", "collect", "dig", "place", "give", "attack", "flee", "eat"})
-"""Tools that act over time (the bot module's JOB_ACTIONS): each call is a goal of Emil's."""
 
 _PROMISE = re.compile(r"\b(I'll|I will|I promise|I'm going to|I am going to|will do|on my way)\b", re.I)
 _COORDS = re.compile(r"(-?\d{1,8})\s*[, ]\s*(-?\d{1,3})\s*[, ]\s*(-?\d{1,8})")
@@ -68,9 +66,9 @@ def _block_pos(pos: Any) -> str | None:
     return ",".join(str(math.floor(v)) for v in vals)  # type: ignore[arg-type]
 
 
-def _goal(name: str, arguments: Mapping[str, Any] | None, requester: str | None) -> str:
+def _goal(name: str, arguments: Mapping[str, Any] | None, requesters: frozenset[str]) -> str:
     args = json.dumps(dict(arguments or {}), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    who = f" for {requester}" if requester else ""
+    who = f" for {', '.join(sorted(requesters))}" if requesters else ""
     return clip(f"{name} {args}{who}", 64)
 
 
@@ -162,11 +160,15 @@ class Learner:
 
     # -- Emil's own actions -----------------------------------------------------------------------
 
-    def job_started(self, name: str, arguments: Mapping[str, Any] | None, requester: str | None) -> str | None:
-        """A job began: returns its goal key for :meth:`job_ended` (None: not a job)."""
-        if name not in JOB_TOOLS:
+    def job_started(
+        self, name: str, arguments: Mapping[str, Any] | None, requesters: frozenset[str] = frozenset()
+    ) -> str | None:
+        """A job began (for ``requesters``, the players whose words are in the turn): returns
+        its goal key for :meth:`job_ended` (None: not a job)."""
+        tool = TOOLS.get(name)
+        if tool is None or not tool.job:  # a goal is a long job (walking, digging, fighting)
             return None
-        goal = _goal(name, arguments, requester)
+        goal = _goal(name, arguments, requesters)
         self.store.set_goal_status(goal, "active", t=self.clock())
         return goal
 
@@ -175,8 +177,11 @@ class Learner:
         if goal is not None:
             self.store.set_goal_status(goal, status, t=self.clock())
 
-    def tool_done(self, name: str, arguments: Mapping[str, Any] | None, ok: bool, requester: str | None) -> None:
-        """Learn from a tool call's outcome: gifts Emil gave, promises Emil made."""
+    def tool_done(
+        self, name: str, arguments: Mapping[str, Any] | None, ok: bool, requesters: frozenset[str] = frozenset()
+    ) -> None:
+        """Learn from a tool call's outcome: gifts Emil gave, promises Emil made (to the
+        whisper's addressee, else to each player who asked in the turn)."""
         args = dict(arguments or {})
         facts: list[Fact] = []
         player = args.get("player")
@@ -186,8 +191,10 @@ class Learner:
             facts.append(Fact(about="player", subject=player, topic="i_gave", detail=clip(str(args.get("item", "?")), 64), count=n))
         text = args.get("text")
         if name in ("say", "whisper") and ok and isinstance(text, str) and _PROMISE.search(text):
-            to = player if name == "whisper" and isinstance(player, str) else requester
-            if to is not None and _NAME_CHARS.match(to):
-                facts.append(Fact(about="player", subject=to, topic="promised", detail=clip(text, 160)))
+            to = [player] if name == "whisper" and isinstance(player, str) else sorted(requesters)
+            facts += [
+                Fact(about="player", subject=who, topic="promised", detail=clip(text, 160))
+                for who in to if _NAME_CHARS.match(who)
+            ]
         if facts:
             self.store.learn_many(facts, t=self.clock())

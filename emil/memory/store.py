@@ -230,6 +230,11 @@ class MemoryStore:
 
     # -- reading ----------------------------------------------------------------------------------
 
+    def version(self) -> tuple[int, int]:
+        """Changes to the notes so far: this connection's writes and SQLite's ``data_version``
+        (which moves when another connection, e.g. ``run_emil.py memory forget``, commits)."""
+        return self._conn.total_changes, self._conn.execute("PRAGMA data_version").fetchone()[0]
+
     def notes(self) -> list[Note]:
         """Every note, in a fixed order (about, subject, topic, first learned, id)."""
         rows = self._conn.execute(

@@ -53,19 +53,19 @@ class RememberingWorld:
         self._safely("snapshot", self.learner.observe_snapshot, snap)
         return snap
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requester: str | None = None) -> Outcome:
+    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
         valid = call.error is None and call.arguments is not None
-        goal = self._safely("goal", self.learner.job_started, call.name, call.arguments, requester) if valid else None
+        goal = self._safely("goal", self.learner.job_started, call.name, call.arguments, requesters) if valid else None
         status = "interrupted"
         try:
-            outcome = await self.world.run_tool(call, limit_s=limit_s, requester=requester)
+            outcome = await self.world.run_tool(call, limit_s=limit_s, requesters=requesters)
             status = "done" if outcome.ok else "failed"
         finally:
             # Cancelled (an urgent event aborted the action): "interrupted" is written here,
             # synchronously, before the cancellation goes on.
             self._safely("goal", self.learner.job_ended, goal, status)
         if valid:
-            self._safely("tool", self.learner.tool_done, call.name, call.arguments, outcome.ok, requester)
+            self._safely("tool", self.learner.tool_done, call.name, call.arguments, outcome.ok, requesters)
         return outcome
 
     async def abort(self) -> None:

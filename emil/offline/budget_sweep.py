@@ -19,14 +19,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from emil.context.budget import Budget
+from emil.context.family import ModelFamily
 from emil.context.history import History, Message
 from emil.context.incremental import IncrementalCounter
-from emil.context.ladder import LadderConfig
 from emil.context.manager import ContextManager
-from emil.context.template import ChatTemplate
 from emil.context.tokens import TokenCounter
 from emil.exceptions import BudgetError
 from emil.offline.piece_counter import CachedCounter
+from emil.offline.tokenizer import family_for
 from emil.offline.trace import SessionTrace
 
 __all__ = [
@@ -44,6 +44,7 @@ class _CharCounter:
     """Counts characters: with a budget scaled by N it is exactly "chars / N estimated tokens"."""
 
     name = "characters"
+    special_tokens: frozenset[str] = frozenset()
 
     def count(self, text: str) -> int:
         return len(text)
@@ -53,49 +54,37 @@ class _CharCounter:
 
 
 _CHARS = _CharCounter()
-_NO_LIMIT = 1 << 62
 
 
 class SharedCaches:
-    """Exact counters and ladder settings shared by every manager of one sweep.
+    """The exact counters shared by every manager of one sweep in one process.
 
     Each budget runs the same session through a fresh manager; with one shared
-    :class:`IncrementalCounter` (its caches are keyed by content and object identity, so what
-    one budget learnt is true for the next) and one :class:`LadderConfig` (the ladder memoises
-    its rewrites per config, handing back the same rewritten turns the counter already knows),
-    every budget after the first counts almost nothing again. Changes speed, not results.
+    :class:`IncrementalCounter` (its block cache is keyed by content, so what one budget counted
+    holds for the next) every budget after the first counts almost nothing again. Changes
+    speed, not results.
     """
 
     def __init__(self) -> None:
-        self._counters: dict[tuple[int, str | None, bool, bool], IncrementalCounter] = {}
-        self._ladders: dict[int, tuple[TokenCounter, LadderConfig]] = {}
+        self._counters: dict[tuple[int, str, bool, bool], IncrementalCounter] = {}
 
     def incremental(
         self,
         counter: TokenCounter,
-        template: ChatTemplate | None,
+        family: ModelFamily,
         enable_thinking: bool,
         preserve_thinking: bool,
     ) -> IncrementalCounter:
-        source = None if template is None else template.source
-        key = (id(counter), source, enable_thinking, preserve_thinking)
+        assert family.template is not None, "a sweep counts with a local template"
+        key = (id(counter), family.template().source, enable_thinking, preserve_thinking)
         found = self._counters.get(key)
         if found is None or found.counter is not counter:
             found = IncrementalCounter(
-                counter, template, enable_thinking=enable_thinking,
-                preserve_thinking=preserve_thinking,
+                counter, enable_thinking=enable_thinking,
+                preserve_thinking=preserve_thinking, family=family,
             )
-            # The sweep holds every message of its sessions anyway: never start over.
-            found.max_blocks = found.max_turns = _NO_LIMIT
             self._counters[key] = found
         return found
-
-    def ladder(self, counter: TokenCounter) -> LadderConfig:
-        entry = self._ladders.get(id(counter))
-        if entry is None or entry[0] is not counter:
-            config = LadderConfig(tokens_of=counter.count, memo_limit=_NO_LIMIT)
-            entry = self._ladders[id(counter)] = (counter, config)
-        return entry[1]
 
 
 @dataclass(frozen=True)
@@ -173,7 +162,7 @@ def simulate(
     :class:`SharedCaches`); the default manager then uses them.
     """
     started = time.perf_counter()
-    template = ChatTemplate.from_source(trace.chat_template) if trace.chat_template else None
+    family = family_for(trace.header, model_family=trace.model_family)
     truth: IncrementalCounter | None = None
     managed_budget = budget
     manager_counter: TokenCounter = counter
@@ -181,12 +170,12 @@ def simulate(
         a = assume_chars_per_token
         truth = (
             IncrementalCounter(
-                counter, template, enable_thinking=trace.enable_thinking,
-                preserve_thinking=trace.preserve_thinking,
+                counter, enable_thinking=trace.enable_thinking,
+                preserve_thinking=trace.preserve_thinking, family=family,
             )
             if shared is None
             else shared.incremental(
-                counter, template, trace.enable_thinking, trace.preserve_thinking
+                counter, family, trace.enable_thinking, trace.preserve_thinking
             )
         )
         manager_counter = _CHARS
@@ -197,11 +186,10 @@ def simulate(
     if manager_factory is None:
         manager = ContextManager(
             manager_counter, managed_budget, trace.system_prompt, trace.tools,
-            trace.enable_thinking, template=template, preserve_thinking=trace.preserve_thinking,
+            trace.enable_thinking, family=family, preserve_thinking=trace.preserve_thinking,
             incremental=None if shared is None else shared.incremental(
-                manager_counter, template, trace.enable_thinking, trace.preserve_thinking
+                manager_counter, family, trace.enable_thinking, trace.preserve_thinking
             ),
-            ladder=None if shared is None else shared.ladder(manager_counter),
         )
     else:
         manager = manager_factory(managed_budget, trace)
@@ -215,27 +203,13 @@ def simulate(
     trimmed_once = False
     first_now: float | None = None
     last_now: float | None = None
-    turn_after = trace.turn_after
-    grown: tuple[Message, ...] | None = None  # the trace's newest turn, as the last step left it
-    for index, step in enumerate(trace.steps):
+    for step in trace.steps:
         if step.op != "request":
-            canon = turn_after[index]
-            assert step.message is not None and canon is not None
-            # History.start_turn / append, but with the trace's own turn tuples (the same
-            # messages) while the newest turn is untrimmed: every budget then shares its turns,
-            # so what the counter and the ladder cached about a turn under one budget holds
-            # for the next.
-            turns = history.turns
-            if step.op == "turn":
-                turns = (*turns, canon)
-            elif turns and turns[-1] is grown:
-                turns = (*turns[:-1], canon)
-            elif turns:
-                turns = (*turns[:-1], (*turns[-1], step.message))
+            assert step.message is not None
+            if step.op == "turn" or not history.turns:
+                history = history.start_turn(step.message)
             else:
-                turns = ((step.message,),)
-            history = History(turns, history.memory)
-            grown = canon
+                history = history.append(step.message)
             arrived.append(step.message)
             continue
         requests += 1
@@ -259,9 +233,7 @@ def simulate(
         tokens = assembly.predicted_tokens
         if truth is not None:
             # What the estimate let through, in real tokens of the served model.
-            held = assembly.history
-            head = [manager.system] if held.memory is None else [manager.system, held.memory]
-            tokens = truth.count_turns(head, held.turns, trace.tools or None)
+            tokens = truth.count(manager.sequence(assembly.history), trace.tools or None)
         peak = max(peak, tokens)
         first_tokens = first_tokens or tokens
         if tokens + budget.output_reserve > budget.window:
@@ -279,10 +251,8 @@ def simulate(
                 reprefill += max(0, tokens - assembly.shared_prefix_tokens - new_tokens)
         have_previous = True
         arrived.clear()
-        if trimmed_once and now is not None:
-            horizon = history.horizon(now)
-            if horizon is not None:
-                horizons.append(horizon)
+        if trimmed_once and now is not None and assembly.horizon_s is not None:
+            horizons.append(assembly.horizon_s)
     hours = ((last_now - first_now) / 3600.0) if first_now is not None and last_now is not None else 0.0
     per_hour = 1.0 / hours if hours > 0 else 0.0
     return BudgetPoint(

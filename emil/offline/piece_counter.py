@@ -48,13 +48,17 @@ class CachedCounter:
         # tokens (tiktoken encodes the text between special tokens on its own; no special token
         # is a prefix of another, as each ends at its only ">").
         self._specials: re.Pattern[str] | None = None
-        if isinstance(inner, QwenTiktokenCounter):
+        if isinstance(inner, QwenTiktokenCounter) and inner.vocabulary == "qwen3.5":
             alternatives = sorted(inner.special_tokens, key=len, reverse=True)
             self._specials = re.compile("(" + "|".join(map(re.escape, alternatives)) + ")")
 
     @property
     def name(self) -> str:
         return self.inner.name
+
+    @property
+    def special_tokens(self) -> frozenset[str]:
+        return self.inner.special_tokens
 
     def count(self, text: str) -> int:
         n = self._cache.get(text)

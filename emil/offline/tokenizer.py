@@ -1,47 +1,91 @@
-"""Which tokenizer a recording was counted with, from its header."""
+"""Which model family (tokenizer, chat template) a recording was counted with, from its header."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from emil.context.family import (
+    ModelFamily,
+    family_by_name,
+    family_for_model,
+    template_family,
+)
+from emil.context.template import ChatTemplate
 from emil.context.tokens import TokenCounter, get_token_counter
-from emil.exceptions import UnknownTokenizerError
+from emil.exceptions import ConfigurationError, UnknownTokenizerError
 from emil.recording import HeaderRecord
 
-__all__ = ["counter_for"]
+__all__ = ["counter_for", "family_for"]
 
-_QWEN_NAME_PREFIX = "qwen3.5/3.6"
-"""How the Qwen3.5/3.6 counter names itself (a header records the counter's name)."""
+_OLD_QWEN_COUNTER = "qwen3.5/3.6"
+"""How the Qwen3.5/3.6 counter named itself in headers written before families existed."""
 
 
-def _candidates(header: HeaderRecord | None) -> list[str]:
-    if header is None:
-        return []
-    out: list[str] = []
-    setting = header.settings.get("tokenizer")
-    if isinstance(setting, str) and setting not in ("", "auto"):
-        out.append(setting)
-    if header.model:
-        out.append(header.model)
-    if header.tokenizer:
-        out.append(header.tokenizer)
-        if header.tokenizer.lower().startswith(_QWEN_NAME_PREFIX):
-            out.append("qwen3.6")
-    return out
+def _named(header: HeaderRecord, model_family: str | None) -> ModelFamily | None:
+    setting = header.settings.get("model_family")
+    for name in (model_family, header.model_family, setting):
+        if isinstance(name, str) and name not in ("", "auto", "server", "model-dir"):
+            return family_by_name(name)
+    for spec in (header.settings.get("tokenizer"), header.model, header.tokenizer):
+        if isinstance(spec, str) and spec not in ("", "auto"):
+            family = family_for_model(spec)
+            if family is not None:
+                return family
+    if header.tokenizer and header.tokenizer.lower().startswith(_OLD_QWEN_COUNTER):
+        return family_by_name("qwen3.6")  # before families, that counter meant Qwen3.6's template
+    return None
+
+
+def family_for(
+    header: HeaderRecord | None,
+    override: str | None = None,
+    *,
+    model_family: str | None = None,
+) -> ModelFamily:
+    """The family to count a recording with: ``override`` (a model name, or a tokenizer.json /
+    model directory, used with the recorded chat template), else ``model_family``, else what the
+    header says (its family, its settings, its served model, the counter it named). Never a
+    silent default: a recording that names nothing usable raises, asking for --tokenizer."""
+    recorded = (
+        ChatTemplate.from_source(header.chat_template, origin="the recording's chat template")
+        if header is not None and header.chat_template
+        else None
+    )
+    if override:
+        if Path(override).expanduser().exists() or override == "heuristic":
+            counter = get_token_counter(override)
+            if recorded is not None:
+                return template_family(counter, recorded)
+            if Path(override).expanduser().is_dir():
+                return template_family(counter, ChatTemplate.from_model_dir(override))
+            raise ConfigurationError(
+                f"--tokenizer {override} has no chat template and the recording holds none; "
+                "pass a model directory"
+            )
+        family = family_for_model(override)
+        if family is None:
+            raise UnknownTokenizerError(f"--tokenizer {override!r} is no model of a shipped family")
+        return family
+    if model_family is not None and header is None:
+        return family_by_name(model_family)
+    if header is not None:
+        family = _named(header, model_family)
+        if recorded is not None:
+            if family is not None:
+                return template_family(family.tokenizer(), recorded)
+            if header.tokenizer:
+                return template_family(get_token_counter(header.tokenizer), recorded)
+        if family is not None:
+            return family
+    raise UnknownTokenizerError(
+        "cannot tell which model family this recording was counted with "
+        f"(model {header.model if header else None!r}); pass --tokenizer "
+        "(e.g. Qwen/Qwen3.6-35B-A3B, Qwen/Qwen3-8B, or a model directory)"
+    )
 
 
 def counter_for(header: HeaderRecord | None, override: str | None = None) -> TokenCounter:
-    """The counter named by ``override``, else the one the session used (its tokenizer setting,
-    its served model, or the counter name it recorded). Never a silent default: a recording
-    that names nothing usable raises UnknownTokenizerError asking for --tokenizer."""
-    if override:
+    """The token counter of :func:`family_for` (tools that only count text)."""
+    if override and (Path(override).expanduser().exists() or override == "heuristic"):
         return get_token_counter(override)
-    tried = _candidates(header)
-    for spec in tried:
-        try:
-            return get_token_counter(spec)
-        except UnknownTokenizerError:
-            continue
-    raise UnknownTokenizerError(
-        "cannot tell which tokenizer this recording used "
-        f"(tried {', '.join(map(repr, tried)) or 'nothing: no header'}); pass --tokenizer "
-        "(e.g. qwen3.6, a tokenizer.json path or a model directory)"
-    )
+    return family_for(header, override).tokenizer()

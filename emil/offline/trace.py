@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -64,6 +63,8 @@ class SessionTrace:
     prompt_budget: int | None = None
     tokenizer: str | None = None
     chat_template: str | None = None
+    model_family: str | None = None
+    """The model family the session counted with (see :func:`emil.offline.tokenizer.family_for`)."""
     stopped_at_line: int | None = None
     problem: str | None = None
     header: HeaderRecord | None = None
@@ -76,21 +77,6 @@ class SessionTrace:
     @property
     def messages(self) -> int:
         return sum(1 for s in self.steps if s.op != "request")
-
-    @cached_property
-    def turn_after(self) -> tuple[tuple[Message, ...] | None, ...]:
-        """Per step, the newest turn once the step is applied to an untrimmed history (None
-        for requests): the very same tuple objects on every read, so simulations of the same
-        trace share the turns, and so everything cached per turn."""
-        out: list[tuple[Message, ...] | None] = []
-        current: tuple[Message, ...] = ()
-        for step in self.steps:
-            if step.message is None:
-                out.append(None)
-                continue
-            current = (step.message,) if step.op == "turn" else (*current, step.message)
-            out.append(current)
-        return tuple(out)
 
     @property
     def span_s(self) -> float:
@@ -132,6 +118,7 @@ class SessionTrace:
                 "prompt_budget": header.prompt_budget,
                 "tokenizer": header.tokenizer,
                 "chat_template": header.chat_template,
+                "model_family": header.model_family,
                 "header": header,
             }
         problem = read.problem if isinstance(read, RecordingRead) else None
@@ -150,6 +137,7 @@ class SessionTrace:
         preserve_thinking: bool = False,
         turn_seconds: float = 10.0,
         start: float = 0.0,
+        model_family: str | None = None,
     ) -> SessionTrace:
         """A trace from turns of messages: a request before each assistant message and after
         the last message of a turn that ends on a tool result (the loop asks again then).
@@ -172,6 +160,7 @@ class SessionTrace:
         return cls(
             name, tuple(steps), system_prompt=system_prompt, tools=list(tools),
             enable_thinking=enable_thinking, preserve_thinking=preserve_thinking,
+            model_family=model_family,
         )
 
 

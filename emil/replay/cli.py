@@ -12,9 +12,9 @@ from typing import Any, NoReturn
 
 import anyio
 
-from emil.exceptions import ConfigurationError, EmilError
+from emil.exceptions import ConfigurationError, EmilError, NotARecordingError
 from emil.llm.types import LLM
-from emil.recording import read_recording
+from emil.recording import check_recording_file, read_recording
 from emil.replay.engine import Replayer, ReplayOptions, ReplayReport
 from emil.replay.report import format_report
 from emil.replay.session import RecordedSession
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="model name at --endpoint (default: the one it serves)")
     p.add_argument("--world", choices=["embedded"], help="play the recorded actions into an embedded Minecraft server")
     p.add_argument("--hold", type=float, default=0.0, help="with --world: keep the server open this many seconds to watch")
-    p.add_argument("--tokenizer", help="tokenizer spec (default: the recorded one)")
+    p.add_argument("--tokenizer", help="count as this model's family (a model name), or a model directory with its template (default: the recording's family)")
     p.add_argument("--window", type=int, help="served window (default: the recorded one)")
     p.add_argument("--output-reserve", type=int, help="output reserve (default: the recorded one)")
     p.add_argument("--prompt-budget", type=int, help="prompt budget (default: the recorded one)")
@@ -109,19 +109,22 @@ async def _main(ns: argparse.Namespace) -> int:
 async def _replay_all(ns: argparse.Namespace, options: ReplayOptions, live: LLM | None) -> int:
     progress = not ns.no_progress and not ns.json and sys.stderr.isatty()
     reports: list[ReplayReport] = []
+    out: list[dict[str, Any]] = []
     for path in ns.files:
         report = await replay_file(path, options=options, live=live, progress=progress)
         reports.append(report)
+        data = report.to_json()
         if not ns.json:
             sys.stdout.write(format_report(report, details=ns.details) + "\n")
         if ns.world == "embedded":
             from emil.replay.world import play_into_embedded
 
             playback = await play_into_embedded(path, hold_s=ns.hold)
+            data["world"] = playback.to_json()
             if not ns.json:
-                sys.stdout.write(playback.summary() + "\n")
+                sys.stdout.write(playback.summary(details=ns.details) + "\n")
+        out.append(data)
     if ns.json:
-        out = [r.to_json() for r in reports]
         sys.stdout.write(json.dumps(out[0] if len(out) == 1 else out, indent=2) + "\n")
     if ns.strict and any(r.stopped or r.identical < len(r.diffs) or r.errors for r in reports):
         return EXIT_DIFFERENT
@@ -131,9 +134,11 @@ async def _replay_all(ns: argparse.Namespace, options: ReplayOptions, live: LLM 
 def cli_main(argv: Sequence[str] | None = None) -> int:
     """Entry point for ``run_emil.py replay``; 0 = done, 1 = differences (--strict), 2 = bad input."""
     ns = build_parser().parse_args(list(argv) if argv is not None else None)
-    missing = [str(p) for p in ns.files if not p.is_file()]
-    if missing:
-        sys.stderr.write(f"error: no such recording: {', '.join(missing)}\n")
+    try:
+        for path in ns.files:
+            check_recording_file(path)
+    except NotARecordingError as e:
+        sys.stderr.write(f"error: {e}\n")
         return EXIT_CONFIG
     try:
         return anyio.run(_main, ns)

@@ -19,14 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emil.context.budget import Budget
+from emil.context.family import ModelFamily
 from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
-from emil.context.template import ChatTemplate, TemplateError
+from emil.context.rungs import RefreshNotes
+from emil.context.template import TemplateError
 from emil.context.tokens import TokenCounter
 from emil.events import ActionFinished, Death, parse_event
 from emil.exceptions import BudgetError, EmilError
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
-from emil.offline.tokenizer import counter_for
+from emil.offline.tokenizer import family_for
 from emil.perception import Perception, PerceptionPolicy, format_events, format_status_line
 from emil.recording import EventRecord, HeaderRecord
 from emil.replay.compare import RequestDiff, diff_messages
@@ -49,6 +51,8 @@ class ReplayOptions:
     window: int | None = None
     output_reserve: int | None = None
     prompt_budget: int | None = None
+    family: ModelFamily | None = None
+    """Count as this model family (e.g. the one a live endpoint serves), not the recording's."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,8 @@ class Replayer:
         header = session.header or HeaderRecord()
         self.header = header
         o = self.options
-        self.counter: TokenCounter = counter_for(session.header, o.tokenizer)
+        self.family = o.family or family_for(session.header, o.tokenizer)
+        self.counter: TokenCounter = self.family.tokenizer()
         window = o.window or header.window or _DEFAULT_WINDOW
         reserve = o.output_reserve if o.output_reserve is not None else (
             header.output_reserve if header.output_reserve is not None else _DEFAULT_RESERVE
@@ -146,19 +151,23 @@ class Replayer:
             if prompt_budget
             else Budget(window=window, output_reserve=reserve)
         )
-        template = ChatTemplate.from_source(header.chat_template) if header.chat_template else None
         self.tools = list(header.tools)
+        # A kwarg the family's template does not read is neither counted with nor sent.
+        self.preserve_thinking = bool(self.family.template_kwargs(
+            enable_thinking=header.enable_thinking, preserve_thinking=header.preserve_thinking,
+        ).get("preserve_thinking"))
+        # The notes as the recorded requests carried them, never today's database.
         first = next((s.messages for t in session.turns for s in t.steps if s.messages), [])
         self.notes = RecordedNotes(first)
         self.manager = ContextManager(
             self.counter, budget, header.system_prompt, self.tools, header.enable_thinking,
-            template=template, preserve_thinking=header.preserve_thinking, notes=self.notes,
+            family=self.family, preserve_thinking=self.preserve_thinking, rungs=[RefreshNotes(self.notes)],
         )
         self.perception = Perception(PerceptionPolicy(bot_name=header.bot_name or "Emil"))
         self.llm = RecordedLLM(
             s.completion for t in session.turns for s in t.steps if s.completion is not None
         )
-        self.history = History()
+        self.history = History(notes=Message.memory(text) if (text := self.notes.text()) else None)
         self._cursor = 0
         self._dispatched: Counter[str] = Counter()
         self.report = ReplayReport(
@@ -258,7 +267,7 @@ class Replayer:
 
     def _assemble(self, turn: RecordedTurn, step: RecordedStep) -> Assembly | None:
         assert step.request is not None
-        self.notes.messages = step.messages  # the block as sent, should a trim re-render it
+        self.notes.messages = step.messages  # the block as sent, should a trim refresh it
         try:
             assembly = self.manager.assemble(self.history, now=step.request.t)
         except BudgetError as e:
@@ -301,8 +310,9 @@ class Replayer:
             diff = self._diff(turn, step, assembly)
             self.report.diffs.append(diff)
             actual = step.completion.prompt_tokens
-            if diff.identical and actual is not None:
-                # Same prompt as the session sent: the server's count calibrates today's margin.
+            if diff.identical and actual is not None and self.options.family is None:
+                # Same prompt as the session sent, counted by the same family: the server's
+                # count calibrates today's margin.
                 self.manager.observe_usage(assembly.predicted_tokens, actual)
             messages = assembly.messages
             predicted: int | None = assembly.predicted_tokens
@@ -313,7 +323,7 @@ class Replayer:
             tools=self.tools or None,
             max_completion_tokens=step.request.max_completion_tokens or self.manager.budget.output_reserve,
             enable_thinking=self.header.enable_thinking,
-            preserve_thinking=self.header.preserve_thinking,
+            preserve_thinking=self.preserve_thinking,
             predicted_prompt_tokens=predicted,
         )
         try:
@@ -336,7 +346,10 @@ class Replayer:
         except EmilError as e:
             answer, error = None, f"{type(e).__name__}: {e}"
         elapsed = time.perf_counter() - started
-        return compare_live(turn.turn, step.step, recorded, answer, self.tools, elapsed_s=elapsed, error=error)
+        return compare_live(
+            turn.turn, step.step, recorded, answer, self.tools, elapsed_s=elapsed, error=error,
+            predicted=request.predicted_prompt_tokens,
+        )
 
     def _continue(self, turn: RecordedTurn, step: RecordedStep, completion: Completion) -> bool:
         calls = completion.tool_calls

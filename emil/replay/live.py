@@ -100,6 +100,8 @@ class LiveStep:
     live_latency_s: float
     live_text: str | None
     error: str | None = None
+    predicted_prompt_tokens: int | None = None
+    """Today's exact count of the prompt sent to the live model (vs ``live_prompt_tokens``)."""
 
     @property
     def same_calls(self) -> bool:
@@ -133,8 +135,9 @@ def compare_live(
     *,
     elapsed_s: float,
     error: str | None = None,
+    predicted: int | None = None,
 ) -> LiveStep:
-    """Set a live answer beside the recorded one."""
+    """Set a live answer beside the recorded one (``predicted``: today's count of the prompt)."""
     problems: list[str] = []
     if live is not None:
         for call in live.tool_calls:
@@ -155,5 +158,6 @@ def compare_live(
         recorded_latency_s=recorded.timings.total_s if recorded.timings else None,
         live_latency_s=(live.timings.total_s if live is not None and live.timings else elapsed_s),
         live_text=live.content if live is not None else None,
+        predicted_prompt_tokens=predicted,
         error=error,
     )

@@ -25,11 +25,14 @@ def notes_in(messages: Sequence[dict[str, Any]]) -> str | None:
 
 
 class RecordedNotes:
-    """A :class:`~emil.context.manager.NotesSource` answering from recorded requests."""
+    """A :class:`~emil.context.rungs.NotesSource` answering from recorded requests."""
 
     def __init__(self, messages: Sequence[dict[str, Any]] = ()) -> None:
         self.messages: Sequence[dict[str, Any]] = messages
         """The recorded request of the step being replayed (set by the replayer)."""
 
-    def render(self) -> str | None:
+    def prepare(self) -> None:
+        """Nothing to bring up to date: the recorded block is the block."""
+
+    def text(self) -> str | None:
         return notes_in(self.messages)

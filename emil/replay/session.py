@@ -22,7 +22,7 @@ from emil.recording import (
     RecordingRead,
     RequestRecord,
     ToolResultRecord,
-    TrimRecordEntry,
+    TrimRecord,
     TurnRecord,
 )
 
@@ -107,7 +107,7 @@ class RecordedSession:
         # the loop dispatches right after the completion, before the result is written.
         outcome = {r.call_id: r for r in read.records if isinstance(r, ToolResultRecord)}
         for r in read.records:
-            if isinstance(r, TrimRecordEntry):
+            if isinstance(r, TrimRecord):
                 trims += 1
             elif isinstance(r, MessageRecord):
                 by_ref[r.ref] = r

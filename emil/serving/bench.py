@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from emil.exceptions import ConfigurationError, EndpointUnavailable
+from emil.llm.types import root_url_of
 from emil.serving.metrics import MetricsDelta, MetricsSnapshot
 
 __all__ = [
@@ -121,8 +122,7 @@ class Target:
     @property
     def root(self) -> str:
         """Server root (vLLM serves /health, /metrics, /version there)."""
-        url = self.base_url.rstrip("/")
-        return url[: -len("/v1")] if url.endswith("/v1") else url
+        return root_url_of(self.base_url)
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+from pydantic import JsonValue
 
 from emil.agent.session import Session, open_session
 from emil.agent.startup import summary_line
@@ -104,7 +105,7 @@ class _Player:
     def __init__(self, name: str, bot: Bot, server: EmbeddedServer, emil: str, result: SoakResult, rng: random.Random) -> None:
         self.name, self.bot, self.server, self.emil, self.result, self.rng = name, bot, server, emil, result, rng
 
-    async def _act(self, what: str, action: str, args: dict[str, object]) -> bool:
+    async def _act(self, what: str, action: str, args: dict[str, JsonValue]) -> bool:
         outcome = await self.bot.act(action, args, timeout=30)
         self.result.player_steps[self.name] += 1
         if not outcome.ok:

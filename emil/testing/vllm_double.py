@@ -7,9 +7,13 @@ client, the recovery policy and the benchmarks are exercised end to end without 
   ``GET /v1/models`` (``id``, ``root``, ``max_model_len``), ``POST /tokenize`` (root path),
   ``GET /health``, ``GET /metrics`` (Prometheus text with spec-decode, load and prefix-cache
   counters), ``GET /version``.
-- The window is enforced with the project's exact counter (``emil.context.count_prompt_tokens``
-  unless ``counter=`` is given; it honours ``chat_template_kwargs.enable_thinking`` and
-  ``preserve_thinking``, a ``counter=`` only the former) and an overflow is answered in one vLLM era's wording and JSON
+- It serves as one model family (``family=``, default: the family of ``tokenizer``, a model
+  name): that family's template and tokenizer count every prompt, honouring
+  ``chat_template_kwargs``. With ``chat_template=`` (Jinja source) and a ``tokenizer`` it is a
+  model of no shipped family, e.g. :data:`TERN` (:meth:`VLLMDouble.unknown_model`), that only
+  its ``/tokenize`` can count. ``counter=`` replaces all of that with a function (the
+  ``preserve_thinking`` kwarg is not passed to it). The window is enforced with that count and
+  an overflow is answered in one vLLM era's wording and JSON
   body shape (:mod:`emil.testing.vllm_wordings`): ``old``, ``request_has``, ``you_passed``,
   ``at_least`` (the (W-M)+1 tokenization cap) or ``clamp`` (0.33's silent clamp).
 - Replies come from a SCRIPTED policy (:mod:`emil.testing.brains`), never from a model.
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.resources
 import json
 import logging
 import math
@@ -50,7 +55,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from emil.testing.script import Policy, Reply, ScriptRequest
 from emil.testing.vllm_wordings import Wording, error_body, judge_overflow
 
-__all__ = ["DOUBLE_HEADER", "PromptCounter", "SpecDecode", "VLLMDouble"]
+__all__ = ["DOUBLE_HEADER", "FAMILY_MODELS", "TERN", "PromptCounter", "SpecDecode", "VLLMDouble"]
 
 DOUBLE_HEADER = ("x-double", "vllm-dialect-double")
 _TAG = "[vLLM-dialect DOUBLE]"
@@ -60,7 +65,21 @@ _log = logging.getLogger(__name__)
 PromptCounter = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, bool], int]
 """(messages, tools, enable_thinking) -> prompt tokens, as the served model's template counts."""
 
-_PreservingCounter = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None, bool, bool], int]
+_PreservingCounter = Callable[
+    [list[dict[str, Any]], list[dict[str, Any]] | None, bool, bool, bool], int
+]
+
+FAMILY_MODELS: dict[str, str] = {
+    "qwen3.6": "Qwen/Qwen3.6-35B-A3B",
+    "qwen3.5": "Qwen/Qwen3.5-35B-A3B",
+    "qwen3": "Qwen/Qwen3-30B-A3B",
+    "qwen3-instruct-2507": "Qwen/Qwen3-30B-A3B-Instruct-2507",
+    "qwen3-coder": "Qwen/Qwen3-Coder-30B-A3B-Instruct",
+}
+"""A served model name for each shipped family (what the double calls itself as that family)."""
+
+TERN = "acme/Tern-7B-Chat"
+"""A made-up model of no shipped family (templates/tern_chat.jinja, Qwen3's vocabulary)."""
 
 _VERSIONS: dict[str, str] = {
     "old": "0.6.3",
@@ -102,18 +121,36 @@ class _Metrics:
     prefix_hits: int = 0
 
 
-def _project_counter(tokenizer: str) -> _PreservingCounter:
+def _served_counting(
+    tokenizer: str, family: str | None, chat_template: str | None
+) -> tuple[_PreservingCounter, Any]:
+    """(prompt counter, text counter) of the model this double serves."""
     # Resolved at start, not import, so the double can be imported before emil.context exists.
-    count = importlib.import_module("emil.context").count_prompt_tokens
+    families = importlib.import_module("emil.context.family")
+    tokens = importlib.import_module("emil.context.tokens")
+    templates = importlib.import_module("emil.context.template")
+    if chat_template is not None:
+        counter = tokens.get_token_counter(tokenizer)
+        template = templates.ChatTemplate(chat_template, origin="the double's chat template")
+    else:
+        chosen = (
+            families.family_by_name(family) if family else families.family_for_model(tokenizer)
+        )
+        if chosen is None or chosen.template is None:
+            raise ValueError(f"the double cannot serve {tokenizer!r}: no family; pass family=")
+        counter, template = chosen.tokenizer(), chosen.template()
 
-    def counter(
+    def count(
         messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, thinking: bool,
-        preserve: bool,
+        preserve: bool, generation: bool,
     ) -> int:
-        return int(count(messages, tools, tokenizer=tokenizer, enable_thinking=thinking,
-                         preserve_thinking=preserve))
+        kwargs = {"preserve_thinking": True} if preserve else {}
+        text = template.render(
+            messages, tools, add_generation_prompt=generation, enable_thinking=thinking, **kwargs
+        )
+        return int(counter.count(text))
 
-    return counter
+    return count, counter
 
 
 def _estimate_tokens(text: str) -> int:
@@ -181,6 +218,8 @@ class VLLMDouble:
         wording: Wording = "at_least",
         counter: PromptCounter | None = None,
         tokenizer: str = "qwen3.6",
+        family: str | None = None,
+        chat_template: str | None = None,
         auto_tool_choice: bool = True,
         api_key: str | None = None,
         decode_tps: float | None = None,
@@ -195,8 +234,11 @@ class VLLMDouble:
         self.root = root or model
         self.wording: Wording = wording
         self.tokenizer = tokenizer
+        self.family = family
+        self.chat_template = chat_template
         self._counter = counter
         self._project: _PreservingCounter | None = None
+        self._text: Any = None
         self.auto_tool_choice = auto_tool_choice
         self.api_key = api_key
         self.decode_tps = decode_tps
@@ -209,6 +251,8 @@ class VLLMDouble:
         """Every chat-completions body received, in order (for assertions)."""
         self.prompt_sizes: list[int] = []
         """The counted prompt size of every chat request, in order."""
+        self.tokenize_calls = 0
+        """POST /tokenize requests answered (for measuring server-counted families)."""
         self._faults = _Faults()
         self._metrics = _Metrics(per_pos=[0] * (spec_decode.k if spec_decode else 0))
         self._rng = random.Random(spec_decode.seed if spec_decode else 0)
@@ -243,8 +287,10 @@ class VLLMDouble:
 
     def start(self) -> VLLMDouble:
         """Bind 127.0.0.1 (a free port the first time, the same port after) and serve."""
-        if self._counter is None and self._project is None:
-            self._project = _project_counter(self.tokenizer)
+        if self._project is None:
+            self._project, self._text = _served_counting(
+                self.tokenizer, self.family, self.chat_template
+            )
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", self.port))
@@ -332,16 +378,34 @@ class VLLMDouble:
 
     # ---- helpers ---------------------------------------------------------------------------
 
+    @classmethod
+    def as_family(cls, policy: Policy, family: str, **kwargs: Any) -> VLLMDouble:
+        """The double serving a typical model of a shipped family (:data:`FAMILY_MODELS`)."""
+        model = FAMILY_MODELS[family]
+        return cls(policy, model=model, tokenizer=model, family=family, **kwargs)
+
+    @classmethod
+    def unknown_model(cls, policy: Policy, **kwargs: Any) -> VLLMDouble:
+        """The double serving :data:`TERN`, a model of no shipped family: only its /tokenize
+        can count it."""
+        source = (
+            importlib.resources.files("emil.testing")
+            .joinpath("templates", "tern_chat.jinja")
+            .read_text(encoding="utf-8")
+        )
+        return cls(policy, model=TERN, tokenizer="Qwen/Qwen3-8B", chat_template=source, **kwargs)
+
     def count(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, thinking: bool,
-        preserve: bool = False,
+        preserve: bool = False, generation: bool = True,
     ) -> int:
-        """The prompt size this server sees (``preserve`` = ``chat_template_kwargs.preserve_thinking``;
-        a ``counter=`` given to the constructor does not take it)."""
+        """The prompt size this server sees (``preserve`` = ``chat_template_kwargs.preserve_thinking``,
+        ``generation`` = ``add_generation_prompt``; a ``counter=`` given to the constructor
+        takes neither)."""
         if self._counter is not None:
             return self._counter(messages, tools, thinking)
         assert self._project is not None, "start the double first"
-        return self._project(messages, tools, thinking, preserve)
+        return self._project(messages, tools, thinking, preserve, generation)
 
     def _error(self, status: int, message: str, *, flat: bool = False) -> JSONResponse:
         _log.info("%s HTTP %d: %s", _TAG, status, message)
@@ -389,16 +453,18 @@ class VLLMDouble:
                 kwargs = body.get("chat_template_kwargs") or {}
                 thinking = bool(kwargs.get("enable_thinking", True))
                 preserve = bool(kwargs.get("preserve_thinking", False))
-                count = self.count(body["messages"], body.get("tools"), thinking, preserve)
-            else:
-                count = self.count([{"role": "user", "content": str(body.get("prompt", ""))}],
-                                   None, False)
+                generation = bool(body.get("add_generation_prompt", True))
+                count = self.count(body["messages"], body.get("tools"), thinking, preserve,
+                                   generation)
+                tokens = list(range(count))  # placeholders: a chat count is what is asked for
+            else:  # plain text: the served tokenizer's own ids (no template, no BOS for Qwen)
+                tokens = list(self._text.encode(str(body.get("prompt", ""))))
+                count = len(tokens)
         except Exception as exc:  # vLLM answers a template failure with a 400 too
             return self._error(400, f"{type(exc).__name__}: {exc}")
-        # Token ids are placeholders: the double counts, it does not encode.
-        return JSONResponse(
-            {"count": count, "max_model_len": self.window, "tokens": list(range(count))}
-        )
+        with self._lock:
+            self.tokenize_calls += 1
+        return JSONResponse({"count": count, "max_model_len": self.window, "tokens": tokens})
 
     async def _metrics_text(self, request: Request) -> Response:
         m = self._metrics

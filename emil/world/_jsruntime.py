@@ -38,6 +38,38 @@ def _node_major(path: str) -> int:
         return 0
 
 
+_node_log = logging.getLogger("emil.world.node")
+_NOISE = ("deprecated", "DeprecationWarning", "Mineflayer detected")
+
+
+def _route_bridge_prints() -> None:
+    """Send what JSPyBridge prints into Emil's log instead of onto stdout.
+
+    JSPyBridge ``print()``s every stderr line of Node that is not one of its own messages as
+    ``[JSE] <line>`` (e.g. mineflayer-pvp's use of a deprecated event) and its own call
+    timeouts as ``Timed out get <id> <attr>`` (a call Emil already handles as a WorldError).
+    On stdout they break ``--json`` output and the demo's report. The modules look ``print``
+    up as a global, so a module-level ``print`` replaces the builtin for them alone.
+    """
+
+    def from_node(*args: Any, **_: Any) -> None:
+        text = " ".join(str(a) for a in args).strip()
+        text = text.removeprefix("[JSE]").strip()
+        if text:
+            level = logging.DEBUG if any(n in text for n in _NOISE) else logging.INFO
+            _node_log.log(level, "node: %s", text)
+
+    def from_bridge(*args: Any, **_: Any) -> None:
+        text = " ".join(str(a) for a in args).strip()
+        if text:
+            _node_log.debug("bridge: %s", text)
+
+    for name, fn in (("javascript.connection", from_node), ("javascript.proxy", from_bridge)):
+        module = sys.modules.get(name)
+        if module is not None:
+            module.print = fn  # type: ignore[attr-defined]
+
+
 class JsRuntime:
     """The process-wide JSPyBridge Node process. Use :meth:`instance`; all methods block."""
 
@@ -71,6 +103,7 @@ class JsRuntime:
                 f"(it runs {used!r}); import emil.world.bridge first or set NODE_BIN={wanted}"
             )
         self._js = javascript
+        _route_bridge_prints()
         # atexit runs last-registered first, so this runs before JSPyBridge's own exit hook,
         # which otherwise waits forever while any JS callback is registered and Node lives.
         atexit.register(self.shutdown)

@@ -1,15 +1,19 @@
-"""The NPC's tools: one pydantic argument model per tool, tool specs derived from them, dispatch.
+"""Emil's tool set, and the functions the runtime uses on it: specs, validation, dispatch.
 
-The model reads each tool's docstring and field descriptions; the OpenAI tool spec is generated
-from the model class (never written twice). :func:`dispatch` turns a tool call into a bridge
-action and returns a :class:`ToolOutcome` whose ``text`` is what the model reads next: invalid
-arguments and failed actions come back as readable text ("no oak_log within 32 blocks"), never
-as exceptions that end the turn.
+Each tool is one :class:`~emil.world.tool.Tool` subclass below (arguments, description, how its
+result reads, whether it is a long job, its time limit) plus one JS function of the same name in
+``js/emil_actions.js``; see :mod:`emil.world.tool` and docs/world.md ("Adding a tool").
+:func:`tool_specs`, :func:`validate_tool_call` and :func:`dispatch` read the registry
+(:data:`TOOLS`) and call the class; none of them knows a tool by name. :func:`dispatch` returns
+an :class:`Outcome` whose ``text`` is what the model reads next: invalid arguments and failed
+actions come back as readable text ("no oak_log within 32 blocks"), never as exceptions that end
+the turn.
 
 Safety: player chat is untrusted input and nothing here evaluates anything as code. ``say`` and
-``whisper`` strip newlines and split to the protocol's 256-character chat limit; text starting
-with "/" (a server command) is refused unless the operator enabled commands, and then only on
-behalf of an allowlisted operator. Attacking a player is operator-only too (self-defence is a
+``whisper`` clean the text and cut it to the protocol's chat limit; a piece that a server could
+read as a command (:func:`emil.world.chat.reads_as_command`) is refused unless the operator
+enabled commands and every player whose words are in the turn is an operator, and the bot
+checks the same rule again. Attacking a player needs an operator's order too (self-defence is a
 reflex and needs no permission).
 
 Not offered: ``craft``. flying-squid 1.12 (the embedded server) computes no crafting results,
@@ -18,16 +22,17 @@ so the tool could never be shown to work here; see docs/world.md.
 
 from __future__ import annotations
 
-import json
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, JsonValue, ValidationError, model_validator
 
 from emil.exceptions import EmilError
 from emil.llm.types import ToolCall
+from emil.world.bridge import Snapshot
+from emil.world.chat import CHAT_LIMIT, clean_chat, reads_as_command, split_chat
+from emil.world.tool import TOOLS, ActionPolicy, BotLike, Outcome, Query, Tool, ToolContext
 
 __all__ = [
-    "CHAT_LIMIT",
     "TOOLS",
     "ActionPolicy",
     "Attack",
@@ -43,37 +48,30 @@ __all__ = [
     "Inventory",
     "LookAt",
     "Nearby",
+    "Outcome",
     "Place",
     "Say",
     "Status",
     "Stop",
-    "ToolArgs",
-    "ToolOutcome",
+    "Tool",
     "Whisper",
     "dispatch",
-    "split_chat",
+    "parse_tool",
     "tool_specs",
     "validate_tool_call",
 ]
-
-CHAT_LIMIT = 256
-"""Longest chat message a 1.20 client may send."""
 
 _NAME = r"^[a-z0-9_]+$"
 _PLAYER = r"^[A-Za-z0-9_]{1,16}$"
 
 
-class ToolArgs(BaseModel):
-    """Base of every tool's arguments. The class docstring is the tool's description."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    tool_name: ClassVar[str]
-    query: ClassVar[bool] = False
-    """Answered from a snapshot, without an action."""
-    timeout_s: ClassVar[float] = 60.0
+def _fmt_pos(p: Any) -> str:
+    if isinstance(p, dict):
+        return f"({p.get('x')}, {p.get('y')}, {p.get('z')})"
+    return "?"
 
 
-class _Target(ToolArgs):
+class _Target(Tool):
     x: float | None = Field(default=None, description="Block x coordinate")
     y: float | None = Field(default=None, description="Block y coordinate")
     z: float | None = Field(default=None, description="Block z coordinate")
@@ -89,41 +87,107 @@ class _Target(ToolArgs):
         return self
 
 
-class Say(ToolArgs):
+class _Chat(Tool):
+    """Base of the chat tools: the text is cleaned and cut into chat-sized pieces, and every
+    piece passes the command rule (:mod:`emil.world.chat`) before any is sent."""
+
+    timeout_s: ClassVar[float] = 10.0
+    if TYPE_CHECKING:  # a field of each chat tool, declared there to keep its place in the spec
+        text: str
+
+    def _limit(self) -> int:
+        return CHAT_LIMIT
+
+    def _said(self, sent: str) -> str:
+        return f"said: {sent!r}"
+
+    async def run(self, ctx: ToolContext) -> Outcome:
+        name, policy = self.tool_name, ctx.policy
+        pieces = split_chat(self.text, self._limit(), policy.max_chat_messages)
+        if not pieces:
+            return Outcome(False, f"{name} failed: nothing to say after removing control characters")
+        commands = [i for i, piece in enumerate(pieces, 1) if reads_as_command(piece)]
+        if commands and not policy.may_command():
+            return Outcome(False, _refusal(name, commands, len(pieces), policy), {"refused": list(pieces)})
+        # The bot checks the same rule again, with the same requesters (neither side alone).
+        requesters: list[JsonValue] = list(sorted(policy.requesters))
+        for piece in pieces:
+            args = {**self.wire_args(), "text": piece, "requesters": requesters}
+            res = await ctx.bot.act(name, args, timeout=self.timeout_s, job=self.job)
+            if not res.ok:
+                return Outcome(False, f"{name} failed: {res.error}")
+        sent = " ".join(pieces)
+        cut = sent.replace(" ", "") != clean_chat(self.text).replace(" ", "")
+        return Outcome(True, self._said(sent) + (" (cut to fit the chat limit)" if cut else ""), {"messages": list(pieces)})
+
+
+def _refusal(name: str, commands: list[int], total: int, policy: ActionPolicy) -> str:
+    where = "the message" if total == 1 else "piece " + ", ".join(map(str, commands)) + f" of {total}"
+    if not policy.allow_commands:
+        why = "commands are not enabled"
+    elif not policy.requesters:
+        why = "no operator asked for it in this turn"
+    else:
+        others = ", ".join(sorted(policy.requesters - policy.operators))
+        why = f"only operators may order commands, and {others} spoke in this turn"
+    return (
+        f'refused: {name}: {where} would start with "/" (or a look-alike after invisible characters), '
+        f"which the server reads as a command; {why}. Say it without a leading slash."
+    )
+
+
+class Say(_Chat):
     """Say something in public chat (everyone nearby reads it)."""
 
     tool_name: ClassVar[str] = "say"
     text: str = Field(min_length=1, max_length=1000, description="What to say")
 
 
-class Whisper(ToolArgs):
+class Whisper(_Chat):
     """Whisper privately to one player."""
 
     tool_name: ClassVar[str] = "whisper"
     player: str = Field(pattern=_PLAYER, description="Who to whisper to")
     text: str = Field(min_length=1, max_length=1000, description="What to say")
 
+    def _limit(self) -> int:
+        return CHAT_LIMIT - len(f"/tell {self.player} ")  # mineflayer puts this before every piece
+
+    def _said(self, sent: str) -> str:
+        return f"whispered to {self.player}: {sent!r}"
+
 
 class GoTo(_Target):
     """Walk to coordinates or to a player. Returns when there (or when no path exists)."""
 
     tool_name: ClassVar[str] = "go_to"
+    job: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 90.0
     range: float = Field(default=2, ge=0, le=16, description="How close is close enough, in blocks")
 
+    def read(self, result: dict[str, Any]) -> str:
+        return f"arrived at {_fmt_pos(result.get('position'))}"
 
-class Follow(ToolArgs):
+
+class Follow(Tool):
     """Keep following a player until told to stop or given another movement."""
 
     tool_name: ClassVar[str] = "follow"
+    job: ClassVar[bool] = True
     player: str = Field(pattern=_PLAYER, description="Who to follow")
     range: float = Field(default=2, ge=1, le=16, description="Distance to keep, in blocks")
 
+    def read(self, result: dict[str, Any]) -> str:
+        return f"now following {result.get('following')} (until stop or another movement)"
 
-class Stop(ToolArgs):
+
+class Stop(Tool):
     """Stop what you are doing: walking, following, digging, fighting."""
 
     tool_name: ClassVar[str] = "stop"
+
+    def read(self, result: dict[str, Any]) -> str:
+        return f"stopped {result.get('stopped')}" if result.get("stopped") else "stopped (nothing was running)"
 
 
 class LookAt(_Target):
@@ -131,185 +195,173 @@ class LookAt(_Target):
 
     tool_name: ClassVar[str] = "look_at"
 
+    def read(self, result: dict[str, Any]) -> str:
+        return "looking there now"
 
-class Collect(ToolArgs):
+
+class Collect(Tool):
     """Find blocks of one type nearby, dig them and pick up what drops."""
 
     tool_name: ClassVar[str] = "collect"
+    job: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 180.0
     block: str = Field(pattern=_NAME, description="Block name, e.g. oak_log, dirt, stone")
     count: int = Field(default=1, ge=1, le=64, description="How many blocks to collect")
     max_distance: int = Field(default=32, ge=1, le=64, description="Search radius in blocks")
 
+    def read(self, result: dict[str, Any]) -> str:
+        got = ", ".join(f"{v} {k}" for k, v in (result.get("collected") or {}).items())
+        return f"dug {result.get('dug')} block(s), picked up {got or 'nothing'}"
 
-class Dig(ToolArgs):
+
+class Dig(Tool):
     """Dig (break) the block at the given coordinates, walking there if needed."""
 
     tool_name: ClassVar[str] = "dig"
-    timeout_s: ClassVar[float] = 60.0
+    job: ClassVar[bool] = True
     x: int
     y: int
     z: int
 
+    def read(self, result: dict[str, Any]) -> str:
+        return f"dug {result.get('dug')} at {_fmt_pos(result.get('at'))}"
 
-class Place(ToolArgs):
+
+class Place(Tool):
     """Place a block from the inventory at the given coordinates (next to a solid block)."""
 
     tool_name: ClassVar[str] = "place"
+    job: ClassVar[bool] = True
     item: str = Field(pattern=_NAME, description="Block item to place, e.g. oak_planks")
     x: int
     y: int
     z: int
 
+    def read(self, result: dict[str, Any]) -> str:
+        return f"placed {result.get('placed')} at {_fmt_pos(result.get('at'))}"
 
-class Equip(ToolArgs):
+
+class Equip(Tool):
     """Hold an item in the hand or wear it."""
 
     tool_name: ClassVar[str] = "equip"
     item: str = Field(pattern=_NAME, description="Item name from the inventory")
     destination: Literal["hand", "off-hand", "head", "torso", "legs", "feet"] = "hand"
 
+    def read(self, result: dict[str, Any]) -> str:
+        return f"equipped {result.get('equipped')} ({result.get('destination')})"
 
-class Eat(ToolArgs):
+
+class Eat(Tool):
     """Eat food from the inventory (the best food when no item is named)."""
 
     tool_name: ClassVar[str] = "eat"
+    job: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 15.0
     item: str | None = Field(default=None, pattern=_NAME, description="Food item name, optional")
 
+    def read(self, result: dict[str, Any]) -> str:
+        return f"ate {result.get('ate')}: food {result.get('food_before')} -> {result.get('food_after')}"
 
-class Give(ToolArgs):
+
+class Give(Tool):
     """Walk to a player and toss them items from the inventory."""
 
     tool_name: ClassVar[str] = "give"
+    job: ClassVar[bool] = True
     player: str = Field(pattern=_PLAYER, description="Who receives the items")
     item: str = Field(pattern=_NAME, description="Item name, e.g. oak_log")
     count: int = Field(default=1, ge=1, le=64)
 
+    def read(self, result: dict[str, Any]) -> str:
+        extra = f" ({result['short']})" if result.get("short") else ""
+        return f"tossed {result.get('count')} {result.get('gave')} to {result.get('to')}{extra}"
 
-class Attack(ToolArgs):
+
+class Attack(Tool):
     """Fight a mob (by type, e.g. zombie) or a player. Attacking players needs an operator's order."""
 
     tool_name: ClassVar[str] = "attack"
+    job: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 40.0
     target: str = Field(pattern=r"^[A-Za-z0-9_]{1,32}$", description="Mob type or player name")
     duration_s: float = Field(default=10, ge=1, le=30, description="Give up after this many seconds")
 
+    async def run(self, ctx: ToolContext) -> Outcome:
+        if not ctx.policy.operator_order():
+            snap = await ctx.bot.snapshot()
+            if any(p.get("name") == self.target for p in snap.players):
+                return Outcome(False, f"refused: attacking the player {self.target} needs an order from an operator")
+        return await super().run(ctx)
 
-class Flee(ToolArgs):
+    def read(self, result: dict[str, Any]) -> str:
+        outcome = "it is dead" if result.get("defeated") else "it is still alive"
+        return f"fought {result.get('target')} for {result.get('fought_s')} s, {result.get('hits', 0)} hit(s); {outcome}"
+
+
+class Flee(Tool):
     """Run away from a threat (the nearest hostile when none is named)."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
     tool_name: ClassVar[str] = "flee"
+    job: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 40.0
     from_: str | None = Field(default=None, alias="from", pattern=r"^[A-Za-z0-9_]{1,32}$", description="Mob type or player to run from")
     distance: float = Field(default=16, ge=4, le=48, description="How far to run, in blocks")
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    def read(self, result: dict[str, Any]) -> str:
+        return f"ran from {result.get('fled_from') or 'danger'} to {_fmt_pos(result.get('position'))}"
 
 
-class Inventory(ToolArgs):
+class Inventory(Query):
     """List what you carry."""
 
     tool_name: ClassVar[str] = "inventory"
-    query: ClassVar[bool] = True
+
+    def answer(self, snap: Snapshot) -> Outcome:
+        text = "inventory: " + (", ".join(f"{v} {k}" for k, v in sorted(snap.inventory.items())) or "empty")
+        if snap.held:
+            text += f"; holding {snap.held}"
+        return Outcome(True, text, dict(snap.inventory))
 
 
-class Nearby(ToolArgs):
+class Nearby(Query):
     """List players, mobs and notable blocks around you."""
 
     tool_name: ClassVar[str] = "nearby"
-    query: ClassVar[bool] = True
+
+    def answer(self, snap: Snapshot) -> Outcome:
+        players = ", ".join(f"{p['name']} {p['distance']}m" for p in snap.players) or "none"
+        mobs = ", ".join(f"{m['name']}{' (hostile)' if m.get('hostile') else ''} {m['distance']}m" for m in snap.mobs) or "none"
+        blocks = ", ".join(f"{b['name']} x{b['count']} nearest {_fmt_pos(b.get('nearest'))}" for b in snap.blocks) or "nothing notable"
+        data = snap.model_dump(mode="json", include={"players", "mobs", "blocks"})
+        return Outcome(True, f"players: {players}; mobs: {mobs}; blocks: {blocks}", data)
 
 
-class Status(ToolArgs):
+class Status(Query):
     """Your health, food, position, time of day and what you are doing."""
 
     tool_name: ClassVar[str] = "status"
-    query: ClassVar[bool] = True
+
+    def answer(self, snap: Snapshot) -> Outcome:
+        text = (
+            f"health {snap.health}/20, food {snap.food}/20, at {_fmt_pos(snap.position)} "
+            f"in the {snap.dimension}, time {snap.time_of_day}"
+            + (", raining" if snap.raining else "")
+            + (f", busy with {snap.job}" if snap.job else "")
+            + (f", following {snap.following}" if snap.following else "")
+        )
+        return Outcome(True, text, snap.model_dump(mode="json"))
 
 
-TOOLS: dict[str, type[ToolArgs]] = {
-    cls.tool_name: cls
-    for cls in (Say, Whisper, GoTo, Follow, Stop, LookAt, Collect, Dig, Place, Equip, Eat, Give,
-                Attack, Flee, Inventory, Nearby, Status)
-}
-
-
-class ActionPolicy(BaseModel):
-    """What the operator allows. ``requester`` is who asked for this turn (None: Emil itself)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    allow_commands: bool = False
-    """Let say() send text starting with "/" (server commands), for operators only."""
-    operators: frozenset[str] = frozenset()
-    """Player names allowed to order operator-only behaviour."""
-    requester: str | None = None
-    max_chat_messages: int = Field(default=3, ge=1, le=10)
-    """A long say() is split into at most this many chat messages; the rest is cut."""
-
-    def is_operator(self) -> bool:
-        return self.requester is not None and self.requester in self.operators
-
-
-class ToolOutcome(BaseModel):
-    """What a tool call did: ``text`` is what the model reads; ``data`` is for logs/recordings."""
-
-    model_config = ConfigDict(frozen=True)
-
-    ok: bool
-    text: str
-    data: Any = None
-
-
-class BotLike(Protocol):
-    """The part of :class:`emil.world.bridge.Bot` that dispatch needs."""
-
-    async def act(self, name: str, args: dict[str, Any] | None = None, timeout: float = 60.0) -> Any:  # noqa: ASYNC109
-        ...
-
-    async def snapshot(self) -> Any:
-        ...
-
-
-def _strip_titles(schema: Any) -> Any:
-    """Drop pydantic's "title" keys: they cost prompt tokens and tell the model nothing."""
-    if isinstance(schema, dict):
-        return {k: _strip_titles(v) for k, v in schema.items() if k != "title"}
-    if isinstance(schema, list):
-        return [_strip_titles(v) for v in schema]
-    return schema
-
-
-def _compact(params: dict[str, Any]) -> dict[str, Any]:
-    """Optional fields as plain types (``anyOf [X, null]`` -> X): same meaning, fewer tokens."""
-    params.pop("description", None)  # the tool description already says it
-    for name, prop in list(params.get("properties", {}).items()):
-        options = prop.get("anyOf")
-        if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
-            other = next(o for o in options if o != {"type": "null"})
-            rest = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
-            params["properties"][name] = {**other, **rest}
-    return params
-
-
-def tool_specs(settings: Any = None) -> list[dict[str, Any]]:
-    """OpenAI tool specs for every offered tool, derived from the argument models.
+def tool_specs(settings: object = None) -> list[dict[str, Any]]:
+    """OpenAI tool specs for every registered tool, derived from the classes.
 
     ``settings`` may carry ``disabled_tools`` (names) to leave some out.
     """
     disabled = set(getattr(settings, "disabled_tools", ()) or ())
-    specs = []
-    for name, cls in TOOLS.items():
-        if name in disabled:
-            continue
-        params = _compact(_strip_titles(cls.model_json_schema(by_alias=True)))
-        params.setdefault("properties", {})
-        specs.append({
-            "type": "function",
-            "function": {"name": name, "description": (cls.__doc__ or "").strip(), "parameters": params},
-        })
-    return specs
+    return [cls.spec() for name, cls in TOOLS.items() if name not in disabled]
 
 
 def _explain(name: str, err: ValidationError) -> str:
@@ -320,139 +372,37 @@ def _explain(name: str, err: ValidationError) -> str:
     return f"invalid arguments for {name}: " + "; ".join(parts)
 
 
+def parse_tool(call: ToolCall) -> Tool | str:
+    """The tool instance a call asks for, or why there is none (text the model can read)."""
+    if call.error:
+        return call.error
+    cls = TOOLS.get(call.name)
+    if cls is None:
+        return f"unknown tool {call.name!r}; tools are: {', '.join(TOOLS)}"
+    if call.arguments is None:
+        return f"arguments for {call.name} are not a JSON object: {call.raw_arguments[:200]!r}"
+    try:
+        return cls.model_validate(call.arguments)
+    except ValidationError as err:
+        return _explain(call.name, err)
+
+
 def validate_tool_call(call: ToolCall) -> ToolCall:
     """Fill ``error`` for an unknown tool or invalid arguments; normalise valid arguments."""
     if call.error:
         return call
-    cls = TOOLS.get(call.name)
-    if cls is None:
-        return call.model_copy(update={"error": f"unknown tool {call.name!r}; tools are: {', '.join(TOOLS)}"})
-    if call.arguments is None:
-        return call.model_copy(update={"error": f"arguments for {call.name} are not a JSON object: {call.raw_arguments[:200]!r}"})
-    try:
-        parsed = cls.model_validate(call.arguments)
-    except ValidationError as err:
-        return call.model_copy(update={"error": _explain(call.name, err)})
-    return call.model_copy(update={"arguments": parsed.model_dump(by_alias=True, exclude_none=True)})
+    tool = parse_tool(call)
+    if isinstance(tool, str):
+        return call.model_copy(update={"error": tool})
+    return call.model_copy(update={"arguments": tool.wire_args()})
 
 
-def split_chat(text: str, limit: int = CHAT_LIMIT, max_messages: int = 3) -> list[str]:
-    """Newlines and control characters to spaces, then cut into chat-sized pieces at spaces."""
-    flat = "".join(ch if ch.isprintable() else " " for ch in text.replace("\r", " ").replace("\n", " "))
-    flat = " ".join(flat.split())
-    pieces: list[str] = []
-    while flat and len(pieces) < max_messages:
-        if len(flat) <= limit:
-            pieces.append(flat)
-            break
-        cut = flat.rfind(" ", 0, limit + 1)
-        if cut <= limit // 2:
-            cut = limit
-        pieces.append(flat[:cut].rstrip())
-        flat = flat[cut:].lstrip()
-    return pieces
-
-
-async def dispatch(bot: BotLike, call: ToolCall, policy: ActionPolicy | None = None) -> ToolOutcome:
+async def dispatch(bot: BotLike, call: ToolCall, policy: ActionPolicy | None = None) -> Outcome:
     """Run one tool call. Model mistakes and failed actions become text, never exceptions."""
-    policy = policy or ActionPolicy()
-    call = validate_tool_call(call)
-    if call.error:
-        return ToolOutcome(ok=False, text=f"error: {call.error}")
-    cls = TOOLS[call.name]
-    args = dict(call.arguments or {})
+    tool = parse_tool(call)
+    if isinstance(tool, str):
+        return Outcome(False, f"error: {tool}")
     try:
-        if cls.query:
-            return _answer_query(call.name, await bot.snapshot())
-        if call.name in ("say", "whisper"):
-            return await _chat(bot, call.name, args, policy)
-        if call.name == "attack" and not policy.is_operator():
-            snap = await bot.snapshot()
-            if any(p.get("name") == args["target"] for p in getattr(snap, "players", [])):
-                return ToolOutcome(ok=False, text=f"refused: attacking the player {args['target']} needs an order from an operator")
-        res = await bot.act(call.name, args, timeout=cls.timeout_s)
+        return await tool.run(ToolContext(bot, policy or ActionPolicy()))
     except EmilError as exc:
-        return ToolOutcome(ok=False, text=f"{call.name} failed: {exc}")
-    if not res.ok:
-        return ToolOutcome(ok=False, text=f"{call.name} failed: {res.error}", data={"elapsed_ms": res.elapsed_ms})
-    return ToolOutcome(ok=True, text=_describe(call.name, res.result), data=res.result)
-
-
-async def _chat(bot: BotLike, name: str, args: dict[str, Any], policy: ActionPolicy) -> ToolOutcome:
-    text = str(args["text"])
-    if text.lstrip().startswith("/") and not (policy.allow_commands and policy.is_operator()):
-        return ToolOutcome(ok=False, text='refused: chat starting with "/" is a server command, and commands are not enabled for this request')
-    limit = CHAT_LIMIT if name == "say" else CHAT_LIMIT - len(args["player"]) - 7  # "/tell <name> "
-    pieces = split_chat(text, limit, policy.max_chat_messages)
-    if not pieces:
-        return ToolOutcome(ok=False, text=f"{name} failed: nothing to say after removing control characters")
-    for piece in pieces:
-        res = await bot.act(name, {**args, "text": piece}, timeout=10)
-        if not res.ok:
-            return ToolOutcome(ok=False, text=f"{name} failed: {res.error}")
-    sent = " ".join(pieces)
-    cut = len(sent) < len(" ".join(text.split()))
-    where = "said" if name == "say" else f"whispered to {args['player']}"
-    return ToolOutcome(ok=True, text=f"{where}: {sent!r}" + (" (cut to fit the chat limit)" if cut else ""), data={"messages": pieces})
-
-
-def _fmt_pos(p: Any) -> str:
-    if isinstance(p, dict):
-        return f"({p.get('x')}, {p.get('y')}, {p.get('z')})"
-    return "?"
-
-
-def _describe(name: str, r: Any) -> str:
-    r = r if isinstance(r, dict) else {}
-    if name == "go_to":
-        return f"arrived at {_fmt_pos(r.get('position'))}"
-    if name == "follow":
-        return f"now following {r.get('following')} (until stop or another movement)"
-    if name == "stop":
-        return f"stopped {r.get('stopped')}" if r.get("stopped") else "stopped (nothing was running)"
-    if name == "collect":
-        got = ", ".join(f"{v} {k}" for k, v in (r.get("collected") or {}).items())
-        return f"dug {r.get('dug')} block(s), picked up {got or 'nothing'}"
-    if name == "dig":
-        return f"dug {r.get('dug')} at {_fmt_pos(r.get('at'))}"
-    if name == "place":
-        return f"placed {r.get('placed')} at {_fmt_pos(r.get('at'))}"
-    if name == "equip":
-        return f"equipped {r.get('equipped')} ({r.get('destination')})"
-    if name == "eat":
-        return f"ate {r.get('ate')}: food {r.get('food_before')} -> {r.get('food_after')}"
-    if name == "give":
-        extra = f" ({r['short']})" if r.get("short") else ""
-        return f"tossed {r.get('count')} {r.get('gave')} to {r.get('to')}{extra}"
-    if name == "attack":
-        return f"fought {r.get('target')} for {r.get('fought_s')} s, {r.get('hits', 0)} hit(s); " + ("it is dead" if r.get("defeated") else "it is still alive")
-    if name == "flee":
-        return f"ran from {r.get('fled_from') or 'danger'} to {_fmt_pos(r.get('position'))}"
-    if name == "look_at":
-        return "looking there now"
-    return json.dumps(r)[:500]
-
-
-def _answer_query(name: str, snap: Any) -> ToolOutcome:
-    data = snap.model_dump() if hasattr(snap, "model_dump") else dict(snap)
-    if not data.get("connected"):
-        return ToolOutcome(ok=False, text=f"{name}: not connected to the server right now", data=data)
-    if name == "inventory":
-        inv = data.get("inventory") or {}
-        text = "inventory: " + (", ".join(f"{v} {k}" for k, v in sorted(inv.items())) or "empty")
-        if data.get("held"):
-            text += f"; holding {data['held']}"
-        return ToolOutcome(ok=True, text=text, data=inv)
-    if name == "nearby":
-        players = ", ".join(f"{p['name']} {p['distance']}m" for p in data.get("players") or []) or "none"
-        mobs = ", ".join(f"{m['name']}{' (hostile)' if m.get('hostile') else ''} {m['distance']}m" for m in data.get("mobs") or []) or "none"
-        blocks = ", ".join(f"{b['name']} x{b['count']} nearest {_fmt_pos(b.get('nearest'))}" for b in data.get("blocks") or []) or "nothing notable"
-        return ToolOutcome(ok=True, text=f"players: {players}; mobs: {mobs}; blocks: {blocks}", data={k: data.get(k) for k in ("players", "mobs", "blocks")})
-    text = (
-        f"health {data.get('health')}/20, food {data.get('food')}/20, at {_fmt_pos(data.get('position'))} "
-        f"in the {data.get('dimension')}, time {data.get('time_of_day')}"
-        + (", raining" if data.get("raining") else "")
-        + (f", busy with {data['job']}" if data.get("job") else "")
-        + (f", following {data['following']}" if data.get("following") else "")
-    )
-    return ToolOutcome(ok=True, text=text, data=data)
+        return Outcome(False, f"{tool.tool_name} failed: {exc}")

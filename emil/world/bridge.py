@@ -5,11 +5,11 @@
     async with Bot.connect(BotSettings(host="127.0.0.1", port=25565)) as bot:
         async for event in bot.events: ...             # GameEvent, from the JS bot module
         snap = await bot.snapshot()                      # status + surroundings, one call
-        res = await bot.act("go_to", {"player": "Alex"}, timeout=30)   # ActionResult
+        res = await bot.act("go_to", {"player": "Alex"}, timeout=30, job=True)   # ActionResult
 
-Design (see docs/world.md): bridge calls are coarse and short. ``act()`` only *starts* a JS job;
-its outcome comes back through the same single callback as the game events, so no bridge call
-ever blocks for the length of a job. The JSPyBridge callback thread only hands each JSON line to
+Design (see docs/world.md): bridge calls are coarse and short. ``act()`` only *starts* a JS
+action; its outcome comes back through the same single callback as the game events, so no bridge
+call ever blocks for the length of a job. The JSPyBridge callback thread only hands each JSON line to
 the event loop (``call_soon_threadsafe``) and returns. Cancelling ``act()`` or hitting its timeout
 aborts the JS job.
 
@@ -28,12 +28,12 @@ import itertools
 import json
 import logging
 import random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from emil.events import ErrorEvent, GameEvent, parse_event
 from emil.exceptions import ConfigurationError, EmilError, WorldError
@@ -84,10 +84,14 @@ class BotSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=25565, ge=1, le=65535)
     username: str = Field(default="Emil", min_length=1, max_length=16, pattern=r"^[A-Za-z0-9_]+$")
-    version: str = "1.20.4"
+    version: str = "auto"
+    """Minecraft version to speak; "auto" = the one the server names in its status ping."""
     reflexes: ReflexSettings = ReflexSettings()
     allow_commands: bool = False
-    """Let say() send chat starting with "/" (server commands). Off by default."""
+    """Let chat that reads as a server command go out (off by default); the bot checks it again
+    for every chat piece, with the requesters of the turn against ``operators``."""
+    operators: frozenset[str] = frozenset()
+    """Player names whose words may order commands (the bot's own copy of the rule's input)."""
     max_node_restarts: int = 3
     max_reconnects: int = 5
     """Consecutive failed (re)connects before giving up."""
@@ -99,14 +103,20 @@ class BotSettings(BaseModel):
 
 
 class ActionResult(BaseModel):
-    """What one coarse action did: ``ok`` with a small ``result``, or an ``error`` to read."""
+    """The bot's raw reply to one JS action: ``ok`` with a small JSON ``result``, or an ``error``.
+
+    Not what the model reads: a tool (:mod:`emil.world.tool`) turns one or more of these (or
+    none, for a query) into an :class:`~emil.world.tool.Outcome`, whose text is written for the
+    model. This one is the JS function's own answer, as it crossed the bridge.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     ok: bool
-    result: Any = None
+    result: JsonValue = None
     error: str | None = None
     elapsed_ms: float = 0.0
+    """The JS action's own time (the bridge round trip not included)."""
 
 
 class Snapshot(BaseModel):
@@ -174,6 +184,9 @@ class Bot:
         self.reconnects = 0
         self.failure: EmilError | None = None
         """Why the bot gave up, once it has."""
+        self.version: str | None = None
+        """The Minecraft version the bot speaks, once connected (found from the server's
+        status ping when ``settings.version`` is "auto")."""
         self._rt: JsRuntime | None = None
         self._ctl: Any = None
         self._handle: Any = None
@@ -232,6 +245,7 @@ class Bot:
             "version": self.settings.version,
             "reflexes": self.settings.reflexes.to_js(),
             "allowCommands": self.settings.allow_commands,
+            "operators": sorted(self.settings.operators),
             "spawnTimeoutMs": int(self.settings.spawn_timeout_s * 1000),
             "modulesDir": str(rt.modules_path()),
         }
@@ -282,13 +296,15 @@ class Bot:
         code = str(res.get("code") or "")
         error = str(res.get("error") or "")
         if code in ("ENOTFOUND", "EAI_AGAIN", "EAI_NONAME"):
-            return ConfigurationError(f"unknown host {s.host!r}: set world.host to the server's address ({error})")
-        if code in ("config", "version") or "unsupported" in error.lower() or "not supported" in error.lower():
-            return ConfigurationError(f"cannot play Minecraft version {s.version!r}: {error}; set world.version to the server's version")
+            return ConfigurationError(f"unknown host {s.host!r}: set mc_host to the server's address ({error})")
+        if code == "version":  # the bot module's message names the versions and the fix
+            return ConfigurationError(f"Minecraft server {s.host}:{s.port}: {error}")
+        if code == "config" or "unsupported" in error.lower() or "not supported" in error.lower():
+            return ConfigurationError(f"cannot play Minecraft version {s.version!r}: {error}; leave mc_version on auto or set it to the server's version")
         if code == "kicked" and any(w in error.lower() for w in _CONFIG_KICK_WORDS):
             return ConfigurationError(
                 f"the server at {s.host}:{s.port} refused the login of {s.username!r}: {error!r}; "
-                "check world.version, world.username and the server's whitelist/online-mode"
+                "check mc_version, bot_name and the server's whitelist/online-mode"
             )
         return None
 
@@ -303,17 +319,22 @@ class Bot:
                 await anyio.sleep(delay)
             last = await self._connect_once()
             if last.get("ok"):
+                if last.get("version"):
+                    if self.version is None:
+                        _log.info("Minecraft server %s:%d runs %s; the bot speaks %s",
+                                  s.host, s.port, last.get("server_version") or "?", last["version"])
+                    self.version = str(last["version"])
                 self._connected = True
                 self._connected_event.set()
                 return
-            _log.warning("connect to %s:%d failed: %s", s.host, s.port, last)
             problem = self._classify(last)
-            if problem is not None:
+            if problem is not None:  # said once, by whoever reports the error
                 raise problem
+            _log.warning("connect to %s:%d failed: %s", s.host, s.port, last)
         if first and str(last.get("code")) == "ECONNREFUSED":
             raise ConfigurationError(
                 f"nothing accepts connections on {s.host}:{s.port} after {s.max_reconnects + 1} tries: "
-                "check world.host/world.port and that the server is running"
+                "check mc_host/mc_port and that the server is running"
             )
         raise WorldError(
             f"could not connect to {s.host}:{s.port} after {s.max_reconnects + 1} tries: {last.get('error')}"
@@ -442,10 +463,16 @@ class Bot:
     async def act(
         self,
         name: str,
-        args: dict[str, Any] | None = None,
+        args: Mapping[str, JsonValue] | None = None,
         timeout: float = 60.0,  # noqa: ASYNC109 - the contract's signature; a timeout must abort the JS job
+        *,
+        job: bool = False,
     ) -> ActionResult:
-        """Run one coarse JS action; never raises for failed actions (they are results)."""
+        """Run one coarse JS action; never raises for failed actions (they are results).
+
+        ``job``: a long job (the tool class says so): it pre-empts the running job, and stop,
+        abort and this call's timeout or cancellation reach it. Other actions run beside a job.
+        """
         if self.failure is not None:
             return ActionResult(ok=False, error=f"the bot has stopped: {self.failure}")
         if not self._connected:
@@ -455,7 +482,7 @@ class Bot:
         self._pending[aid] = pending
         try:
             try:
-                await self._call("start", aid, name, json.dumps(args or {}), bridge_timeout=10)
+                await self._call("start", aid, name, json.dumps(dict(args or {})), job, bridge_timeout=10)
             except WorldError as exc:
                 return ActionResult(ok=False, error=str(exc))
             with anyio.move_on_after(timeout):

@@ -3,11 +3,14 @@
 Started as a Node subprocess running Emil's own launcher (``js/server_launcher.js``), which loads
 flying-squid 1.12.0 with Emil's plugin (``js/emil_squid_plugin.js``: whispers, a damage command
 through the server's own damage path, a food command, eating, tossing items, and two fixes to
-flying-squid's player list for 1.20.2+ clients). Offline mode, a superflat world, every player an
-operator, survival mode, bound to 127.0.0.1 on a free port.
+flying-squid's player list for 1.20.2+ clients; mobs that reach clients, chase and hit; weather
+and time as vanilla sends them; server-side windows for 2x2 and crafting-table crafting and
+furnaces). Offline mode, a superflat world, every player an operator, survival mode, bound to
+127.0.0.1 on a free port.
 
 flying-squid reads console commands from stdin, so :meth:`EmbeddedServer.command` runs server
-commands (``give``, ``hurt``, ``food``, ``time``...) as the console would.
+commands (``give``, ``hurt``, ``food``, ``time``, ``weather``, ``summon zombie x y z``, ``clear``...)
+as the console would.
 """
 
 from __future__ import annotations

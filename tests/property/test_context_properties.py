@@ -15,12 +15,14 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from emil.context.budget import Budget
+from emil.context.family import family_by_name
 from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
-from emil.context.synthetic import emil_tool_specs
 from emil.context.tokens import get_token_counter
 from emil.exceptions import BudgetError
+from emil.offline.synthetic import emil_tool_specs
 
+QWEN36 = family_by_name("qwen3.6")
 COUNTER = get_token_counter("qwen3.6")
 TOOLS = emil_tool_specs()[:6]
 SYSTEM = "You are Emil, a villager NPC. Be brief."
@@ -104,7 +106,7 @@ def _orphans(messages: list[dict[str, Any]]) -> tuple[set[str], set[str]]:
 
 
 def _manager(window: int) -> ContextManager:
-    return ContextManager(COUNTER, Budget(window, output_reserve=1024, margin=64), SYSTEM, TOOLS)
+    return ContextManager(COUNTER, Budget(window, output_reserve=1024, margin=64), SYSTEM, TOOLS, family=QWEN36)
 
 
 def _check(assembly: Assembly, manager: ContextManager, history: History) -> None:

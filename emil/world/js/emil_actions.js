@@ -1,8 +1,11 @@
 'use strict'
 // Coarse actions: each does a whole job, honours an AbortSignal and returns a small plain
 // result (or throws an Error whose message the model will read, e.g. "no oak_log within 32
-// blocks"). Python's emil/world/actions.py validates arguments before they get here.
+// blocks"). Each is the JS half of one tool class in emil/world/actions.py (same name), which
+// validates the arguments before they get here, says whether it is a long job and how its
+// result reads to the model.
 const { bestFood } = require('./emil_reflexes')
+const { checkChat } = require('./emil_chat_rule')
 
 const CHAT_LIMIT = 256
 
@@ -64,18 +67,23 @@ function targetPoint (ctl, args) {
 }
 
 const ACTIONS = {
-  async say (ctl, { text }) {
-    const bot = ctl.bot
+  // One chat piece per call, as Python cut it: no newline and within the limit, so mineflayer
+  // sends exactly `line` in one packet, and the command rule is checked on exactly that line.
+  async say (ctl, { text, requesters }) {
     const line = String(text).replace(/[\r\n]+/g, ' ').slice(0, CHAT_LIMIT)
-    if (line.startsWith('/') && !ctl.options.allowCommands) throw new Error('chat starting with "/" is a command; commands are disabled')
-    bot.chat(line)
+    checkChat(ctl.options, line, requesters)
+    ctl.bot.chat(line)
     return { said: line }
   },
 
-  async whisper (ctl, { player, text }) {
+  // mineflayer sends "/tell <player> <line>": a command by construction, whose last argument is
+  // the text; the text itself passes the same rule as a public line.
+  async whisper (ctl, { player, text, requesters }) {
     const bot = ctl.bot
+    if (!/^[A-Za-z0-9_]{1,16}$/.test(String(player))) throw new Error(`'${player}' is not a player name`)
     if (!bot.players[player]) throw new Error(`no player named ${player} is online`)
-    const line = String(text).replace(/[\r\n]+/g, ' ').slice(0, CHAT_LIMIT - player.length - 7)
+    const line = String(text).replace(/[\r\n]+/g, ' ').slice(0, CHAT_LIMIT - `/tell ${player} `.length)
+    checkChat(ctl.options, line, requesters)
     bot.whisper(player, line)
     return { to: player, said: line }
   },
@@ -305,7 +313,4 @@ const ACTIONS = {
   }
 }
 
-// Jobs pre-empt each other (a new movement replaces the old); the rest are instant.
-const JOB_ACTIONS = new Set(['go_to', 'follow', 'collect', 'dig', 'place', 'eat', 'give', 'attack', 'flee'])
-
-module.exports = { ACTIONS, JOB_ACTIONS, CHAT_LIMIT }
+module.exports = { ACTIONS, CHAT_LIMIT }

@@ -2,16 +2,61 @@
 // Emil's bot module: owns the mineflayer bot, its plugins, the reflexes and the coarse actions.
 //
 // Python (emil/world/bridge.py) talks to this module through JSPyBridge with a handful of coarse
-// calls: createController(options) once, then controller.connect(), act(name, argsJson),
+// calls: createController(options) once, then controller.connect(), start(id, name, argsJson, job),
 // abort(), snapshot(), setReflexes(json), quit(). Every game event leaves through ONE emitter
 // event, controller.events.emit('event', '<compact json>'), whose fields match emil/events.py.
 // Python never walks JS objects: everything crossing the bridge is a JSON string or a number.
 const { need } = require('./emil_require')
+// This Node process shares the Python process's stdout (JSPyBridge passes it through), which
+// carries Emil's own output (--json reports). Library chatter goes to stderr instead, where the
+// bridge hands each line to Emil's log (emil/world/_jsruntime.py).
+console.log = console.info = console.debug = (...args) => console.error(...args)
 const { EventEmitter } = require('events')
 const { installEvents } = require('./emil_events')
 const { installReflexes, DEFAULT_REFLEXES } = require('./emil_reflexes')
-const { ACTIONS, JOB_ACTIONS } = require('./emil_actions')
+const { ACTIONS } = require('./emil_actions')
 const { snapshot } = require('./emil_snapshot')
+
+// The versions Emil can play: those mineflayer is tested with, and any version that speaks the
+// same protocol as one of them (minecraft-data knows which do).
+function supportedVersions () {
+  return need('mineflayer').testedVersions
+}
+
+function protocolOf (version) {
+  const data = need('minecraft-data')(version)
+  return data ? data.version.version : undefined
+}
+
+// -> { ok: true, version, server } or { ok: false, code: 'version', error }
+function resolveVersion (wanted, server) {
+  const mcData = need('minecraft-data')
+  const supported = supportedVersions()
+  const list = `mineflayer ${need('mineflayer/package.json').version} supports ${supported.join(', ')}`
+  const serverText = server.name !== undefined ? `${server.name} (protocol ${server.protocol})` : 'an unknown version'
+  const auto = !wanted || wanted === 'auto'
+  if (!auto) {
+    const protocol = protocolOf(wanted)
+    if (protocol === undefined) return { ok: false, code: 'version', error: `unknown Minecraft version ${wanted}; ${list}` }
+    if (server.protocol !== undefined && server.protocol !== protocol) {
+      return { ok: false, code: 'version', error: `the server runs ${serverText} but mc_version is ${wanted} (protocol ${protocol}); leave mc_version on auto or set it to the server's version` }
+    }
+    if (!supported.some((v) => protocolOf(v) === protocol)) {
+      return { ok: false, code: 'version', error: `Minecraft ${wanted} is not supported: ${list}` }
+    }
+    return { ok: true, version: wanted, server: serverText }
+  }
+  if (server.protocol === undefined) {
+    return { ok: false, code: 'version', error: `the server's status ping names no protocol version; set mc_version to the server's version (${list})` }
+  }
+  // Versions sharing the server's protocol, a tested one first (1.20.3 and 1.20.4 are one protocol).
+  const candidates = (mcData.postNettyVersionsByProtocolVersion.pc[server.protocol] || []).map((v) => v.minecraftVersion)
+  const version = candidates.find((v) => supported.includes(v)) || supported.find((s) => protocolOf(s) === server.protocol)
+  if (!version) {
+    return { ok: false, code: 'version', error: `the server runs ${serverText}, which Emil cannot play (${list}); run the server on one of those` }
+  }
+  return { ok: true, version, server: serverText }
+}
 
 function createController (optionsJson) {
   const options = JSON.parse(optionsJson)
@@ -44,28 +89,30 @@ function createController (optionsJson) {
   // Resolves on spawn; rejects with {code, message} on anything that prevents it.
   // Like start(): returns at once, the outcome arrives as {kind: '_connected', id, ok, ...}.
   ctl.startConnect = (id) => {
-    ctl.connect().then((res) => {
+    // A bug here must come back as an answer: an unhandled rejection would kill this process.
+    ctl.connect().catch((err) => JSON.stringify({ ok: false, code: 'error', error: `bot module: ${(err && err.stack) || err}` })).then((res) => {
       try { events.emit('event', JSON.stringify({ kind: '_connected', id, ...JSON.parse(res) })) } catch (e) { /* Python gone */ }
     })
     return true
   }
 
-  // Ask the server what it is before logging in: a version mismatch or a wrong address is a
-  // configuration error, and flying-squid would otherwise just leave a wrong client hanging.
+  // Ask the server what it is before logging in. Its status ping names its version (and
+  // protocol): with version 'auto' that is the version the bot speaks; a pinned version must
+  // agree with it. Either way the version must be one mineflayer is tested with (or shares a
+  // protocol with one), else it is a configuration error listing the supported versions;
+  // flying-squid would otherwise just leave a wrong client hanging.
   ctl.probe = async () => {
-    const mcData = need('minecraft-data')(options.version)
-    if (!mcData) return { ok: false, code: 'config', error: `unknown Minecraft version ${options.version}` }
     let info
     try {
       info = await need('minecraft-protocol').ping({ host: options.host, port: options.port, closeTimeout: 5000, noPongTimeout: 5000 })
     } catch (err) {
       return { ok: false, code: (err && err.code) || 'ping', error: String((err && err.message) || err) }
     }
-    const server = info && info.version
-    if (server && server.protocol !== undefined && server.protocol !== mcData.version.version) {
-      return { ok: false, code: 'version', error: `the server runs ${server.name} (protocol ${server.protocol}) but the bot is set to ${options.version} (protocol ${mcData.version.version})` }
-    }
-    return { ok: true }
+    const server = (info && info.version) || {}
+    const resolved = resolveVersion(options.version, server)
+    if (resolved.ok) ctl.version = resolved.version
+    if (resolved.ok) ctl.serverVersion = resolved.server
+    return resolved
   }
 
   ctl.connect = async () => {
@@ -84,7 +131,7 @@ function createController (optionsJson) {
         host: options.host,
         port: options.port,
         username: options.username,
-        version: options.version,
+        version: ctl.version,
         auth: 'offline',
         hideErrors: true,
         checkTimeoutInterval: options.checkTimeoutMs || 30000,
@@ -108,7 +155,7 @@ function createController (optionsJson) {
       bot.pathfinder.setMovements(movements)
       bot.pathfinder.thinkTimeout = 3000
       ctl.connected = true
-      done({ ok: true, username: bot.username, version: bot.version })
+      done({ ok: true, username: bot.username, version: bot.version, server_version: ctl.serverVersion })
     })
     bot.once('kicked', (reason) => {
       clearTimeout(timer)
@@ -127,7 +174,11 @@ function createController (optionsJson) {
     installReflexes(ctl, bot)
   })
 
-  ctl.act = async (name, argsJson, id) => {
+  // `job` comes from the Python tool class: a long job pre-empts the running one and is what
+  // stop and abort reach; other actions (say, stop, look_at) run beside it. Every action, job or
+  // not, can be cancelled by its id (the bridge's timeout and cancellation).
+  ctl.running = new Map() // id -> { name, controller }
+  ctl.act = async (name, argsJson, id, job) => {
     const started = Date.now()
     const finish = (ok, result, error) => {
       const out = { ok, result: result === undefined ? null : result, error: error || null, elapsed_ms: Date.now() - started }
@@ -140,8 +191,8 @@ function createController (optionsJson) {
     let args
     try { args = JSON.parse(argsJson || '{}') } catch (err) { return finish(false, null, 'arguments are not JSON') }
     const controller = new AbortController()
-    const isJob = JOB_ACTIONS.has(name)
-    if (isJob) {
+    if (id !== undefined) ctl.running.set(id, { name, controller })
+    if (job) {
       if (ctl.job) ctl.stopJob(`pre-empted by ${name}`)
       ctl.job = { name, controller, id }
     }
@@ -154,14 +205,15 @@ function createController (optionsJson) {
       return finish(false, null, String((err && err.message) || err))
     } finally {
       if (ctl.job && ctl.job.controller === controller) ctl.job = null
+      if (ctl.running.has(id) && ctl.running.get(id).controller === controller) ctl.running.delete(id)
     }
   }
 
   // The bridge's entry point: returns at once; the outcome comes back through the one event
   // callback as {kind: '_result', id, ok, result, error, elapsed_ms}, so no bridge call ever
   // blocks for the length of a job.
-  ctl.start = (id, name, argsJson) => {
-    ctl.act(name, argsJson, id).then(
+  ctl.start = (id, name, argsJson, job) => {
+    ctl.act(name, argsJson, id, job === true).then(
       (out) => { try { events.emit('event', JSON.stringify({ kind: '_result', id, ...out })) } catch (e) { /* Python gone */ } },
       (err) => { try { events.emit('event', JSON.stringify({ kind: '_result', id, ok: false, result: null, error: String(err), elapsed_ms: 0 })) } catch (e) { /* Python gone */ } }
     )
@@ -189,10 +241,14 @@ function createController (optionsJson) {
     ctl.following = null
   }
 
-  // Abort one action started through start(id, ...), if it is still the running job.
+  // Abort one action started through start(id, ...) if it is still running: the job with all
+  // its motors, or an action beside it through its own signal only (the job keeps going).
   ctl.cancel = (id, reason) => {
     if (ctl.job && ctl.job.id === id) return JSON.stringify({ aborted: ctl.stopJob(reason || 'cancelled') })
-    return JSON.stringify({ aborted: null })
+    const action = ctl.running.get(id)
+    if (!action) return JSON.stringify({ aborted: null })
+    action.controller.abort(reason || 'cancelled')
+    return JSON.stringify({ aborted: action.name })
   }
   ctl.abort = (reason) => JSON.stringify({ aborted: ctl.stopJob(reason || 'aborted by the runtime') })
   ctl.snapshot = () => JSON.stringify(snapshot(ctl))

@@ -82,6 +82,8 @@ function installEvents (ctl, bot) {
   })
 
   bot.on('entitySwingArm', (entity) => { swings.set(entity.id, Date.now()) })
+  // forget what left (killed mobs, despawns): a long session sees thousands of entity ids
+  bot.on('entityGone', (entity) => { swings.delete(entity.id); hostileSeen.delete(entity.id) })
   // damage_event (1.19.4+) names the source; it arrives just before the health drop.
   bot.on('entityHurt', (entity, source) => {
     if (entity === bot.entity && source) ctl.hurtBy = { entity: source, at: Date.now() }

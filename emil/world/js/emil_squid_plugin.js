@@ -11,12 +11,30 @@
 //   players leaving are announced (player_remove) so other clients see them go
 //   dead 1.20.2+ players can respawn (client_command's action arrives as a name)
 //   players spawn for other clients as players (flying-squid sends entity type 0 from 1.20.2)
-//   dropping the cursor stack outside the inventory (mineflayer's toss) spawns the items
+//   hit sounds as well-formed 1.19.3+ packets
+//   every command a player issues is logged as `EMIL_COMMAND <player> "<command>"` on stdout
+// and, one concern per file:
+//   emil_squid_mobs.js      mobs that reach clients, chase, hit and die; /summon; weapon damage
+//   emil_squid_sky.js       day/night clock and weather as vanilla sends them; /weather, /time
+//   emil_squid_windows.js   server-side windows with vanilla's click rules: 2x2 and table crafting,
+//                           furnace windows, tossing; /give, /clear
+//   emil_squid_crafting.js  minecraft-data recipes matched against a grid
+//   emil_squid_furnace.js   furnace block entities: fuel, cooking per tick, the lit state
 const { need } = require('./emil_require')
 const { Vec3 } = need('vec3')
+const mobs = require('./emil_squid_mobs')
+const sky = require('./emil_squid_sky')
+const furnace = require('./emil_squid_furnace')
+const windows = require('./emil_squid_windows')
 
-module.exports.server = function (serv) {
+module.exports.server = function (serv, settings) {
   const UserError = need('flying-squid').UserError
+  serv.setMaxListeners(30) // flying-squid's plugins and these all wait for 'asap' and 'tick'
+  mobs.install(serv, settings, { sendDamageEvent })
+  sky.install(serv)
+  const furnaces = furnace.install(serv)
+  serv.emilWindows = windows.install(serv, { furnaces })
+  serv.once('asap', () => fixSounds(serv))
 
   function findPlayer (name) {
     const p = serv.getPlayer(name)
@@ -93,6 +111,13 @@ module.exports.server = function (serv) {
 
 module.exports.player = function (player, serv) {
   const registry = serv.registry
+  mobs.installPlayer(player, serv)
+  sky.installPlayer(player, serv)
+  // after flying-squid's own player plugins (inventory.js loads after this one)
+  player.once('asap', () => {
+    windows.installPlayer(player, serv, serv.emilWindows)
+    if (serv.emilWindows) furnace.installPlayer(player, serv.emilWindows.furnaces)
+  })
   // flying-squid creates players with entityType null; from 1.20.2 players spawn through
   // spawn_entity, where type 0 makes every other client see an allay instead of a player.
   if (player.entityType == null && registry.entitiesByName.player) player.entityType = registry.entitiesByName.player.id
@@ -167,44 +192,6 @@ module.exports.player = function (player, serv) {
   })
   player._client.on('end', () => { if (eating) clearTimeout(eating) })
 
-  // Tossing. flying-squid's inventory model loses track of the cursor, so it neither spawns the
-  // dropped items nor keeps the slots right. The 1.17+ window_click packet carries the client's
-  // resulting slots and cursor: take them as the truth (this is a test server), and turn a drop
-  // outside the window (slot -999) into item entities two blocks ahead of the player.
-  const Item = need('prismarine-item')(registry)
-  let cursor = null
-  player._client.prependListener('window_click', (click) => {
-    // flying-squid's own click model diverges from the client and later re-sends stale slots
-    if (click.windowId === 0 && Array.isArray(click.changedSlots)) player.inventory.acceptClick = () => {}
-  })
-  player._client.on('window_click', (click) => {
-    if (click.windowId !== 0 || !Array.isArray(click.changedSlots)) return
-    const before = cursor
-    const after = click.cursorItem ? Item.fromNotch(click.cursorItem) : null
-    // a copy: flying-squid's own click handling mutates the cursor item in place
-    cursor = after ? { type: after.type, count: after.count } : null
-    for (const { location, item } of click.changedSlots) {
-      if (location >= 0 && location < player.inventory.slots.length) player.inventory.updateSlot(location, Item.fromNotch(item))
-    }
-    player.inventory.selectedItem = after
-    if (click.slot !== -999 || !before) return
-    const count = before.count - (after && after.type === before.type ? after.count : 0)
-    if (count <= 0) return
-    // flying-squid keeps yaw as a protocol byte (1/256 turn); vanilla: x = -sin(yaw), z = cos(yaw)
-    const rad = (player.yaw || 0) * Math.PI * 2 / 256
-    const dir = new Vec3(-Math.sin(rad), 0, Math.cos(rad))
-    const at = player.position.plus(dir.scaled(2)).offset(0, 1, 0)
-    for (let i = 0; i < count; i++) {
-      serv.spawnObject(registry.entitiesByName.item.id, player.world, at, {
-        velocity: new Vec3(0, 0, 0),
-        itemId: before.type,
-        itemCount: 1,
-        pickupTime: 500,
-        deathTime: 5 * 60 * 1000
-      })
-    }
-  })
-
   // Tell the victim (and onlookers) who hit it, as vanilla does with damage_event, before
   // flying-squid's own handler sends the health drop. Source ids are entity id + 1 (0 = none);
   // the damage type index is left at 0 (mineflayer reads only the source).
@@ -213,12 +200,45 @@ module.exports.player = function (player, serv) {
     const victim = serv.entities[target]
     if (victim && victim.type === 'player' && victim.gameMode === 0) sendDamageEvent(serv, victim, player)
   })
+
+  // Every command a player issues is logged on stdout, which EmbeddedServer keeps in log_lines:
+  // the command-authority test reads it to show that a hostile player's tricks ran nothing.
+  player.on('command', ({ command } = {}) => {
+    process.stdout.write(`EMIL_COMMAND ${player.username} ${JSON.stringify(String(command))}\n`)
+  })
+}
+
+// From 1.19.3 flying-squid's sound_effect packet is malformed (every client logged a partial
+// packet on each hit) and names pre-1.13 sounds: send the registry's sound id, fixed-point
+// position (1/8 block) and a plain pitch, as vanilla does; a sound the version lacks is not sent.
+const LEGACY_SOUNDS = { 'game.player.hurt': 'entity.player.hurt', 'random.pop': 'entity.item.pickup' }
+function fixSounds (serv) {
+  if (!serv.supportFeature('removedNamedSoundEffectPacket')) return
+  serv.playSound = (sound, world, position, { whitelist, blacklist = [], radius = 32, volume = 1.0, pitch = 1.0, soundCategory = 0 } = {}) => {
+    const known = serv.registry.soundsByName?.[LEGACY_SOUNDS[sound] || sound]
+    if (!known) return
+    const players = whitelist !== undefined ? [].concat(whitelist) : serv.getNearby({ world, position, radius })
+    for (const player of players) {
+      if (blacklist.includes(player)) continue
+      const at = position || player.position
+      player._client.write('sound_effect', {
+        sound: { soundId: known.id },
+        soundCategory,
+        x: Math.floor(at.x * 8),
+        y: Math.floor(at.y * 8),
+        z: Math.floor(at.z * 8),
+        volume,
+        pitch,
+        seed: [0, 0]
+      })
+    }
+  }
 }
 
 function sendDamageEvent (serv, victim, source) {
   if (!serv.supportFeature('damageEventPacket') && !serv.registry.version['>=']('1.19.4')) return
   const packet = { entityId: victim.id, sourceTypeId: 0, sourceCauseId: source ? source.id + 1 : 0, sourceDirectId: source ? source.id + 1 : 0 }
-  victim._client.write('damage_event', packet)
+  if (victim._client) victim._client.write('damage_event', packet)
   victim._writeOthersNearby('damage_event', packet)
 }
 module.exports.sendDamageEvent = sendDamageEvent

@@ -5,6 +5,8 @@
 // {"id", "ok", "result"|"error"} on stdout, and pushes {"event": ...} lines for things the
 // benchmark times (another entity swinging its arm, chat seen).
 // Usage: node player_bot.js '{"host","port","username","version","modulesDir"}'
+// It is a human player's client, not Emil: its chat goes out unchecked (tests type /tp, /give)
+// and the command rule (emil_chat_rule.js) guards only Emil's own say and whisper.
 const readline = require('readline')
 
 const opts = JSON.parse(process.argv[2])
@@ -21,6 +23,9 @@ bot.once('spawn', () => {
   bot.pathfinder.setMovements(new Movements(bot))
   out({ event: 'spawn', t: Date.now() / 1000 })
 })
+// the latest state id of the inventory window, for a forged click that is not merely stale
+let inventoryStateId = 0
+for (const name of ['window_items', 'set_slot']) bot._client.on(name, (p) => { if (p.windowId === 0) inventoryStateId = p.stateId })
 bot.on('entitySwingArm', (e) => out({ event: 'swing', name: e.username || e.name, t: Date.now() / 1000 }))
 bot.on('messagestr', (msg) => out({ event: 'message', text: msg, t: Date.now() / 1000 }))
 bot.on('kicked', (r) => out({ event: 'kicked', reason: String(r) }))
@@ -59,6 +64,62 @@ const OPS = {
     bot.setControlState(dir, false)
     return v(bot.entity.position)
   },
+  // the server's own view of the inventory: a click with an impossible state id makes the
+  // server send the whole window back (mineflayer's _syncWindow)
+  synced_inventory: async () => {
+    await bot._syncWindow(bot.inventory)
+    return OPS.inventory()
+  },
+  // mineflayer's own crafting: recipes from minecraft-data, clicks through the real window
+  craft: async ({ item, count, table }) => {
+    const id = bot.registry.itemsByName[item]?.id
+    if (id === undefined) throw new Error(`no item ${item}`)
+    const tableBlock = table ? bot.blockAt(new Vec3(table.x, table.y, table.z)) : null
+    if (table && (!tableBlock || tableBlock.name !== 'crafting_table')) throw new Error('no crafting table there')
+    const [recipe] = bot.recipesFor(id, null, 1, tableBlock)
+    if (!recipe) throw new Error(`no recipe for ${item} with this inventory`)
+    const t = Date.now()
+    await bot.craft(recipe, count || 1, tableBlock)
+    return { elapsed_ms: Date.now() - t, window_open: !!bot.currentWindow }
+  },
+  // mineflayer's furnace: fuel and input in, wait for the output, take it
+  smelt: async ({ x, y, z, input, fuel, count, timeout_ms }) => {
+    const furnace = await bot.openFurnace(bot.blockAt(new Vec3(x, y, z)))
+    try {
+      await furnace.putFuel(bot.registry.itemsByName[fuel].id, null, 1)
+      await furnace.putInput(bot.registry.itemsByName[input].id, null, count || 1)
+      const seen = { fuel: 0, progress: 0 }
+      furnace.on('update', () => {
+        seen.fuel = Math.max(seen.fuel, furnace.fuel || 0)
+        seen.progress = Math.max(seen.progress, furnace.progress || 0)
+      })
+      const t = Date.now()
+      while (!furnace.outputItem() || furnace.outputItem().count < (count || 1)) {
+        if (Date.now() - t > (timeout_ms || 30000)) throw new Error('the furnace produced nothing in time')
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+      const elapsed = Date.now() - t
+      const out = await furnace.takeOutput()
+      return { output: out.name, count: out.count, elapsed_ms: elapsed, total_fuel_ticks: furnace.totalFuel, total_progress_ticks: furnace.totalProgress, ...seen }
+    } finally {
+      furnace.close()
+    }
+  },
+  place: async ({ item, x, y, z }) => {
+    await bot.equip(bot.registry.itemsByName[item].id, 'hand')
+    await bot.placeBlock(bot.blockAt(new Vec3(x, y - 1, z)), new Vec3(0, 1, 0))
+    return true
+  },
+  // a hostile client's click: claims an item in the cursor the server never gave it
+  forged_click: async ({ item, count }) => {
+    bot._client.write('window_click', {
+      windowId: 0, stateId: inventoryStateId, slot: 20, mouseButton: 0, mode: 0,
+      changedSlots: [{ location: 20, item: { present: true, itemId: bot.registry.itemsByName[item].id, itemCount: count } }],
+      cursorItem: { present: true, itemId: bot.registry.itemsByName[item].id, itemCount: count }
+    })
+    return true
+  },
+  entities: async () => Object.values(bot.entities).filter((e) => e !== bot.entity).map((e) => ({ id: e.id, name: e.name, type: e.type, username: e.username || null, ...v(e.position) })),
   debug: async () => ({ players: Object.fromEntries(Object.entries(bot.players).map(([k, p]) => [k, !!p.entity])), entities: Object.values(bot.entities).map((e) => [e.id, e.type, e.name, e.username]) }),
   health: async () => ({ health: bot.health, food: bot.food }),
   quit: async () => { bot.quit(); return true }

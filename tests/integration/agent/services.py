@@ -77,6 +77,8 @@ async def running_world(
     if counter is not None:
         kwargs["counter"] = counter
     settings.setdefault("data_dir", tmp_path / "data")  # the notes: never the checkout's ./data
+    # Metrics on a free loopback port: tests scrape it, and parallel runs never collide.
+    settings.setdefault("metrics_address", "127.0.0.1:0")
     async with EmbeddedServer() as server, VLLMDouble(policy, **kwargs) as double:
         s = Settings(
             endpoint=double.base_url, mc_port=server.port, recording_dir=tmp_path, endpoint_wait_s=30.0, **settings

@@ -58,7 +58,8 @@ def _inflated_counter(above: int, factor: float):  # type: ignore[no-untyped-def
     suddenly overflows on the server mid-session."""
 
     def count(messages, tools, enable_thinking):  # type: ignore[no-untyped-def]
-        exact = count_prompt_tokens(messages, tools, enable_thinking=enable_thinking)
+        # Like Emil: it sends preserve_thinking=true (the default); a counter= gets no kwargs.
+        exact = count_prompt_tokens(messages, tools, enable_thinking=enable_thinking, preserve_thinking=True)
         return exact if exact < above else int(exact * factor)
 
     return count

@@ -27,7 +27,7 @@ async def test_live_plays_and_ctrl_c_closes_the_recording(tmp_path: Path) -> Non
     ensure_js_deps(progress=False)
     recording = tmp_path / "live.jsonl"
     async with EmbeddedServer() as server, VLLMDouble(DemoBrain()) as double:
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "EMIL_NO_BOOTSTRAP": "1", "EMIL_MC_PORT": str(server.port)}
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "EMIL_NO_BOOTSTRAP": "1", "EMIL_MC_PORT": str(server.port), "EMIL_METRICS_ADDRESS": "127.0.0.1:0"}
         cmd = [sys.executable, str(ROOT / "run_emil.py"), "live", "--endpoint", double.base_url, "--recording", str(recording)]
         async with await anyio.open_process(cmd, cwd=tmp_path, env=env, stderr=subprocess.STDOUT) as proc:
             try:

@@ -12,9 +12,9 @@ import itertools
 import pytest
 
 from emil.context import Budget, ContextManager, ServerTokenizeCounter
-from emil.context.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 from emil.llm.client import OpenAIClient
 from emil.llm.types import ChatRequest
+from emil.offline.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 from emil.testing.brains import echo_brain
 from emil.testing.vllm_double import VLLMDouble
 

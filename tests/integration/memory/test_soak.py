@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from emil.config import load_settings
-from emil.recording import TrimRecordEntry, messages_for_request, read_recording
+from emil.recording import TrimRecord, messages_for_request, read_recording
 from emil.replay.notes import notes_in
 from emil.testing.soak import PLAYERS, play_soak
 from emil.world.setup import ensure_js_deps
@@ -36,7 +36,7 @@ async def test_a_short_soak(tmp_path: Path) -> None:
     store_notes = result.notes
     assert store_notes["seen"] == len(PLAYERS) and store_notes["asked"] >= 3 and store_notes["hit_me"] >= 1
     # The notes block changed only at requests that came with a trim (prefix-stable between).
-    trims_at = {r.turn for r in read.records if isinstance(r, TrimRecordEntry)}
+    trims_at = {r.turn for r in read.records if isinstance(r, TrimRecord)}
     assert trims_at, "a 12k window must trim within 40 s of four players"
     previous = None
     changes = 0

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -13,6 +17,8 @@ from emil.world.setup import ensure_js_deps
 from tests.unit.offline.crafted import header, write_records
 
 pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _recording(path: Path) -> Path:
@@ -41,3 +47,34 @@ async def test_recorded_actions_are_played_into_an_embedded_server(tmp_path: Pat
     assert [a.name for a in playback.actions] == ["say", "look_at"]
     assert playback.actions[0].ok, playback.actions[0].text
     assert "played 2 recorded actions" in playback.summary()
+
+
+def test_replay_world_json_is_json_alone_and_names_the_action_that_differed(tmp_path: Path) -> None:
+    """The command line as an operator runs it: stdout holds one JSON document, nothing else
+    (no bridge chatter), and the world outcome names the action whose outcome changed."""
+    ensure_js_deps(progress=False)
+    path = write_records(
+        tmp_path / "r.jsonl",
+        [
+            header(bot_name="Emil", tokenizer="qwen3.6", window=32768, output_reserve=1024),
+            ToolResultRecord(turn=1, step=1, call_id="a", name="say", arguments={"text": "hi"}, ok=True, text="said"),
+            # Recorded as failed; on an empty superflat world it succeeds: a difference to report.
+            ToolResultRecord(
+                turn=2, step=1, call_id="b", name="look_at", arguments={"x": 3, "y": 64, "z": 3}, ok=False,
+                text="failed: the server kicked me",
+            ),
+        ],
+    )
+    env = {**os.environ, "EMIL_NO_BOOTSTRAP": "1", "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, str(ROOT / "run_emil.py"), "replay", str(path), "--world", "embedded"]
+    as_json = subprocess.run([*cmd, "--json"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=110)
+    assert as_json.returncode == 0, as_json.stderr
+    data = json.loads(as_json.stdout)  # the whole of stdout, or this raises
+    world = data["world"]
+    assert world["played"] == 2 and world["as_recorded"] == 1
+    assert [(d["turn"], d["name"], d["recorded_ok"], d["ok"]) for d in world["different"]] == [(2, "look_at", False, True)]
+    assert "[JSE]" not in as_json.stdout + as_json.stderr and "Timed out" not in as_json.stdout + as_json.stderr
+    text = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=110)
+    assert text.returncode == 0, text.stderr
+    differs = [line for line in text.stdout.splitlines() if "differs:" in line]
+    assert len(differs) == 1 and "turn 2.1 look_at" in differs[0] and "recorded failed" in differs[0] and "now ok" in differs[0]

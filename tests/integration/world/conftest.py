@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -9,6 +10,7 @@ import anyio
 import pytest
 
 from emil.events import GameEvent
+from emil.llm.types import ToolCall
 from emil.world.bridge import Bot, BotSettings
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
@@ -41,6 +43,28 @@ async def emil(server: EmbeddedServer) -> AsyncIterator[Bot]:
 async def alex(server: EmbeddedServer, emil: Bot) -> AsyncIterator[PlayerBot]:
     async with PlayerBot(server.port, "Alex") as player:
         yield player
+
+
+Y = 5
+"""The superflat world's standing height (ground blocks at y=4)."""
+
+
+def tool(name: str, **arguments: Any) -> ToolCall:
+    """A model's tool call, as the agent loop would hand it to ``dispatch``."""
+    return ToolCall(id="t", name=name, raw_arguments=json.dumps(arguments), arguments=arguments)
+
+
+async def place(
+    server: EmbeddedServer, emil: Bot, alex: PlayerBot, e: tuple[float, float], a: tuple[float, float]
+) -> None:
+    """Teleport Emil and Alex, heal both, clear queued events."""
+    await emil.act("stop", {})
+    await alex.do("chat", text=f"/tp Emil {e[0]} {Y} {e[1]}")
+    await alex.do("chat", text=f"/tp Alex {a[0]} {Y} {a[1]}")
+    await server.command("heal Emil")
+    await server.command("heal Alex")
+    await anyio.sleep(0.6)
+    drain(emil)
 
 
 async def next_event(bot: Bot, match: Callable[[Any], bool], timeout: float = 10.0) -> GameEvent:  # noqa: ASYNC109

@@ -22,34 +22,13 @@ from emil.events import (
     Reflex,
     Respawn,
 )
-from emil.llm.types import ToolCall
 from emil.world.actions import ActionPolicy, dispatch
 from emil.world.bridge import Bot, ReflexSettings
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
-from tests.integration.world.conftest import drain, eventually, next_event
+from tests.integration.world.conftest import Y, drain, eventually, next_event, place, tool
 
 pytestmark = pytest.mark.slow
-
-Y = 5
-
-
-def tool(name: str, **arguments: Any) -> ToolCall:
-    import json
-
-    return ToolCall(id="t", name=name, raw_arguments=json.dumps(arguments), arguments=arguments)
-
-
-async def place(server: EmbeddedServer, emil: Bot, alex: PlayerBot, e: tuple[int, int], a: tuple[int, int]) -> None:
-    """Teleport Emil and Alex, heal both, clear queued events."""
-    await emil.act("stop", {})
-    await alex.do("chat", text=f"/tp Emil {e[0]} {Y} {e[1]}")
-    await alex.do("chat", text=f"/tp Alex {a[0]} {Y} {a[1]}")
-    await server.command("heal Emil")
-    await server.command("heal Alex")
-    await anyio.sleep(0.6)
-    drain(emil)
-
 
 def dist(p: dict[str, float], x: float, z: float) -> float:
     return math.hypot(p["x"] - x, p["z"] - z)
@@ -128,10 +107,10 @@ async def test_stop_aborts_a_long_action(server: EmbeddedServer, emil: Bot, alex
 
 async def test_timeout_and_cancellation_abort_the_js_job(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (0, -4))
-    res = await emil.act("go_to", {"x": -150, "y": Y, "z": 0}, timeout=1.0)
+    res = await emil.act("go_to", {"x": -150, "y": Y, "z": 0}, timeout=1.0, job=True)
     assert not res.ok and "did not finish within 1" in (res.error or "")
     with anyio.move_on_after(1.0):
-        await emil.act("go_to", {"x": -150, "y": Y, "z": 0}, timeout=60)
+        await emil.act("go_to", {"x": -150, "y": Y, "z": 0}, timeout=60, job=True)
     first = (await emil.snapshot()).position
     await anyio.sleep(1.0)
     snap = await emil.snapshot()
@@ -238,9 +217,9 @@ async def test_damage_event_and_self_defence(server: EmbeddedServer, emil: Bot, 
 
 async def test_attack_tool_needs_an_operator_and_hurts(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (3, 0))
-    refused = await dispatch(emil, tool("attack", target="Alex"), ActionPolicy(requester="Alex"))
+    refused = await dispatch(emil, tool("attack", target="Alex"), ActionPolicy(requesters=frozenset({"Alex"})))
     assert not refused.ok and "operator" in refused.text
-    op = ActionPolicy(requester="Alex", operators=frozenset({"Alex"}))
+    op = ActionPolicy(requesters=frozenset({"Alex"}), operators=frozenset({"Alex"}))
     out = await dispatch(emil, tool("attack", target="Alex", duration_s=3), op)
     assert out.ok, out.text
     assert (await alex.do("health"))["health"] < 20

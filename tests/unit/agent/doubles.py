@@ -14,7 +14,7 @@ import anyio
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from emil.agent.ports import NewMessage, Outcome
+from emil.agent.ports import Message, Outcome
 from emil.events import GameEvent
 from emil.llm.types import ChatRequest, Completion, ToolCall, Usage
 
@@ -27,7 +27,7 @@ class WorldDouble:
         self._recv: MemoryObjectReceiveStream[GameEvent]
         self.send, self._recv = anyio.create_memory_object_stream[GameEvent](100)
         self.calls: list[ToolCall] = []
-        self.requesters: list[str | None] = []
+        self.requesters: list[frozenset[str]] = []
         self.aborts = 0
         self.action_started = anyio.Event()
         self.snapshot_data: dict[str, Any] = {"health": 20.0, "food": 20.0, "position": [0, 64, 0]}
@@ -43,9 +43,9 @@ class WorldDouble:
     async def snapshot(self) -> Mapping[str, Any]:
         return self.snapshot_data
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requester: str | None = None) -> Outcome:
+    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
         self.calls.append(call)
-        self.requesters.append(requester)
+        self.requesters.append(requesters)
         if call.name not in ("say", "go_to", "follow"):
             return Outcome(False, f"error: unknown tool {call.name!r}")
         self.action_started.set()
@@ -55,17 +55,6 @@ class WorldDouble:
 
     async def abort(self) -> None:
         self.aborts += 1
-
-
-@dataclass(frozen=True)
-class _Stored:
-    id: int
-    kind: str
-    event_time: float | None
-    openai: dict[str, Any]
-
-    def to_openai(self) -> dict[str, Any]:
-        return self.openai
 
 
 @dataclass(frozen=True)
@@ -80,15 +69,23 @@ class _Assembly:
 
 @dataclass
 class ContextDouble:
-    """A context double: keeps every message, predicts 1 token per 4 chars, never trims."""
+    """A context double: keeps every message, predicts 1 token per 4 chars, never trims.
+
+    ``prepare`` counts its calls; with ``prepare_blocks`` set it waits until cancelled (a
+    preparation still running when a turn must start)."""
 
     system_prompt: str = "You are Emil."
     tools: list[dict[str, Any]] = field(default_factory=list)
-    history: list[_Stored] = field(default_factory=list)
+    history: list[tuple[Message, dict[str, Any]]] = field(default_factory=list)
     observed: list[tuple[int, int]] = field(default_factory=list)
     limits: list[int | None] = field(default_factory=list)
+    prepared: int = 0
+    cancelled: int = 0
+    prepare_blocks: bool = False
+    preparing: anyio.Event = field(default_factory=anyio.Event)
+    """Set once ``prepare`` has been called."""
 
-    def add(self, message: NewMessage, *, new_turn: bool = False) -> _Stored:
+    def add(self, message: Message, *, new_turn: bool = False) -> Message:
         content = message.content
         if message.status:
             content = f"{content}\n\n{message.status}" if content else message.status
@@ -100,17 +97,25 @@ class ContextDouble:
             ]
         if message.tool_call_id:
             d["tool_call_id"] = message.tool_call_id
-        stored = _Stored(len(self.history), message.kind, message.event_time, d)
-        self.history.append(stored)
-        return stored
+        self.history.append((message, d))
+        return message
 
     def assemble(self, limit: int | None = None) -> _Assembly:
         self.limits.append(limit)
-        msgs = [{"role": "system", "content": self.system_prompt}, *(m.openai for m in self.history)]
+        msgs = [{"role": "system", "content": self.system_prompt}, *(d for _, d in self.history)]
         return _Assembly(msgs, sum(len(str(m)) for m in msgs) // 4)
 
     def observe_usage(self, predicted: int, actual: int) -> None:
         self.observed.append((predicted, actual))
+
+    async def prepare(self) -> None:
+        self.prepared += 1
+        self.preparing.set()
+        if self.prepare_blocks:
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self.cancelled += 1
 
 
 Brain = Callable[[ChatRequest], Completion | Exception]

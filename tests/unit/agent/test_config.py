@@ -105,3 +105,43 @@ def test_preserve_thinking_default_env_and_flag(tmp_path: Path, monkeypatch: pyt
     from_flag = load_settings(flags, env={"EMIL_PRESERVE_THINKING": "true"}, config_file=None)
     assert from_flag.settings.preserve_thinking is False
     assert from_flag.sources["preserve_thinking"] == "flag --preserve-thinking"
+
+
+def test_unknown_environment_variable_suggests_the_setting() -> None:
+    with pytest.raises(ConfigurationError, match="unknown environment variable EMIL_OUTPUT_RESERV: did you mean 'EMIL_OUTPUT_RESERVE'"):
+        load_settings(env={"EMIL_OUTPUT_RESERV": "4096"}, config_file=None)
+    # variables Emil reads that are not settings are not mistakes
+    load_settings(env={"EMIL_NO_BOOTSTRAP": "1", "EMIL_JS_DIR": "/tmp", "EMIL_CONFIG": ""}, config_file=None)
+
+
+def test_a_key_set_twice_in_the_file_is_an_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "emil.toml"
+    cfg.write_text("output_reserve = 4096\n[llm]\noutput_reserve = 2048\n")
+    with pytest.raises(ConfigurationError, match=r"'output_reserve' is set twice .* at the top level and in \[llm\]"):
+        load_settings(env={}, config_file=cfg)
+    cfg.write_text("[llm]\nwindow = 1\n[other]\nwindow = 2\n")
+    with pytest.raises(ConfigurationError, match=r"at \[llm\] and in \[other\]"):
+        load_settings(env={}, config_file=cfg)
+
+
+def test_budget_arithmetic_is_checked_without_a_server() -> None:
+    with pytest.raises(ConfigurationError, match="leaves no room for a prompt in window 8192"):
+        load_settings({"window": "8192", "output_reserve": "8192"}, env={}, config_file=None)
+    with pytest.raises(ConfigurationError, match=r"prompt_budget 8000 \+ output_reserve 1024 > window 8192"):
+        load_settings({"window": "8192", "output_reserve": "1024", "prompt_budget": "8000"}, env={}, config_file=None)
+    ok = load_settings({"window": "8192", "output_reserve": "1024", "prompt_budget": "7000"}, env={}, config_file=None)
+    assert ok.settings.prompt_budget == 7000
+
+
+def test_every_setting_has_a_description_and_help_shows_it_with_the_default() -> None:
+    parser = argparse.ArgumentParser()
+    add_settings_flags(parser)
+    helps = {a.dest: a.help or "" for a in parser._actions}
+    for name, info in Settings.model_fields.items():
+        assert info.description, f"setting {name} has no docstring (it is the --help text)"
+        text = helps[f"set_{name}"]
+        first = " ".join(info.description.split("\n\n")[0].split())
+        assert first.replace("%", "%%") in text and "(default: " in text, name
+    assert "(default: 6144;" in helps["set_output_reserve"]
+    assert "(default: auto;" in helps["set_window"]
+    assert "(default: defend,flee,eat,unstuck;" in helps["set_reflexes"]

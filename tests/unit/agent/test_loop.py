@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emil.agent import Agent, AgentOptions
+from emil.agent import Agent, AgentOptions, SessionStats
 from emil.events import Chat, Damage, Death, TimeOfDay
 from emil.exceptions import ContextOverflowError, EndpointConfigError, EndpointUnavailable
 from emil.llm.types import ChatRequest, Completion
@@ -67,7 +67,7 @@ async def test_chat_turn_says_hello_and_records_everything(tmp_path: Path) -> No
     with anyio.fail_after(10):
         stats = await agent.run(max_turns=1)
     rec.close()
-    assert [c.name for c in world.calls] == ["say"] and world.requesters == ["alex"]
+    assert [c.name for c in world.calls] == ["say"] and world.requesters == [frozenset({"alex"})]
     assert len(stats.turns) == 1 and stats.turns[0].steps == 2 and stats.actions == 1
     assert 'alex says: "hello there"' in _last_user(requests[0]) and "time night" in _last_user(requests[0])
     assert requests[1].messages[-1] == {"role": "tool", "content": "say ok", "tool_call_id": "c1"}
@@ -81,6 +81,26 @@ async def test_chat_turn_says_hello_and_records_everything(tmp_path: Path) -> No
     turn = next(r for r in read.records if isinstance(r, TurnRecord))
     assert turn.actions == 1 and turn.latency_first_action_ms is not None
     assert context.observed == [(requests[0].predicted_prompt_tokens, 100), (requests[1].predicted_prompt_tokens, 100)]
+
+
+async def test_every_player_whose_words_are_in_the_turn_is_a_requester(tmp_path: Path) -> None:
+    def brain(req: ChatRequest) -> Completion:
+        if req.messages[-1]["role"] == "user":
+            return answer(tool("say", '{"text": "ok"}'))
+        return answer(content="done")
+
+    agent, world, _, _, rec = _agent(tmp_path, brain, perception=PerceptionPolicy(chat_debounce_s=0.3))
+    # Lines in one burst (within the debounce) make one turn.
+    await world.send.send(Chat(sender="alex", text="hello"))
+    await world.send.send(Chat(sender="mallory", text="hi"))
+    await world.send.send(Chat(sender="alex", text="again"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    await world.send.send(Damage(amount=2, health=18, attacker="zombie"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=2)
+    rec.close()
+    assert world.requesters == [frozenset({"alex", "mallory"}), frozenset()]
 
 
 async def test_model_mistakes_go_back_as_tool_results(tmp_path: Path) -> None:
@@ -300,3 +320,46 @@ async def test_requests_carry_preserve_thinking_from_the_options(tmp_path: Path,
         await agent.run(max_turns=1)
     rec.close()
     assert requests and all(r.enable_thinking is True and r.preserve_thinking is preserve for r in requests)
+
+
+async def _chat_once_preparing(agent: Agent, world: WorldDouble, preparing: anyio.Event) -> SessionStats:
+    """Run one turn, started by a chat sent once the idle loop has begun preparing."""
+
+    async def player() -> None:
+        await preparing.wait()
+        await world.send.send(Chat(sender="alex", text="hello"))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(player)
+            return await agent.run(max_turns=1)
+
+
+async def test_the_context_prepares_between_turns_and_a_turn_cancels_it(tmp_path: Path) -> None:
+    # The trim ladder's preparation (a summary the model writes, issue #13) runs only while the
+    # loop idles; here it never finishes on its own, and the player's chat still starts a turn
+    # at once: the preparation is cancelled, not awaited.
+    agent, world, context, requests, rec = _agent(tmp_path, lambda req: answer(content="ok"))
+    context.prepare_blocks = True
+    stats = await _chat_once_preparing(agent, world, context.preparing)
+    rec.close()
+    assert len(stats.turns) == 1 and requests
+    assert context.cancelled >= 1  # the preparation that was running when the chat came
+    assert context.cancelled == context.prepared  # and none left running
+
+
+async def test_a_failed_preparation_is_logged_and_the_session_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent, world, context, requests, rec = _agent(tmp_path, lambda req: answer(content="ok"))
+    tried = anyio.Event()
+
+    async def broken() -> None:
+        tried.set()
+        raise RuntimeError("summary endpoint said no")
+
+    context.prepare = broken  # type: ignore[method-assign]
+    stats = await _chat_once_preparing(agent, world, tried)
+    rec.close()
+    assert len(stats.turns) == 1 and requests
+    assert "between-turns preparation failed (RuntimeError: summary endpoint said no)" in caplog.text

@@ -184,3 +184,26 @@ def test_a_header_written_before_preserve_thinking_reads_as_false(tmp_path: Path
     header = read_recording(path).records[0]
     assert isinstance(header, HeaderRecord)
     assert header.enable_thinking is True and header.preserve_thinking is False
+
+
+def test_a_trim_is_one_type_from_the_ladder_to_the_file_and_old_trim_lines_load(tmp_path: Path) -> None:
+    from emil.context.ladder import TrimRecord
+
+    path = tmp_path / "trims.jsonl"
+    made = TrimRecord(t=5.0, rung="fold", messages_touched=6, tokens_freed=900, horizon_after_s=60.0,
+                      tokens_before=30000, tokens_after=29100)
+    lines = [
+        # as earlier versions wrote them (the type was TrimRecordEntry), oldest without sizes
+        {"t": 1.0, "turn": 3, "kind": "trim", "rung": "evict", "messages_touched": 2, "tokens_freed": 40},
+        {"t": 2.0, "turn": 4, "kind": "trim", "rung": "elide_results", "messages_touched": 1,
+         "tokens_freed": 300, "horizon_after_s": 12.5, "tokens_before": 900, "tokens_after": 600},
+    ]
+    path.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    with Recorder(path) as rec:
+        rec.write(made.model_copy(update={"turn": 7}))  # what the loop writes
+    read = read_recording(path)
+    assert read.problem is None
+    trims = [r for r in read.records if isinstance(r, TrimRecord)]
+    assert [(r.turn, r.rung, r.tokens_before) for r in trims] == [(3, "evict", None), (4, "elide_results", 900), (7, "fold", 30000)]
+    assert trims[2] == made.model_copy(update={"turn": 7})
+    assert RECORD_ADAPTER.validate_json(RECORD_ADAPTER.dump_json(made)) == made

@@ -11,9 +11,7 @@ from emil.exceptions import BudgetError
 def test_prompt_budget_is_window_minus_output_minus_margin() -> None:
     budget = Budget(65536, output_reserve=6144, margin=256, low_water=0.8)
     assert budget.prompt_budget == 59136
-    assert budget.low_water_tokens == int(59136 * 0.8)
-    assert "prompt budget 59136" in budget.describe()
-    assert budget.with_margin(1000).prompt_budget == 58392
+    assert Budget(65536, output_reserve=6144, margin=1000).prompt_budget == 58392
 
 
 @pytest.mark.parametrize(
@@ -36,7 +34,6 @@ def test_exact_predictions_keep_the_base_margin() -> None:
     assert calibration.margin == 100
     report = calibration.report()
     assert (report.samples, report.exact, report.worst_under) == (3, 3, 0)
-    assert "3/3 predictions exact" in report.describe()
 
 
 def test_under_counts_widen_the_margin_and_over_counts_do_not_shrink_it() -> None:
@@ -56,4 +53,4 @@ def test_calibration_forgets_old_errors() -> None:
     calibration.observe(10, 10)
     calibration.observe(10, 10)
     assert calibration.margin == 0
-    assert Calibration().report().describe().startswith("no server counts")
+    assert Calibration().report().samples == 0

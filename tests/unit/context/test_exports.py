@@ -11,12 +11,13 @@ import emil.context
 MODULES = [
     "budget",
     "counting",
+    "family",
     "history",
     "incremental",
     "ladder",
     "manager",
     "qwen_blocks",
-    "synthetic",
+    "rungs",
     "template",
     "tokens",
 ]

@@ -5,15 +5,12 @@ from __future__ import annotations
 import json
 
 from emil.context.history import History, Message
-from emil.context.ladder import (
-    LadderConfig,
-    LadderState,
-    collapse_status,
+from emil.context.ladder import LadderConfig, TrimRecord, run_ladder
+from emil.context.rungs import (
+    build_rungs,
     digest_turn,
-    drop_reasoning,
     elide_results,
     note_dropped,
-    run_ladder,
     split_groups,
 )
 
@@ -39,7 +36,7 @@ def _turn(
     )
 
 
-def _chars(state: LadderState) -> int:
+def _chars(state: History) -> int:
     """A stand-in size: characters of everything rendered (the manager uses exact tokens)."""
     memory = len(state.memory.text) if state.memory else 0
     return memory + sum(
@@ -49,23 +46,28 @@ def _chars(state: LadderState) -> int:
     )
 
 
-CONFIG = LadderConfig(elide_over_tokens=200, tokens_of=len, memory_max_tokens=600)
+CONFIG = LadderConfig(elide_over_tokens=200, memory_max_tokens=600)
 
 
-def test_rungs_are_pure() -> None:
+def _run(
+    history: History, target: int, *, config: LadderConfig = CONFIG, ceiling: int | None = None
+) -> tuple[History, list[TrimRecord], int]:
+    return run_ladder(
+        history, build_rungs(config), _chars, target=target, ceiling=ceiling, config=config,
+        now=2000.0, tokens_of=len,
+    )
+
+
+def test_rewrites_are_pure() -> None:
     turn = _turn(1, big=True)
     before = [m.to_openai() for m in turn]
-    assert drop_reasoning(turn) is not None
-    assert collapse_status(turn) is not None
-    assert elide_results(turn, CONFIG) is not None
+    assert elide_results(turn, 200, len) is not None
     assert [m.to_openai() for m in turn] == before
-    assert drop_reasoning(drop_reasoning(turn) or ()) is None
-    assert collapse_status(_turn(2, status=False)) is None
-    assert elide_results(_turn(3), CONFIG) is None
+    assert elide_results(_turn(3), 200, len) is None
 
 
 def test_elided_stub_says_what_was_elided() -> None:
-    elided = elide_results(_turn(7, big=True), CONFIG)
+    elided = elide_results(_turn(7, big=True), 200, len)
     assert elided is not None
     stub = elided[2]
     assert stub.tool_call_id == "c7"
@@ -91,11 +93,9 @@ def test_digest_is_deterministic_and_informative() -> None:
 
 def test_ladder_takes_cheapest_rungs_first_and_stops_at_target() -> None:
     history = History(tuple(_turn(i, big=i % 2 == 0) for i in range(10)))
-    start = _chars(LadderState.of(history))
+    start = _chars(history)
     target = start - 50
-    trimmed, records, size = run_ladder(
-        history, target=target, measure=_chars, config=CONFIG, now=2000.0
-    )
+    trimmed, records, size = _run(history, target)
     assert size <= target
     assert [r.rung for r in records] == ["drop_reasoning"]
     assert len(trimmed.turns) == 10
@@ -106,9 +106,7 @@ def test_ladder_takes_cheapest_rungs_first_and_stops_at_target() -> None:
 def test_ladder_folds_then_evicts_then_cuts_the_newest_turn() -> None:
     history = History(tuple(_turn(i, big=True) for i in range(6)))
     newest = history.turns[-1]
-    trimmed, records, size = run_ladder(
-        history, target=400, measure=_chars, config=CONFIG, now=2000.0
-    )
+    trimmed, records, size = _run(history, 400)
     rungs = [r.rung for r in records]
     assert rungs[:3] == ["drop_reasoning", "collapse_status", "elide_results"]
     assert "fold" in rungs or "evict" in rungs
@@ -122,14 +120,8 @@ def test_ladder_folds_then_evicts_then_cuts_the_newest_turn() -> None:
 
 def test_fold_builds_a_rolling_memory_note() -> None:
     history = History(tuple(_turn(i, reasoning=False, status=False, chatty=True) for i in range(8)))
-    config = LadderConfig(elide_over_tokens=10_000, tokens_of=len, memory_max_tokens=300)
-    trimmed, records, _ = run_ladder(
-        history,
-        target=_chars(LadderState.of(history)) - 600,
-        measure=_chars,
-        config=config,
-        now=2000.0,
-    )
+    config = LadderConfig(elide_over_tokens=10_000, memory_max_tokens=300)
+    trimmed, records, _ = _run(history, _chars(history) - 600, config=config)
     assert [r.rung for r in records] == ["fold"]
     assert trimmed.memory is not None and trimmed.memory.kind == "memory"
     assert trimmed.memory.content is not None
@@ -144,9 +136,7 @@ def test_fold_builds_a_rolling_memory_note() -> None:
 def test_pairs_stay_together_after_any_trim() -> None:
     history = History(tuple(_turn(i, big=True) for i in range(6)))
     for target in (100, 400, 1500, 5000):
-        trimmed, _, _ = run_ladder(
-            history, target=target, measure=_chars, config=CONFIG, now=2000.0
-        )
+        trimmed, _, _ = _run(history, target)
         messages = trimmed.messages()
         call_ids = {c["id"] for m in messages for c in m.tool_calls}
         result_ids = {m.tool_call_id for m in messages if m.role == "tool"}
@@ -155,7 +145,7 @@ def test_pairs_stay_together_after_any_trim() -> None:
 
 def test_no_trim_when_already_under_target() -> None:
     history = History((_turn(1),))
-    trimmed, records, _ = run_ladder(history, target=10**6, measure=_chars, config=CONFIG)
+    trimmed, records, _ = _run(history, 10**6)
     assert trimmed == history and records == []
 
 
@@ -165,26 +155,15 @@ def test_newest_turn_is_cut_only_above_the_hard_budget() -> None:
     # group now would make the model forget the action and take it again.
     history = History(tuple(_turn(i, big=True) for i in range(6)))
     newest = history.turns[-1]
-    alone = _chars(LadderState((newest,), None))
-    trimmed, records, size = run_ladder(
-        history, target=alone - 50, ceiling=alone + 10, measure=_chars, config=CONFIG, now=2000.0
-    )
+    alone = _chars(History((newest,)))
+    trimmed, records, size = _run(history, alone - 50, ceiling=alone + 10)
     assert trimmed.turns == (newest,)
     assert "cut_newest" not in [r.rung for r in records]
     assert size == alone
     # Without a ceiling the low-water target is the hard one and the newest turn is cut.
-    cut, records, _ = run_ladder(history, target=alone - 50, measure=_chars, config=CONFIG, now=2000.0)
+    cut, records, _ = _run(history, alone - 50)
     assert "cut_newest" in [r.rung for r in records]
     assert cut.turns[-1] != newest
-
-
-def test_rewrite_memo_is_bounded_per_config() -> None:
-    config = LadderConfig(elide_over_tokens=200, tokens_of=len, memory_max_tokens=600, memo_limit=3)
-    turns = [_turn(i) for i in range(8)]
-    history = History(tuple(turns))
-    run_ladder(history, target=1, measure=_chars, config=config, now=2000.0)
-    assert 0 < len(config._memo) <= 3
-    assert len(LadderConfig()._memo) == 0  # each config has its own memo
 
 
 def test_a_group_cut_from_the_newest_turn_is_noted_in_its_opening() -> None:
@@ -197,9 +176,9 @@ def test_a_group_cut_from_the_newest_turn_is_noted_in_its_opening() -> None:
             Message.tool_result(f"g{i}", json.dumps({"ok": True, "dug": "oak_log", "pad": "x" * 300})),
         ]
     history = History(((opening, *groups),))
-    whole = _chars(LadderState(history.turns))
+    whole = _chars(history)
     target = whole // 4  # eliding the results alone is not enough: groups must go
-    cut, records, size = run_ladder(history, target=target, measure=_chars, config=CONFIG, now=2000.0)
+    cut, records, size = _run(history, target)
     assert "cut_newest" in [r.rung for r in records] and size <= target
     (turn,) = cut.turns
     note = turn[0].content or ""
@@ -215,3 +194,11 @@ def test_a_group_cut_from_the_newest_turn_is_noted_in_its_opening() -> None:
     # a second cut adds to the same note
     assert (note_dropped(first, groups[2:4]).content or "").endswith(f"{line}; {line.replace('0', '1')}]")
     assert note_dropped(opening, ()) is opening
+
+
+def test_rungs_never_change_the_history_they_trim() -> None:
+    history = History(tuple(_turn(i, big=True) for i in range(6)))
+    before = [m.to_openai() for m in history.messages()]
+    trimmed, records, _ = _run(history, 100)
+    assert records and trimmed != history
+    assert [m.to_openai() for m in history.messages()] == before

@@ -7,19 +7,22 @@ import itertools
 import pytest
 
 from emil.context.budget import Budget, Calibration
+from emil.context.family import family_by_name
 from emil.context.history import History, Message
 from emil.context.manager import ContextManager
-from emil.context.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
+from emil.context.template import ChatTemplate
 from emil.context.tokens import get_token_counter
 from emil.exceptions import BudgetError
+from emil.offline.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 
+QWEN36 = family_by_name("qwen3.6")
 COUNTER = get_token_counter("qwen3.6")
 TOOLS = emil_tool_specs()
 
 
 def _manager(window: int = 65536, **kwargs: object) -> ContextManager:
     return ContextManager(
-        COUNTER, Budget(window, output_reserve=2048, margin=0), SYSTEM_PROMPT, TOOLS, **kwargs
+        COUNTER, Budget(window, output_reserve=2048, margin=0), SYSTEM_PROMPT, TOOLS, **kwargs, family=QWEN36
     )  # type: ignore[arg-type]
 
 
@@ -98,7 +101,7 @@ def test_over_budget_trims_to_the_low_water_mark_and_persists() -> None:
 
 def test_pinned_parts_that_cannot_fit_raise_with_every_number() -> None:
     manager = ContextManager(
-        COUNTER, Budget(6000, output_reserve=2048, margin=0), "x " * 3000, TOOLS
+        COUNTER, Budget(6000, output_reserve=2048, margin=0), "x " * 3000, TOOLS, family=QWEN36
     )
     with pytest.raises(BudgetError) as info:
         manager.assemble(_history(1))
@@ -126,7 +129,7 @@ def test_limit_forces_a_smaller_prompt() -> None:
 
 def test_calibration_disagreement_shrinks_the_budget() -> None:
     manager = ContextManager(
-        COUNTER, Budget(65536, margin=100), SYSTEM_PROMPT, TOOLS, calibration=Calibration(100)
+        COUNTER, Budget(65536, margin=100), SYSTEM_PROMPT, TOOLS, calibration=Calibration(100), family=QWEN36
     )
     before = manager.effective_budget()
     manager.observe_usage(10_000, 10_400)
@@ -158,3 +161,16 @@ def test_overflow_limit_keeps_the_action_the_current_turn_already_took() -> None
     assert assembly.predicted_tokens <= limit
     assert assembly.history.turns[-1] == newest
     assert "cut_newest" not in [t.rung for t in assembly.trims]
+
+
+def test_a_template_that_is_not_additive_still_trims_exactly() -> None:
+    source = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    manager = ContextManager(
+        COUNTER, Budget(2600, output_reserve=1024, margin=0), "You are Emil.", None,
+        template=ChatTemplate.from_source(source),
+    )
+    history = _history(10)
+    assembly = manager.assemble(history, now=2e9)
+    assert manager.incremental.mode == "whole" and assembly.trims
+    assert assembly.predicted_tokens == manager.incremental.count_whole(assembly.sequence)
+    assert assembly.predicted_tokens <= manager.effective_budget()

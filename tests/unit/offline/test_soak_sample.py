@@ -12,7 +12,7 @@ from emil.offline.trace import SessionTrace
 from emil.recording import (
     SCHEMA_VERSION,
     EventRecord,
-    TrimRecordEntry,
+    TrimRecord,
     messages_for_request,
     read_recording,
 )
@@ -28,7 +28,7 @@ def test_the_soak_sample_is_a_small_complete_multi_player_recording() -> None:
     assert read.complete and read.header is not None and read.header.schema_version == SCHEMA_VERSION
     senders = {r.event.get("sender") for r in read.records if isinstance(r, EventRecord) and r.event.get("kind") == "chat"}
     assert {"alex", "bella", "cody"} <= senders
-    assert any(isinstance(r, TrimRecordEntry) for r in read.records)
+    assert any(isinstance(r, TrimRecord) for r in read.records)
     assert any(notes_in(messages) for _request, messages in messages_for_request(read.records))
 
 

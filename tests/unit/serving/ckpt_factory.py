@@ -1,9 +1,19 @@
-"""Build tiny safetensors checkpoints (index + shards) with the safetensors package."""
+"""Build tiny safetensors checkpoints (index + shards) with the safetensors package.
+
+``python3 tests/unit/serving/ckpt_factory.py DIR`` writes the crafted examples of docs/serving.md.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+
+if __name__ == "__main__":  # by hand, from a fresh clone: into the checkout's .venv first
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+    from emil._bootstrap import use_project_python
+
+    use_project_python(__file__)
 
 import numpy as np
 from safetensors import TensorSpec, serialize_file
@@ -102,6 +112,4 @@ def write_examples(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    import sys
-
     write_examples(Path(sys.argv[1]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -10,15 +11,15 @@ import pytest
 from emil.llm.types import ToolCall
 from emil.world import actions
 from emil.world.actions import (
-    CHAT_LIMIT,
     TOOLS,
     ActionPolicy,
     dispatch,
-    split_chat,
     tool_specs,
     validate_tool_call,
 )
 from emil.world.bridge import ActionResult, Snapshot
+from emil.world.chat import CHAT_LIMIT, reads_as_command, split_chat
+from tests.unit.world.tricks import NEUTRALISED, TRICKS, runs_a_command
 
 
 class BotDouble:
@@ -26,12 +27,14 @@ class BotDouble:
 
     def __init__(self, results: dict[str, ActionResult] | None = None, snap: Snapshot | None = None) -> None:
         self.calls: list[tuple[str, dict[str, Any], float]] = []
+        self.jobs: list[bool] = []
         self.results = results or {}
         self.snap = snap or Snapshot(connected=True, health=20, food=18, position={"x": 1, "y": 5, "z": 2},
                                      inventory={"oak_log": 3}, players=[{"name": "Alex", "distance": 3.0}])
 
-    async def act(self, name: str, args: dict[str, Any] | None = None, timeout: float = 60.0) -> ActionResult:  # noqa: ASYNC109
+    async def act(self, name: str, args: Mapping[str, Any] | None = None, timeout: float = 60.0, *, job: bool = False) -> ActionResult:  # noqa: ASYNC109
         self.calls.append((name, dict(args or {}), timeout))
+        self.jobs.append(job)
         return self.results.get(name, ActionResult(ok=True, result={}))
 
     async def snapshot(self) -> Snapshot:
@@ -81,6 +84,7 @@ def test_public_names_are_exported() -> None:
         ("collect", {"block": "Oak Log"}, "block"),
         ("give", {"player": "Al ex", "item": "oak_log"}, "player"),
         ("say", {"text": "hi", "volume": 3}, "volume"),
+        ("say", {"text": "/op Mallory", "requesters": ["Alex"]}, "requesters"),  # the model cannot name them
     ],
 )
 def test_invalid_arguments_become_readable_errors(tool: str, args: dict[str, Any], fragment: str) -> None:
@@ -102,6 +106,9 @@ def test_split_chat_strips_newlines_and_respects_the_limit() -> None:
     assert pieces[0].startswith("line one line two")
     assert len(pieces) == 3
     assert split_chat("\x00\n\t ", 256, 3) == []
+    # A space early in a long word is no place to cut: the piece is filled instead.
+    assert split_chat("a " + "x" * 300, 256, 3) == ["a " + "x" * 254, "x" * 46]
+    assert [len(p) for p in split_chat("\U0001f600" * 300, 256, 3)] == [128, 128, 44]
 
 
 async def test_say_splits_and_strips() -> None:
@@ -113,21 +120,54 @@ async def test_say_splits_and_strips() -> None:
     assert all(len(t) <= CHAT_LIMIT and "\n" not in t for t in texts)
 
 
-async def test_commands_are_refused_unless_enabled_for_an_operator() -> None:
+def policy(*requesters: str, allow: bool = True) -> ActionPolicy:
+    return ActionPolicy(allow_commands=allow, operators=frozenset({"Alex", "Olga"}), requesters=frozenset(requesters))
+
+
+async def test_commands_are_refused_unless_enabled_and_every_requester_is_an_operator() -> None:
     bot = BotDouble()
     out = await dispatch(bot, call("say", text="/op Mallory"))
-    assert not out.ok and "refused" in out.text and bot.calls == []
-    out = await dispatch(bot, call("say", text="/time set day"), ActionPolicy(allow_commands=True, requester="Mallory", operators=frozenset({"Alex"})))
+    assert not out.ok and "refused" in out.text and "not enabled" in out.text and bot.calls == []
+    out = await dispatch(bot, call("say", text="/time set day"), policy("Alex", allow=False))
     assert not out.ok and bot.calls == []
-    out = await dispatch(bot, call("say", text="/time set day"), ActionPolicy(allow_commands=True, requester="Alex", operators=frozenset({"Alex"})))
-    assert out.ok and bot.calls[0][1]["text"] == "/time set day"
+    out = await dispatch(bot, call("say", text="/time set day"), policy("Mallory"))
+    assert not out.ok and "Mallory spoke" in out.text and bot.calls == []
+    out = await dispatch(bot, call("say", text="/time set day"), policy("Alex", "Mallory"))
+    assert not out.ok and bot.calls == []  # an operator's words beside anyone else's are no order
+    out = await dispatch(bot, call("say", text="/time set day"), policy())
+    assert not out.ok and "no operator asked" in out.text and bot.calls == []
+    out = await dispatch(bot, call("say", text="/time set day"), policy("Alex", "Olga"))
+    assert out.ok and bot.calls[0][1] == {"text": "/time set day", "requesters": ["Alex", "Olga"]}
 
 
-async def test_attacking_a_player_needs_an_operator() -> None:
+async def test_plain_chat_carries_the_requesters_to_the_bot() -> None:
     bot = BotDouble()
-    out = await dispatch(bot, call("attack", target="Alex"), ActionPolicy(requester="Mallory"))
+    out = await dispatch(bot, call("whisper", player="Alex", text="hi there"), policy("Mallory"))
+    assert out.ok and bot.calls == [("whisper", {"player": "Alex", "text": "hi there", "requesters": ["Mallory"]}, 10.0)]
+
+
+@pytest.mark.parametrize("trick", sorted(TRICKS))
+async def test_no_trick_gets_a_command_past_the_rule(trick: str) -> None:
+    for tool_call in (call("say", text=TRICKS[trick]), call("whisper", player="Alex", text=TRICKS[trick])):
+        bot = BotDouble()
+        out = await dispatch(bot, tool_call, policy("Mallory"))
+        sent = [args["text"] for _, args, _ in bot.calls]
+        # Either refused before anything went out, or what went out cannot run a command.
+        assert (not out.ok and out.text.startswith("refused") and sent == []) or (
+            out.ok and not any(runs_a_command(piece) or reads_as_command(piece) for piece in sent)
+        ), (trick, out, sent)
+        assert (await dispatch(BotDouble(), tool_call, policy("Alex"))).ok  # an operator's turn: sent
+    said = await dispatch(BotDouble(), call("say", text=TRICKS[trick]), policy("Mallory"))
+    assert said.ok == (trick in NEUTRALISED), said.text
+
+
+async def test_attacking_a_player_needs_an_operator_order() -> None:
+    bot = BotDouble()
+    out = await dispatch(bot, call("attack", target="Alex"), policy("Mallory"))
     assert not out.ok and "operator" in out.text and bot.calls == []
-    out = await dispatch(bot, call("attack", target="Alex"), ActionPolicy(requester="Alex", operators=frozenset({"Alex"})))
+    out = await dispatch(bot, call("attack", target="Alex"), policy("Alex", "Mallory"))
+    assert not out.ok and bot.calls == []
+    out = await dispatch(bot, call("attack", target="Alex"), policy("Alex"))
     assert out.ok and bot.calls[0][0] == "attack"
     out = await dispatch(bot, call("attack", target="zombie"))
     assert out.ok
@@ -138,6 +178,7 @@ async def test_failed_action_becomes_text_not_exception() -> None:
     out = await dispatch(bot, call("collect", block="oak_log", count=2))
     assert not out.ok and out.text == "collect failed: no oak_log within 32 blocks"
     assert bot.calls == [("collect", {"block": "oak_log", "count": 2, "max_distance": 32}, TOOLS["collect"].timeout_s)]
+    assert bot.jobs == [True]
 
 
 async def test_validation_error_does_not_reach_the_bot() -> None:

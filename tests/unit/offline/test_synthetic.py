@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 
-from emil.context.synthetic import emil_tool_specs, history_of, synthetic_turns
+from emil.offline.synthetic import emil_tool_specs, history_of, synthetic_turns
 
 
 def _wire(seed: int, n: int) -> list[list[dict[str, object]]]:

@@ -1,0 +1,105 @@
+"""Chat as it goes on the wire: cleaning, cutting to the chat limit, and the command rule.
+
+The command rule decides whether a chat piece could be read as a server command. It is applied
+to every piece exactly as it is handed to mineflayer (after cleaning and cutting), here and again
+in the bot (``js/emil_chat_rule.js``, the same rule in JS), so neither side is the only guard.
+What a client and the servers really do with a chat string, read in their sources:
+
+- mineflayer 4.39 ``bot.chat(m)``: an ``m`` that starts with "/" goes out whole as one command;
+  any other ``m`` is split at "\\n" and cut every 256 UTF-16 code units, each piece sent as chat.
+  ``bot.whisper(u, m)`` sends ``"/tell u " + piece`` for each piece: a command by construction.
+- minecraft-protocol 1.68 (1.19+): ``message.startsWith('/')`` picks a ``chat_command`` packet
+  carrying ``message.slice(1)``, else a ``chat_message`` packet. No trimming, no normalisation.
+- vanilla 1.19+: ``chat_command`` runs; a ``chat_message`` is never a command (a "§" or control
+  character in it gets the client kicked). Before 1.19 one ``chat`` packet carried both: the
+  server ran Apache commons ``normalizeSpace`` on it (Java whitespace runs to one space, the
+  no-break space to a space, then ``String.trim``, which drops everything up to U+0020 at both
+  ends) and ran it as a command when the result started with "/". Spigot and Paper did the same.
+- flying-squid 1.12: ``chat_command`` runs; the pre-1.19 ``chat`` packet runs as a command when
+  ``message[0] === '/'``; ``chat_message`` never.
+
+So a piece is a command on the wire when it starts with "/", or, on older servers, when it does
+after whitespace trimming. The rule refuses more, on purpose (a plugin may normalise further, and
+a reader cannot see invisible characters): after NFKC (which maps the full-width solidus U+FF0F
+to "/"), leading characters that are whitespace, controls, format characters (zero-width
+space/joiners, bidi controls, soft hyphen, word joiner, BOM), combining marks, private-use,
+surrogate or unassigned code points, or invisible fillers (Hangul fillers, braille blank) are
+skipped, and a piece whose first remaining character is "/" or a slash look-alike (fraction,
+division and big solidus, box-drawing and rising diagonals) reads as a command.
+
+A piece that reads as a command goes out only when commands are allowed and every player whose
+words are in the turn is an operator (:meth:`emil.world.tool.ActionPolicy.may_command`).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+__all__ = ["CHAT_LIMIT", "SLASHES", "clean_chat", "reads_as_command", "split_chat", "utf16_len"]
+
+CHAT_LIMIT = 256
+"""Longest chat message a client may send, in UTF-16 code units (what Java and JS count)."""
+
+SLASHES = frozenset("/\uff0f\u2044\u2215\u29f8\u2571\u27cb\u2afb\u2afd\u1735\u3033")
+""""/" and characters that look like it (or that NFKC turns into it: U+FF0F)."""
+
+_SKIPPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp", "Mn", "Mc", "Me"})
+_INVISIBLE_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+"""Hangul choseong/jungseong/compatibility/half-width fillers and the braille blank: letters
+and symbols by category, blank on screen."""
+
+_KICKED = str.maketrans({"\u00a7": " ", "\u007f": " "})
+"""Characters vanilla refuses in chat (it kicks the sender): the formatting sign and DEL."""
+
+
+def utf16_len(text: str) -> int:
+    """Length as Java and JS count it: characters beyond the BMP take two code units."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def clean_chat(text: str) -> str:
+    """One line a server accepts: controls, format and separator characters to spaces, "§" and
+    DEL to spaces, runs of whitespace to one space, no space at either end."""
+    flat = "".join(ch if ch.isprintable() else " " for ch in text.translate(_KICKED))
+    return " ".join(flat.split())
+
+
+def split_chat(text: str, limit: int = CHAT_LIMIT, max_messages: int = 3) -> list[str]:
+    """``text`` cleaned and cut at spaces into at most ``max_messages`` pieces of at most
+    ``limit`` UTF-16 code units each (a word longer than a piece is cut inside)."""
+    flat = clean_chat(text)
+    pieces: list[str] = []
+    while flat and len(pieces) < max_messages:
+        fit = _fit(flat, limit)
+        if fit == len(flat):
+            pieces.append(flat)
+            break
+        cut = flat.rfind(" ", 0, fit + 1)
+        if cut <= fit // 2:
+            cut = fit
+        pieces.append(flat[:cut].rstrip())
+        flat = flat[cut:].lstrip()
+    return pieces
+
+
+def _fit(text: str, limit: int) -> int:
+    """How many characters of ``text`` fit in ``limit`` UTF-16 code units."""
+    units = 0
+    for i, ch in enumerate(text):
+        units += 2 if ord(ch) > 0xFFFF else 1
+        if units > limit:
+            return max(i, 1)  # a piece holds at least one character, whatever the limit
+    return len(text)
+
+
+def _skipped(ch: str) -> bool:
+    # Everything Java's String.trim drops (<= U+0020) is Cc or Zs, so the categories cover it.
+    return unicodedata.category(ch) in _SKIPPED_CATEGORIES or ch in _INVISIBLE_LETTERS
+
+
+def reads_as_command(piece: str) -> bool:
+    """True when a server could read this chat piece as a command (see the module docstring)."""
+    for ch in unicodedata.normalize("NFKC", piece):
+        if not _skipped(ch):
+            return ch in SLASHES
+    return False

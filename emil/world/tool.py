@@ -1,0 +1,186 @@
+"""What a tool is: one class carries everything Emil's runtime needs to know about it.
+
+A tool is a subclass of :class:`Tool` (plus one JS function of the same name in
+``js/emil_actions.js`` when it runs in the bot). The class holds
+
+- the arguments: pydantic fields, validated before anything runs; the OpenAI tool spec is
+  derived from them and from the class docstring (the description the model reads);
+- ``tool_name``: the name the model calls, and the name of the JS function;
+- ``job``: a long job (walking, digging, fighting) pre-empts the running one and is reached by
+  stop, abort and the time limit; a non-job (say, stop, look_at) runs beside it;
+- ``timeout_s``: the bridge's time limit for one run;
+- :meth:`Tool.read`: how the JS function's result reads to the model;
+- :meth:`Tool.run`: how it runs, when it is not one plain bridge action (chat pieces, a gate
+  before the action, an answer from the snapshot).
+
+Defining the class registers it in :data:`TOOLS` (a class without ``tool_name`` is a base for
+others). Nothing elsewhere switches on tool names: the spec list, validation and dispatch in
+:mod:`emil.world.actions` read the registry and call the class.
+
+Two result types, because they are two things: :class:`~emil.world.bridge.ActionResult` is the
+bot's raw reply to one JS call (a JSON result or an error string, its own time), and
+:class:`Outcome` is what the model reads back for one tool call (text, plus data for the
+recording). A tool turns the first into the second; a tool may make several calls or none.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from emil.world.bridge import ActionResult, Snapshot
+
+__all__ = ["TOOLS", "ActionPolicy", "BotLike", "Outcome", "Query", "Tool", "ToolContext"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A tool call's result as the model will read it.
+
+    ``text`` is the tool result message; ``data`` (JSON) goes to the recording only;
+    ``elapsed_ms`` is filled by whoever timed the call (the agent loop times it when unset).
+    """
+
+    ok: bool
+    text: str
+    data: JsonValue = None
+    elapsed_ms: float | None = None
+
+
+class ActionPolicy(BaseModel):
+    """What the operator allows, and whose words this turn acts on."""
+
+    model_config = ConfigDict(frozen=True)
+
+    allow_commands: bool = False
+    """Let chat that reads as a server command go out, on operators' words only."""
+    operators: frozenset[str] = frozenset()
+    """Player names allowed to order operator-only behaviour (exact names)."""
+    requesters: frozenset[str] = frozenset()
+    """Every player whose words are in this turn (empty: Emil acts on its own)."""
+    max_chat_messages: int = Field(default=3, ge=1, le=10)
+    """A long say() is split into at most this many chat messages; the rest is cut."""
+
+    def operator_order(self) -> bool:
+        """True when this turn acts on operators' words only: at least one player spoke, and
+        every player whose words are in the turn is an operator. Anyone else's words in the
+        turn may be what asks for the act, so they take the order away."""
+        return bool(self.requesters) and self.requesters <= self.operators
+
+    def may_command(self) -> bool:
+        """True when chat that reads as a server command may go out this turn."""
+        return self.allow_commands and self.operator_order()
+
+
+class BotLike(Protocol):
+    """The part of :class:`emil.world.bridge.Bot` that tools use."""
+
+    async def act(
+        self,
+        name: str,
+        args: Mapping[str, JsonValue] | None = None,
+        timeout: float = 60.0,  # noqa: ASYNC109 - the bridge's contract: a timeout aborts the JS job
+        *,
+        job: bool = False,
+    ) -> ActionResult: ...
+
+    async def snapshot(self) -> Snapshot: ...
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a running tool may use: the bot and the policy of this turn."""
+
+    bot: BotLike
+    policy: ActionPolicy
+
+
+TOOLS: dict[str, type[Tool]] = {}
+"""Every tool class defined so far, by ``tool_name``, in definition order (the registry)."""
+
+
+class Tool(BaseModel):
+    """Base of every tool: the fields are its arguments, the class docstring its description."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool_name: ClassVar[str] = ""
+    """The name the model calls and the JS function's name; "" for a base class."""
+    job: ClassVar[bool] = False
+    """A long job: pre-empts the running job; stop, abort and the time limit reach it."""
+    timeout_s: ClassVar[float] = 60.0
+    """The bridge's time limit for one run (the agent loop has its own backstop)."""
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        name = cls.__dict__.get("tool_name")
+        if not name:
+            return
+        if name in TOOLS and TOOLS[name].__qualname__ != cls.__qualname__:
+            raise TypeError(f"two tools named {name!r}: {TOOLS[name].__qualname__} and {cls.__qualname__}")
+        TOOLS[name] = cls
+
+    @classmethod
+    def spec(cls) -> dict[str, Any]:
+        """The OpenAI tool spec, derived from the fields and the docstring."""
+        params = _compact(_strip_titles(cls.model_json_schema(by_alias=True)))
+        params.setdefault("properties", {})
+        return {
+            "type": "function",
+            "function": {"name": cls.tool_name, "description": (cls.__doc__ or "").strip(), "parameters": params},
+        }
+
+    def wire_args(self) -> dict[str, JsonValue]:
+        """The arguments as the JS function receives them (aliases, unset optionals left out)."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+    def read(self, result: dict[str, Any]) -> str:
+        """How a successful JS result reads to the model; override per tool."""
+        return json.dumps(result)[:500]
+
+    async def run(self, ctx: ToolContext) -> Outcome:
+        """One bridge action named ``tool_name``; override when the tool is not that."""
+        reply = await ctx.bot.act(self.tool_name, self.wire_args(), timeout=self.timeout_s, job=self.job)
+        if not reply.ok:
+            return Outcome(False, f"{self.tool_name} failed: {reply.error}")
+        return Outcome(True, self.read(reply.result if isinstance(reply.result, dict) else {}), reply.result)
+
+
+class Query(Tool):
+    """Base of tools answered from one snapshot, without a bridge action."""
+
+    async def run(self, ctx: ToolContext) -> Outcome:
+        snap = await ctx.bot.snapshot()
+        if not snap.connected:
+            return Outcome(False, f"{self.tool_name}: not connected to the server right now")
+        return self.answer(snap)
+
+    def answer(self, snap: Snapshot) -> Outcome:
+        """The answer to this query from a connected snapshot."""
+        raise NotImplementedError(f"{type(self).__name__} must define answer()")
+
+
+def _strip_titles(schema: Any) -> Any:
+    """Drop pydantic's "title" keys: they cost prompt tokens and tell the model nothing."""
+    if isinstance(schema, dict):
+        return {k: _strip_titles(v) for k, v in schema.items() if k != "title"}
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema
+
+
+def _compact(params: dict[str, Any]) -> dict[str, Any]:
+    """Optional fields as plain types (``anyOf [X, null]`` -> X): same meaning, fewer tokens."""
+    params.pop("description", None)  # the tool description already says it
+    for name, prop in list(params.get("properties", {}).items()):
+        options = prop.get("anyOf")
+        if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+            other = next(o for o in options if o != {"type": "null"})
+            rest = {k: v for k, v in prop.items() if k not in ("anyOf", "default")}
+            params["properties"][name] = {**other, **rest}
+    return params

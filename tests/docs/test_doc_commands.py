@@ -1,0 +1,183 @@
+"""Every command in README.md and docs/*.md runs exactly as written.
+
+The commands are extracted from the docs (tests/docs/commands.py) and run through bash, from a
+scratch folder laid out like a fresh clone (links to this checkout's files; what the commands
+write lands in the scratch folder), with ``python3`` being whatever python3 is on PATH: the
+scripts put themselves into the checkout's ``.venv`` (emil/_bootstrap.py), as they do for an
+operator once ``python3 run_emil.py demo`` has run. Each must exit as the docs say (0 unless a
+transcript shows ``(exit N)``), without a traceback or bridge chatter, and a ``--json`` command
+must print JSON alone on stdout.
+
+What cannot run here is still checked to parse (``--help``), and says why in :func:`plan`:
+synopses with placeholders (``FILE...``, ``[--window N]``), commands that need a real vLLM, a GPU
+or a real Minecraft server, and developer commands that would run this suite inside itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.docs.commands import ROOT, DocCommand, doc_commands
+
+_PLACEHOLDER = re.compile(r"\[|\.\.\.|(?:^|\s)[A-Z][A-Z0-9_]{1,}(?:\.[a-z]+)?(?=\s|$)")
+_REAL_ENDPOINT = re.compile(r"http://127\.0\.0\.1:800[01]")
+
+NOT_HERE: dict[str, str] = {
+    # command prefix -> why it cannot run on this machine (no GPU, no vLLM, no real server)
+    "python3 run_emil.py live": "plays on a real Minecraft server against a real vLLM until Ctrl-C",
+    "python3 tools/launch_vllm.py docs/examples/serve-qwen36-mtp.toml": (
+        "starts vLLM on a GPU (needs the vllm executable and 23 GiB of weights); --dry-run runs here"
+    ),
+    "python3 tools/check_tool_calls.py": "asks the configured real vLLM (127.0.0.1:8000); --demo-double runs here",
+    "python3 tools/make_sample.py": "rewrites the committed sample recording (run by hand when the schema changes)",
+    "python3 tools/soak.py --sample": "rewrites the committed soak sample (run by hand when the schema changes)",
+    "python3 run_emil.py memory": (
+        "reads the notes a session wrote to data_dir (a fresh clone has none); "
+        "tests/unit/memory/test_cli.py runs every subcommand on a real notes database"
+    ),
+}
+"""Commands (matched exactly, or as a prefix followed by a space) that do not run here."""
+
+SLOW: tuple[str, ...] = (
+    "python3 run_emil.py demo",  # embedded server, bots, double: ~40 s
+    "python3 tools/bench_",  # benchmarks: tens of seconds each
+    "python3 tools/soak.py",  # embedded server, five bots, double: ~60 s
+    "python3 tools/llm_recovery_report.py",
+    "--synthetic-hours 24",
+    "--synthetic-hours 2",
+    "--world embedded",
+    "python3 tools/check_tool_calls.py --demo-double",
+    "docs/examples/standin-",  # a stand-in server on a fixed port, seconds of backoff
+)
+"""Commands (by substring) that run in the slow suite."""
+
+PRINTS_TRACEBACKS = ("docs/examples/standin-",)
+"""Commands whose output shows tracebacks on purpose (the stand-in prints vLLM's error lines)."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the test does with one documented command."""
+
+    mode: str
+    """run | help (only checked to parse) | collect (pytest --collect-only) | syntax (bash -n)"""
+    argv: str
+    """What is run, through bash."""
+    reason: str = ""
+    slow: bool = False
+
+
+def _program(text: str) -> str:
+    """The program part of a command: interpreter, script and (run_emil.py) subcommand."""
+    words = shlex.split(text)
+    keep = 2 if words[0].startswith("python") else 1
+    if len(words) > 2 and words[1] == "run_emil.py" and words[2] in ("live", "demo", "replay", "setup", "memory"):
+        keep = 3
+    return shlex.join(words[:keep])
+
+
+def _not_here(text: str) -> str | None:
+    for prefix, reason in NOT_HERE.items():
+        if text == prefix or (text.startswith(prefix + " ") and "--dry-run" not in text and "--demo-double" not in text):
+            return reason
+    if text == "python3 run_emil.py":
+        return NOT_HERE["python3 run_emil.py live"] + " (live is the default command)"
+    if _REAL_ENDPOINT.search(text):
+        return "talks to a real vLLM at 127.0.0.1:8000/8001"
+    return None
+
+
+def plan(c: DocCommand) -> Plan:
+    text = c.text
+    if text.startswith("bash .ci/run"):
+        return Plan("syntax", "bash -n .ci/run", "runs this whole suite (setup, ruff, mypy, every test)")
+    if text.startswith(".venv/bin/python -m pytest"):
+        return Plan("collect", f"{text} --collect-only -q", "runs tests; this suite only checks that they are found", slow=True)
+    if _PLACEHOLDER.search(text):
+        return Plan("help", f"{_program(text)} --help", "a synopsis with placeholders")
+    reason = _not_here(text)
+    if reason is not None:
+        return Plan("help", f"{_program(text)} --help", reason)
+    return Plan("run", text, slow=any(s in text for s in SLOW))
+
+
+COMMANDS = doc_commands()
+
+
+def _unique(commands: list[DocCommand], *, slow: bool) -> list[DocCommand]:
+    seen: set[str] = set()
+    out = []
+    for c in commands:
+        p = plan(c)
+        if p.slow == slow and p.argv not in seen:
+            seen.add(p.argv)
+            out.append(c)
+    return out
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder that looks like a fresh clone from the commands' point of view."""
+    folder = tmp_path_factory.mktemp("clone")
+    for entry in ROOT.iterdir():
+        if entry.name in (".git", "recordings") or (entry.name.endswith((".png", ".json")) and entry.is_file()):
+            continue
+        (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+def _run(c: DocCommand, clone: Path, timeout: float) -> None:
+    p = plan(c)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EMIL_")}
+    # A metrics port of its own, in case a command plays a session.
+    env["EMIL_METRICS_ADDRESS"] = "127.0.0.1:0"
+    proc = subprocess.run(
+        p.argv, shell=True, executable="/bin/bash", cwd=clone, env=env,
+        capture_output=True, text=True, timeout=timeout,
+    )
+    shown = f"{c.where}: {p.argv}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
+    expected = c.exit_code if p.mode == "run" else 0
+    assert proc.returncode == expected, f"exit {proc.returncode}, the docs say {expected}\n{shown}"
+    both = proc.stdout + proc.stderr
+    if not any(s in c.text for s in PRINTS_TRACEBACKS):
+        assert "Traceback (most recent call last)" not in both, shown
+    assert "[JSE]" not in both and "Timed out get" not in both, shown
+    if p.mode == "run" and re.search(r"\s--json(\s|$)", c.text) and ">" not in c.text:
+        json.loads(proc.stdout)  # JSON alone on stdout
+
+
+def test_docs_use_one_interpreter_name() -> None:
+    """python3 everywhere (the README's first command); the .venv's python only for the dev tools."""
+    wrong = [
+        c for c in COMMANDS
+        if not (c.text.startswith(("python3 ", "bash ")) or c.text.startswith(".venv/bin/python -m pytest"))
+    ]
+    assert not wrong, "\n".join(f"{c.where}: {c.text}" for c in wrong)
+
+
+def test_not_here_commands_are_still_in_the_docs() -> None:
+    """The exceptions list names commands that exist; a stale entry would hide nothing."""
+    texts = [c.text for c in COMMANDS]
+    for prefix in NOT_HERE:
+        assert any(t == prefix or t.startswith(prefix + " ") for t in texts), prefix
+
+
+@pytest.mark.slow  # each starts a Python (and some a Node) process: ~50 s in all
+@pytest.mark.parametrize("c", _unique(COMMANDS, slow=False), ids=lambda c: c.where)
+def test_doc_command(c: DocCommand, clone: Path) -> None:
+    _run(c, clone, timeout=110)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("c", _unique(COMMANDS, slow=True), ids=lambda c: c.where)
+def test_doc_command_slow(c: DocCommand, clone: Path) -> None:
+    _run(c, clone, timeout=850)
