@@ -83,8 +83,9 @@ async def open_session(s: Settings, *, recording: Path | None = None) -> AsyncIt
                         recorder.add_observer(metrics.metrics.observe)
                     try:
                         notes = memory.pinned(max_tokens=s.memory_tokens, tokens_of=model.counter.count)
+                        summaries = memory.summariser(s, record=recorder.write)
                         world = memory.world(BotWorld(bot, s))
-                        agent = build_agent(s, model, world, tool_specs(s), recorder, notes=notes)
+                        agent = build_agent(s, model, world, tool_specs(s), recorder, notes=notes, summaries=summaries)
                         yield Session(
                             agent, recorder, llm, model.served, model.window, model.budget.prompt_budget, path,
                             metrics, memory,

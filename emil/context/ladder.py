@@ -25,7 +25,9 @@ from emil.llm.types import LLM
 
 __all__ = ["DEFAULT_RUNGS", "LadderConfig", "Preparation", "Rung", "Trim", "TrimRecord", "run_ladder"]
 
-DEFAULT_RUNGS = ("refresh_notes", "drop_reasoning", "collapse_status", "elide_results", "fold", "evict", "cut_newest")
+DEFAULT_RUNGS = (
+    "refresh_notes", "drop_reasoning", "collapse_status", "elide_results", "summarise", "fold", "evict", "cut_newest",
+)
 
 
 class TrimRecord(BaseModel):

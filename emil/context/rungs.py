@@ -2,8 +2,10 @@
 
 ``refresh_notes`` (the pinned notes block brought up to date: the one moment it may change),
 ``drop_reasoning``, ``collapse_status`` (superseded status snapshots), ``elide_results`` (bulky
-old tool results become stubs), ``fold`` (oldest turns into the memory note), ``evict`` (whole
-old turns, then the note), ``cut_newest`` (the turn in progress, only above the hard budget).
+old tool results become stubs), ``summarise`` (oldest turns into the memory note, as lines the
+served model wrote between turns), ``fold`` (oldest turns into the memory note, as
+deterministic digests), ``evict`` (whole old turns, then the note), ``cut_newest`` (the turn in
+progress, only above the hard budget).
 A tool call and its result stay or go together. A new rung is one :class:`Rung` subclass plus
 :func:`register_rung`; :func:`check_rungs` refuses an order that cannot guarantee a fit.
 """
@@ -22,7 +24,7 @@ from emil.context.ladder import LadderConfig, Preparation, Rung, Trim
 
 __all__ = [
     "RUNGS", "CollapseStatus", "CutNewest", "DropReasoning", "ElideResults", "Evict", "Fold",
-    "NotesSource", "RefreshNotes", "build_rungs", "check_rungs", "digest_turn", "elide_results", "fold_note", "note_dropped",
+    "NotesSource", "RefreshNotes", "Summarise", "SummarySource", "build_rungs", "check_rungs", "digest_turn", "elide_results", "fold_note", "note_dropped",
     "register_rung", "split_groups",
 ]
 
@@ -230,6 +232,47 @@ class Fold(Rung):
                 return
 
 
+class SummarySource(Protocol):
+    """Summaries of the oldest turns, made between turns: emil.memory's summariser (the served
+    model) live, the recorded summaries in replay."""
+
+    async def prepare(self, preparation: Preparation) -> None:
+        """Between turns: ask for a summary when a trim is near."""
+
+    def ready(self, turns: Sequence[Turn]) -> tuple[int, Sequence[str]] | None:
+        """Lines for the ``n`` oldest of ``turns``, if a summary of exactly those is ready; no I/O."""
+
+    def used(self, count: int) -> None:
+        """The rung folded the ``count`` turns the ready summary covers."""
+
+
+class Summarise(Rung):
+    """The oldest turns become the lines of a summary the served model wrote between turns, in
+    the rolling memory note; only when one is ready for exactly those turns (else ``fold``,
+    next, digests them). Built by the session with its summariser; the registered one, without,
+    does nothing."""
+
+    name = "summarise"
+
+    def __init__(self, source: SummarySource | None = None) -> None:
+        self.source = source
+
+    def apply(self, trim: Trim) -> None:
+        turns = trim.history.turns
+        found = self.source.ready(turns[:-1]) if self.source is not None else None
+        if found is None:
+            return
+        n, lines = found
+        memory = fold_note(trim.history.memory, "\n".join(lines), turns[0], trim)
+        if trim.try_history(replace(trim.history, turns=turns[n:], memory=memory)):
+            assert self.source is not None
+            self.source.used(n)
+
+    async def prepare(self, preparation: Preparation) -> None:
+        if self.source is not None:
+            await self.source.prepare(preparation)
+
+
 class Evict(Rung):
     """Whole old turns, then the memory note itself."""
 
@@ -286,7 +329,7 @@ def register_rung(cls: _R) -> _R:
     return cls
 
 
-for _cls in (RefreshNotes, DropReasoning, CollapseStatus, ElideResults, Fold, Evict, CutNewest):
+for _cls in (RefreshNotes, DropReasoning, CollapseStatus, ElideResults, Summarise, Fold, Evict, CutNewest):
     register_rung(_cls)
 
 

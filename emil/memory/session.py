@@ -10,10 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from emil.agent.ports import WorldPort
+from emil.config import Settings
 from emil.memory.learn import Learner
 from emil.memory.pinned import PinnedNotes
 from emil.memory.store import MemoryStore
+from emil.memory.summariser import Summariser
+from emil.memory.summary import load_summary_prompt
 from emil.memory.world import RememberingWorld
+from emil.recording import SummaryRecord
 
 __all__ = ["Memory", "open_memory"]
 
@@ -28,6 +32,8 @@ class Memory:
     learner: Learner
     block: PinnedNotes | None = None
     """The pinned block made by :meth:`pinned` (its ``renders`` count the re-renders)."""
+    summaries: Summariser | None = None
+    """The summariser made by :meth:`summariser` (its ``stats``)."""
 
     def pinned(
         self,
@@ -40,6 +46,16 @@ class Memory:
         ``neutralise`` is the served vocabulary's special-token breaker, when there is one)."""
         self.block = PinnedNotes(self.store, max_tokens=max_tokens, tokens_of=tokens_of, neutralise=neutralise)
         return self.block
+
+    def summariser(self, s: Settings, *, record: Callable[[SummaryRecord], None]) -> Summariser:
+        """The ``summarise`` rung's source for this session: asks the served model, writes the
+        facts of the summaries it uses to this store, and each request's ``summary`` record
+        through ``record``."""
+        self.summaries = Summariser(
+            prompt=load_summary_prompt(s.prompts_dir, name=s.bot_name), name=s.bot_name,
+            max_tokens=s.summary_max_tokens, timeout_s=s.summary_timeout_s, store=self.store, record=record,
+        )
+        return self.summaries
 
     def world(self, world: WorldPort) -> RememberingWorld:
         """``world`` wrapped so that what passes through is learned."""

@@ -22,7 +22,7 @@ from emil.context.budget import Budget
 from emil.context.family import ModelFamily
 from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
-from emil.context.rungs import RefreshNotes
+from emil.context.rungs import RefreshNotes, Summarise
 from emil.context.template import TemplateError
 from emil.context.tokens import TokenCounter
 from emil.events import ActionFinished, Death, parse_event
@@ -36,6 +36,7 @@ from emil.replay.live import LiveStep, compare_live
 from emil.replay.notes import RecordedNotes
 from emil.replay.recorded_llm import RecordedLLM, ReplayExhausted
 from emil.replay.session import RecordedSession, RecordedStep, RecordedTurn
+from emil.replay.summaries import RecordedSummaries
 
 __all__ = ["ObservationDiff", "ReplayOptions", "ReplayReport", "Replayer"]
 
@@ -161,7 +162,8 @@ class Replayer:
         self.notes = RecordedNotes(first)
         self.manager = ContextManager(
             self.counter, budget, header.system_prompt, self.tools, header.enable_thinking,
-            family=self.family, preserve_thinking=self.preserve_thinking, rungs=[RefreshNotes(self.notes)],
+            family=self.family, preserve_thinking=self.preserve_thinking,
+            rungs=[RefreshNotes(self.notes), Summarise(RecordedSummaries(session.summaries))],
         )
         self.perception = Perception(PerceptionPolicy(bot_name=header.bot_name or "Emil"))
         self.llm = RecordedLLM(
