@@ -204,16 +204,16 @@ def test_a_budget_in_estimated_tokens_lets_real_prompts_overflow() -> None:
 def test_shared_caches_change_nothing_but_speed() -> None:
     """A budget simulated after another one with the sweep's shared counters gives the very
     same figures as the same budget simulated alone."""
-    trace = synthetic_trace(hours=0.5, seed=3)
+    trace = synthetic_trace(hours=1.0, seed=3)
     counter = CachedCounter(get_token_counter("qwen3.6"))
     shared = SharedCaches()
 
     def budget(prompt_budget: int) -> Budget:
         return Budget(window=WINDOW, output_reserve=RESERVE, margin=WINDOW - RESERVE - prompt_budget)
 
-    simulate(trace, budget(9000), counter, shared=shared)  # warms the shared caches
-    warm = simulate(trace, budget(6000), counter, shared=shared)
-    alone = simulate(trace, budget(6000), get_token_counter("qwen3.6"))
+    simulate(trace, budget(6000), counter, shared=shared)  # warms the shared caches
+    warm = simulate(trace, budget(4200), counter, shared=shared)
+    alone = simulate(trace, budget(4200), get_token_counter("qwen3.6"))
     assert warm.trims > 3  # the ladder really ran
     assert replace(warm, seconds=0.0) == replace(alone, seconds=0.0)
 
@@ -231,10 +231,10 @@ def test_a_recorded_session_is_swept_with_its_own_preserve_thinking(tmp_path: Pa
 def test_kept_reasoning_makes_every_turn_bigger_and_every_prompt_append_only() -> None:
     """A thinking session swept with and without preserve_thinking: kept reasoning costs tokens
     (more trims at the same budget) and keeps prompts append-only between trims."""
-    budget = Budget(window=24000, output_reserve=6144)
+    budget = Budget(window=20000, output_reserve=6144)
     qwen = get_token_counter("qwen3.6")
-    kept = simulate(synthetic_trace(hours=1.0, seed=3, preserve_thinking=True), budget, qwen)
-    dropped = simulate(synthetic_trace(hours=1.0, seed=3, preserve_thinking=False), budget, qwen)
+    kept = simulate(synthetic_trace(hours=2.0, seed=3, reasoning=True, preserve_thinking=True), budget, qwen)
+    dropped = simulate(synthetic_trace(hours=2.0, seed=3, reasoning=True, preserve_thinking=False), budget, qwen)
     assert kept.trims > dropped.trims > 0
     assert kept.append_only_share > 0.95 > dropped.append_only_share
 

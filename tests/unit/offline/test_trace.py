@@ -51,8 +51,18 @@ def test_the_counter_comes_from_the_header_never_a_silent_default() -> None:
         counter_for(HeaderRecord(model="nemotron-nano"))
 
 
-def test_a_synthetic_hour_is_about_170_turns() -> None:
+def test_a_synthetic_hour_is_emils_play() -> None:
+    """The synthetic day speaks Emil's language: observations as perception writes them, the
+    tool calls Emil has, results as the tool classes word them, the notes block as it grows."""
     trace = synthetic_trace(1.0, seed=3)
-    turns = sum(1 for s in trace.steps if s.op == "turn")
-    assert 120 <= turns <= 220 and trace.requests > turns
-    assert trace.span_s <= 3600.0 and trace.tools
+    turns = [s.message for s in trace.steps if s.op == "turn" and s.message is not None]
+    assert 20 <= len(turns) <= 200 and trace.requests > len(turns)
+    assert trace.span_s <= 3600.0
+    assert all((m.content or "").startswith("[events]") and (m.status or "").startswith("[status] ") for m in turns)
+    names = {t["function"]["name"] for t in trace.tools}
+    calls = [c for s in trace.steps if s.message is not None for c in s.message.tool_calls]
+    assert calls and {c["name"] for c in calls} <= names
+    results = [s.message.content or "" for s in trace.steps if s.message is not None and s.message.role == "tool"]
+    assert any(r.startswith("said: ") for r in results) and not any(r.startswith("{") for r in results)
+    notes = [s.text for s in trace.steps if s.op == "notes"]
+    assert notes and notes[-1] is not None and "alex" in notes[-1]
