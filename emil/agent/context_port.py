@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from emil.context.history import History, Message
@@ -88,17 +88,18 @@ class ManagedContext:
         """The trim ladder's between-turns step over the history as it stands."""
         await self.manager.prepare(self.history, llm=self.llm)
 
-    def check_fits(self) -> None:
-        """Startup check: system prompt + tool specs + the pinned notes + a short observation fit
-        the budget."""
-        probe = History(notes=self.history.notes).start_turn(Message.observation("[events]\n- alex says: hello"))
-        pinned = self.manager.count(probe)
+    def check_fits(self, *, notes_bound: int = 0) -> None:
+        """Startup check: system prompt + tool specs + a short observation fit the budget, with
+        room for the pinned notes block at its bound (``notes_bound`` tokens: it grows as Emil
+        learns, up to that)."""
+        probe = History().start_turn(Message.observation("[events]\n- alex says: hello"))
+        notes = max(notes_bound, self.manager.count(replace(probe, notes=self.history.notes)) - self.manager.count(probe))
+        pinned = self.manager.count(probe) + notes
         budget = self.manager.effective_budget()
         if pinned > budget:
             raise BudgetError(
                 f"prompt budget {budget} (window {self.manager.budget.window} - output reserve "
                 f"{self.manager.budget.output_reserve} - margin {self.manager.budget.margin}) < pinned {pinned} "
-                f"(system prompt + tool specs{' + memory notes' if self.history.notes else ''} + one observation); "
-                "raise the window or lower output_reserve"
-                + (" or memory_tokens" if self.history.notes else "")
+                f"(system prompt + tool specs + one observation{f' + memory notes {notes}' if notes else ''}); "
+                "raise the window or lower output_reserve" + (" or memory_tokens" if notes else "")
             )

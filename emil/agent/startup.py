@@ -42,7 +42,7 @@ from emil.context.family import ModelFamily, server_family
 from emil.context.history import History, Message
 from emil.context.ladder import LadderConfig
 from emil.context.manager import ContextManager
-from emil.context.rungs import NotesSource, RefreshNotes
+from emil.context.rungs import NotesSource, RefreshNotes, Summarise, SummarySource
 from emil.context.tokens import ServerCounting, ServerTokenizeCounter, TokenCounter
 from emil.exceptions import ConfigurationError, EndpointUnavailable
 from emil.llm.client import OpenAIClient, ServedModel
@@ -205,12 +205,14 @@ def build_agent(
     *,
     history: History | None = None,
     notes: NotesSource | None = None,
+    summaries: SummarySource | None = None,
 ) -> Agent:
     """Check the pinned prompt fits (BudgetError otherwise), write the header, build the agent.
 
     ``notes``: the pinned notes block (emil.memory), after the system prompt from the first
     request on, brought up to date at trims by the ``refresh_notes`` rung (``trim_rungs``
-    without it: the block as it was at start, for the whole session)."""
+    without it: the block as it was at start, for the whole session). ``summaries``: the
+    ``summarise`` rung's summariser (emil.memory.summariser)."""
     tool_names = [t["function"]["name"] for t in tools]
     system_prompt = load_system_prompt(
         s.prompts_dir, name=s.bot_name, tools=tool_names, operators=s.operators, allow_commands=s.allow_commands
@@ -221,13 +223,13 @@ def build_agent(
     manager = ContextManager(
         model.counter, model.budget, system_prompt, tools, s.enable_thinking,
         family=model.family, preserve_thinking=preserve, ladder=LadderConfig(rungs=s.trim_rungs),
-        rungs=[RefreshNotes(notes)] if notes is not None else [],
+        rungs=[RefreshNotes(notes), Summarise(summaries)],
     )
     start = history if history is not None else History()
     if notes is not None and (text := notes.text()):
         start = dataclasses.replace(start, notes=Message.memory(text))
     context = ManagedContext(manager, system_prompt, tools, history=start, llm=model.llm)
-    context.check_fits()
+    context.check_fits(notes_bound=s.memory_tokens if notes is not None else 0)
     recorder.write(
         HeaderRecord(
             session_id=uuid.uuid4().hex[:12],

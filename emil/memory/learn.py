@@ -42,6 +42,10 @@ PLACE_WORDS = (
 )
 """Words that make a chat line with coordinates (or "here") a place worth remembering."""
 
+PROMISE_KEPT_WITHIN_S = 600.0
+"""A gift to a player within this many seconds of a promise to them that names the item keeps
+the promise ("I'll get you 5 dirt", then 5 dirt tossed to them)."""
+
 SEEN_BLOCKS = ("chest", "bed", "crafting_table", "furnace")
 """Blocks in the status snapshot remembered as places when Emil sees them."""
 
@@ -189,9 +193,12 @@ class Learner:
             count = args.get("count")
             n = count if isinstance(count, int) and count >= 1 else 1
             facts.append(Fact(about="player", subject=player, topic="i_gave", detail=clip(str(args.get("item", "?")), 64), count=n))
+            self.store.keep_promises(player, str(args.get("item", "")), since=self.clock() - PROMISE_KEPT_WITHIN_S)
         text = args.get("text")
         if name in ("say", "whisper") and ok and isinstance(text, str) and _PROMISE.search(text):
-            to = [player] if name == "whisper" and isinstance(player, str) else sorted(requesters)
+            # To the whisper's addressee; else to the requesters the words name, else to all of them.
+            named = [p for p in sorted(requesters) if re.search(rf"(?<!\w){re.escape(p)}(?!\w)", text, re.I)]
+            to = [player] if name == "whisper" and isinstance(player, str) else named or sorted(requesters)
             facts += [
                 Fact(about="player", subject=who, topic="promised", detail=clip(text, 160))
                 for who in to if _NAME_CHARS.match(who)

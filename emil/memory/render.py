@@ -6,8 +6,10 @@ as it was. Every untrusted string (player names, their words, item and place nam
 through :func:`emil.memory.untrusted.as_data`.
 
 When the notes do not fit ``max_tokens``, lines are chosen by priority and the rest left out:
-unfinished goals, then places (newest first), then players (most recently seen first), then
-finished goals. What is left out is still in the database; only the prompt is bounded.
+unfinished goals, then players (most recently seen first) and places (newest first) taken in
+turn, one of each, so that a day of many places does not push every player out (or the
+reverse), then finished goals. What is left out is still in the database; only the prompt is
+bounded.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from itertools import zip_longest
 
 from emil.memory.notes import Note
 from emil.memory.untrusted import as_data
@@ -27,7 +30,7 @@ NOTES_HEADER = (
 )
 
 _DONE_GOALS = 3
-_ASKED = 3
+_ASKED = 2
 _PROMISED = 2
 _FREE_NOTES = 2
 
@@ -41,7 +44,7 @@ def _newest(notes: Iterable[Note], n: int) -> list[Note]:
 
 
 def _quoted(notes: Sequence[Note]) -> str:
-    return ", ".join(f'"{as_data(n.detail, 100)}"' for n in notes)
+    return ", ".join(f'"{as_data(n.detail, 80)}"' for n in notes)
 
 
 def _items(notes: Sequence[Note]) -> str:
@@ -67,8 +70,11 @@ def _player_line(name: str, notes: Sequence[Note]) -> str:
         parts.append(f"trust: {_quoted(_newest(by['trust'], 1))}")
     if by["asked"]:
         parts.append(f"asked you {_quoted(_newest(by['asked'], _ASKED))}")
-    if by["promised"]:
-        parts.append(f"you promised {_quoted(_newest(by['promised'], _PROMISED))}")
+    open_promises = sorted((n for n in by["promised"] if n.note != "kept"), key=lambda x: (x.last_t, x.id))
+    if open_promises:
+        # The oldest one still open (the easiest to forget) and the newest: not yet kept.
+        shown = list(dict.fromkeys([*open_promises[:1], *open_promises[-_PROMISED:]]))
+        parts.append(f"you promised (not yet kept) {_quoted(shown)}")
     if by["note"]:
         parts.append(f"notes: {_quoted(_newest(by['note'], _FREE_NOTES))}")
     return f"- {as_data(name, 32)}: " + "; ".join(parts)
@@ -82,8 +88,9 @@ def _place_line(n: Note) -> str:
         return f"- you died at {where}{cause}, {_when(n.last_t)}{times}"
     if n.subject == "respawn":
         return f"- you respawned at {where} (last {_when(n.last_t)})"
+    # No time: where a place is matters, not when it was named (a shorter line, more places).
     source = f"{as_data(n.told_by, 32)} said so" if n.told_by else "you saw it"
-    return f"- {as_data(n.subject, 32)} at {where} ({source}, {_when(n.last_t)})"
+    return f"- {as_data(n.subject, 32)} at {where} ({source})"
 
 
 def _goal_line(n: Note) -> str:
@@ -117,10 +124,11 @@ def render_notes(
     finished = _newest((g for g in goals if g not in unfinished), _DONE_GOALS)
     seen = sorted(players.items(), key=lambda kv: (-max(n.last_t for n in kv[1]), kv[0]))
     # (section, line) in priority order; kept lines are printed in section order.
+    people = [(0, _player_line(name, ns)) for name, ns in seen]
+    spots = [(1, _place_line(p)) for p in _newest(places, len(places))]
     candidates: list[tuple[int, str]] = (
         [(2, _goal_line(g)) for g in _newest(unfinished, len(unfinished))]
-        + [(1, _place_line(p)) for p in _newest(places, len(places))]
-        + [(0, _player_line(name, ns)) for name, ns in seen]
+        + [line for pair in zip_longest(people, spots) for line in pair if line is not None]
         + [(2, _goal_line(g)) for g in finished]
     )
     if neutralise is not None:

@@ -7,8 +7,8 @@ next start and by ``run_emil.py memory``. A running Emil holds ``<data_dir>/emil
 locking keeps a ``forget`` beside a running Emil consistent.
 
 Growth is bounded: each ``(about, subject, topic)`` keeps its newest :data:`KEEP_PER_TOPIC`
-notes (a player flooding requests keeps their last few, not all), and the whole store its
-newest :data:`MAX_NOTES`.
+notes (a player flooding requests keeps their last few, not all; promises not yet kept go
+last), and the whole store its newest :data:`MAX_NOTES`.
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ class MemoryStore:
             """
             DELETE FROM notes WHERE id IN (
                 SELECT id FROM notes WHERE about = ? AND subject = ? AND topic = ?
-                ORDER BY last_t DESC, id DESC LIMIT -1 OFFSET ?
+                ORDER BY (topic = 'promised' AND note = '') DESC, last_t DESC, id DESC LIMIT -1 OFFSET ?
             )
             """,
             (f.about, f.subject, f.topic, KEEP_PER_TOPIC),
@@ -208,6 +208,20 @@ class MemoryStore:
     def set_goal_status(self, goal: str, status: str, *, t: float) -> None:
         """A goal's status (active, done, failed, interrupted) replaced in place."""
         self.learn(Fact(about="goal", subject=goal, topic="goal", note=status), t=t)
+
+    def keep_promises(self, player: str, item: str, *, since: float) -> int:
+        """Emil gave ``player`` some ``item``: the promises made to them since ``since`` that
+        name the item are kept (``note = "kept"``); the notes show open promises."""
+        words = {item.lower(), item.lower().replace("_", " ")}
+        with self._conn:
+            rows = self._conn.execute(
+                "SELECT id, detail FROM notes WHERE about = 'player' AND subject = ? AND topic = 'promised' "
+                "AND note = '' AND last_t >= ?",
+                (player, since),
+            ).fetchall()
+            kept = [row[0] for row in rows if any(w in str(row[1]).lower() for w in words)]
+            self._conn.executemany("UPDATE notes SET note = 'kept' WHERE id = ?", [(i,) for i in kept])
+        return len(kept)
 
     def interrupt_goals(self, *, t: float) -> int:
         """At start: goals still active belong to a session that ended before they did."""

@@ -31,7 +31,7 @@ def test_the_block_says_who_gave_what_and_where_things_are(tmp_path: Path) -> No
     assert block is not None and block.startswith(NOTES_HEADER)
     assert "- alex: last seen 2023-11-14 22:14 UTC; gave you 3 bread; asked you \"Emil, follow me\"" in block
     assert "- bob: last seen" in block and "hit you 1 time" in block
-    assert "- chest at 10,64,-5 (alex said so, 2023-11-14 22:13 UTC)" in block
+    assert "- chest at 10,64,-5 (alex said so)" in block
     assert "- you died at 3,60,7 (killed by zombie)" in block
     assert '- interrupted: collect {"block":"oak_log","count":5} for alex' in block
     assert block.index("players:") < block.index("places:") < block.index("your goals:")
