@@ -259,6 +259,7 @@ async def _simulate(
         manager = manager_factory(managed_budget, trace)
     history = History()
     last_event: float | None = None
+    last_sent: History | None = None
     shared_tokens = prompt_tokens = 0
     have_previous = False
     arrived: list[Message] = []  # messages since the previous request
@@ -301,7 +302,7 @@ async def _simulate(
             overflows += 1
             have_previous = False
             continue
-        history = assembly.history
+        history = last_sent = assembly.history
         if assembly.trims:
             trims += 1
             trimmed_once = True
@@ -334,7 +335,8 @@ async def _simulate(
             horizons.append(assembly.horizon_s)
     hours = ((last_now - first_now) / 3600.0) if first_now is not None and last_now is not None else 0.0
     per_hour = 1.0 / hours if hours > 0 else 0.0
-    found = recall(history, trace.planted, now=last_now) if trace.planted else None
+    # Recall from the last prompt that was sent: none sent (every request overflowed), none held.
+    found = recall(last_sent, trace.planted, now=last_now) if trace.planted and last_sent is not None else None
     records = summariser.records if summariser is not None else []
     return BudgetPoint(
         window=budget.window,
@@ -354,7 +356,7 @@ async def _simulate(
         reprefill_tokens_per_hour=round(reprefill * per_hour, 1),
         seconds=time.perf_counter() - started,
         prefix_reuse=round(shared_tokens / prompt_tokens, 4) if prompt_tokens else 1.0,
-        planted=found.planted if found else 0,
+        planted=len([f for f in trace.planted if last_now is None or f.t <= last_now]) if trace.planted else 0,
         found=dict(found.found) if found else {},
         summary_requests=len(records),
         summaries_used=summariser.summariser.stats.used if summariser is not None else 0,

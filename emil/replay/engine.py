@@ -28,6 +28,7 @@ from emil.context.tokens import TokenCounter
 from emil.events import ActionFinished, Death, parse_event
 from emil.exceptions import BudgetError, EmilError
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
+from emil.memory.summary import load_summary_prompt
 from emil.offline.tokenizer import family_for
 from emil.perception import Perception, PerceptionPolicy, format_events, format_status_line
 from emil.recording import EventRecord, HeaderRecord
@@ -36,7 +37,7 @@ from emil.replay.live import LiveStep, compare_live
 from emil.replay.notes import RecordedNotes
 from emil.replay.recorded_llm import RecordedLLM, ReplayExhausted
 from emil.replay.session import RecordedSession, RecordedStep, RecordedTurn
-from emil.replay.summaries import RecordedSummaries
+from emil.replay.summaries import RecordedSummaries, SummaryJudge, SummaryVerdict
 
 __all__ = ["ObservationDiff", "ReplayOptions", "ReplayReport", "Replayer"]
 
@@ -81,6 +82,8 @@ class ReplayReport:
     errors: list[str] = field(default_factory=list)
     """Today's code failing where the recording did not (e.g. a prompt that no longer fits)."""
     live: list[LiveStep] = field(default_factory=list)
+    summaries: list[SummaryVerdict] = field(default_factory=list)
+    """With a live model: each recorded summary request asked again (facts kept, dropped, new)."""
     stopped: str | None = None
     """Why replay stopped before the end (damage, a missing completion or tool result)."""
     seconds: float = 0.0
@@ -107,6 +110,7 @@ class ReplayReport:
             "observation_diffs": [vars(o) for o in self.observation_diffs],
             "requests": [d.to_json() for d in self.diffs if not d.identical],
             "live": [s.to_json() for s in self.live],
+            "summaries": [v.to_json() for v in self.summaries],
             "seconds": round(self.seconds, 3),
         }
 
@@ -170,6 +174,10 @@ class Replayer:
             s.completion for t in session.turns for s in t.steps if s.completion is not None
         )
         self.history = History(notes=Message.memory(text) if (text := self.notes.text()) else None)
+        self.judge = None if live is None else SummaryJudge(
+            session.summaries, live, prompt=load_summary_prompt(None, name=header.bot_name or "Emil"),
+            name=header.bot_name or "Emil", max_tokens=int(header.settings.get("summary_max_tokens", 512)),
+        )
         self._cursor = 0
         self._dispatched: Counter[str] = Counter()
         self.report = ReplayReport(
@@ -194,6 +202,8 @@ class Replayer:
                     break
         finally:
             self.report.seconds = time.perf_counter() - started
+            if self.judge is not None:
+                self.report.summaries = self.judge.verdicts
         if self.session.problem:
             damage = (
                 f"the recording is damaged at line {self.session.stopped_at_line} "
@@ -251,6 +261,8 @@ class Replayer:
         return message
 
     async def _turn(self, turn: RecordedTurn) -> bool:
+        if self.judge is not None:  # between turns, as live: the recorded summary requests, asked again
+            await self.judge.between_turns(self.history)
         self.history = self.history.start_turn(self._observe(turn))
         self.report.turns_replayed += 1
         for step in turn.steps:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from emil.config import load_settings
-from emil.recording import TrimRecord, messages_for_request, read_recording
+from emil.recording import SummaryRecord, TrimRecord, messages_for_request, read_recording
+from emil.replay import replay_file
 from emil.replay.notes import notes_in
 from emil.testing.soak import PLAYERS, play_soak
 from emil.world.setup import ensure_js_deps
@@ -47,3 +48,9 @@ async def test_a_short_soak(tmp_path: Path) -> None:
             assert request.turn in trims_at, f"notes changed without a trim at turn {request.turn}"
         previous = block
     assert changes >= 1 and result.note_renders >= 2  # a fresh store: the block appears at a trim
+    # The summarise rung asked the served model (the double's SCRIPTED summariser) between turns,
+    # at most once per trim, and a replay folds the recorded lines again: identical requests.
+    summaries = [r for r in read.records if isinstance(r, SummaryRecord)]
+    assert summaries and len(summaries) <= len(trims_at) + 1
+    report = await replay_file(recording)
+    assert report.identical == len(report.diffs) == report.steps_total

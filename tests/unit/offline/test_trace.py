@@ -7,11 +7,14 @@ from pathlib import Path
 import pytest
 
 from emil.exceptions import UnknownTokenizerError
+from emil.memory.render import NOTES_HEADER
 from emil.offline.synthetic import synthetic_trace
 from emil.offline.tokenizer import counter_for
 from emil.offline.trace import SessionTrace, split_status
 from emil.recording import HeaderRecord, MessageRecord, RequestRecord
 from tests.unit.offline.crafted import header, simple_turn, write_records
+
+SOAK = Path(__file__).resolve().parents[3] / "emil" / "data" / "samples" / "soak-session.jsonl"
 
 
 def test_a_recording_becomes_turns_appends_and_first_attempt_requests(tmp_path: Path) -> None:
@@ -66,3 +69,12 @@ def test_a_synthetic_hour_is_emils_play() -> None:
     assert any(r.startswith("said: ") for r in results) and not any(r.startswith("{") for r in results)
     notes = [s.text for s in trace.steps if s.op == "notes"]
     assert notes and notes[-1] is not None and "alex" in notes[-1]
+
+
+def test_a_recording_with_notes_carries_the_block_as_its_requests_did() -> None:
+    trace = SessionTrace.from_recording(SOAK)
+    notes = [i for i, s in enumerate(trace.steps) if s.op == "notes"]
+    first_request = next(i for i, s in enumerate(trace.steps) if s.op == "request")
+    assert notes and all(trace.steps[i].text is None or trace.steps[i].text.startswith(NOTES_HEADER) for i in notes)
+    assert trace.messages == sum(1 for s in trace.steps if s.op in ("turn", "append"))
+    assert notes[-1] > first_request  # the block changed during the session (at trims)
