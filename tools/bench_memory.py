@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """What the notes cost on the live path: a fact written per game event, the pinned block rendered
-at a trim, and the store opened at start.
+between turns when the notes changed (or only checked when they did not), and the store opened
+at start.
 
     python3 tools/bench_memory.py [--events 2000] [--players 40]
 
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--events", type=int, default=2000, help="chat events to learn from (2000)")
     parser.add_argument("--players", type=int, default=40, help="distinct players (40)")
-    parser.add_argument("--tokens", type=int, default=800, help="bound of the pinned block (800)")
+    parser.add_argument("--tokens", type=int, default=2000, help="bound of the pinned block (2000, the setting's default)")
     args = parser.parse_args(argv)
 
     from emil.context.tokens import get_token_counter
@@ -61,6 +62,11 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             block = pinned.render()
             renders.append((time.perf_counter() - started) * 1e3)
+        checks: list[float] = []
+        for _ in range(200):  # between turns, nothing learned since: the version check alone
+            started = time.perf_counter()
+            pinned.prepare()
+            checks.append((time.perf_counter() - started) * 1e6)
         notes = len(store.notes())
         store.close()
         opens: list[float] = []
@@ -71,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.events} events from {args.players} players -> {notes} notes")
     print(f"learn one event (a transaction): median {statistics.median(writes):.0f} us, p95 {_pct(writes, 0.95):.0f} us")
     print(f"render the pinned block ({counter.count(block or '')} of {args.tokens} tokens): median {statistics.median(renders):.1f} ms, p95 {_pct(renders, 0.95):.1f} ms")
+    print(f"prepare between turns with nothing learned (a version check): median {statistics.median(checks):.0f} us")
     print(f"open the store at start (lock, integrity check): median {statistics.median(opens):.1f} ms")
     return 0
 

@@ -138,13 +138,25 @@ class Summariser:
         step = (p.tokens - p.measure(replace(history, turns=turns[:-k]))) / k
         if p.tokens + _AHEAD_TURNS * step <= p.budget:
             return 0
-        goal = p.target - _AHEAD_TURNS * step
-        lo, hi = 1, len(turns) - 1  # never the newest turn
-        if p.measure(replace(history, turns=turns[hi:])) > goal:
+        goal = p.target - step
+        # What stays, measured as the trim will see it: the cheap collapse_status (before
+        # summarise in the default ladder) leaves only the newest status line. Without this the
+        # summary covers more turns than the trim needs to fold, and the horizon shrinks.
+        last = len(turns) - 1
+        lean = tuple(
+            t if i == last or not any(m.status for m in t) else tuple(m.with_changes(status=None) if m.status else m for m in t)
+            for i, t in enumerate(turns)
+        )
+
+        def rest(n: int) -> int:
+            return p.measure(replace(history, turns=lean[n:]))
+
+        lo, hi = 1, last  # never the newest turn
+        if rest(hi) > goal:
             return hi
         while lo < hi:  # the smallest n whose remaining history is at or under the goal
             mid = (lo + hi) // 2
-            if p.measure(replace(history, turns=turns[mid:])) <= goal:
+            if rest(mid) <= goal:
                 hi = mid
             else:
                 lo = mid + 1

@@ -91,7 +91,7 @@ class SoakResult:
             summary_line(session.agent.stats, session.recording_path),
             f"notes at the end: {sum(self.notes.values())} ("
             + ", ".join(f"{t} {n}" for t, n in sorted(self.notes.items()))
-            + f"); pinned block rendered {self.note_renders} times (start + trims)",
+            + f"); pinned block rendered {self.note_renders} times (at start, then between turns when the notes changed)",
             f"error records: {len(self.errors)}" + (f" (first: {self.errors[0]})" if self.errors else ""),
         ]
         if self.failed_steps:
