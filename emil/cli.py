@@ -1,4 +1,4 @@
-"""Command line: ``run_emil.py [live|demo|replay|setup] [--print-config] [settings flags]``.
+"""Command line: ``run_emil.py [live|demo|replay|setup|memory] [--print-config] [settings flags]``.
 
 - ``live`` (default): connect to the configured Minecraft server and vLLM endpoint and play
   until Ctrl-C (which shuts down cleanly and closes the recording).
@@ -6,6 +6,7 @@
   model), Emil, and a scripted player; bounded time; writes a recording; prints a summary.
 - ``replay FILE...``: offline replay of recordings (emil.replay; its own flags follow).
 - ``setup``: install Emil's JavaScript dependencies from the lockfile (idempotent).
+- ``memory show | forget NAME | export``: Emil's notes that survive a restart (emil.memory.cli).
 
 Every problem the operator must fix (bad flag, unreadable config, unknown model...) is one line
 on stderr and exit code 2.
@@ -33,7 +34,7 @@ from emil.exceptions import ConfigurationError, EmilError
 
 __all__ = ["main"]
 
-COMMANDS = ("live", "demo", "replay", "setup")
+COMMANDS = ("live", "demo", "replay", "setup", "memory")
 EXIT_CONFIG = 2
 
 
@@ -113,6 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if replay is None:
             return _fail("replay is not part of this build (emil/replay.py missing); update the checkout")
         return replay(args[1:])
+    if args[:1] == ["memory"]:
+        # Like replay: its own subcommands and flags (show | forget NAME | export).
+        memory = _hook("emil.memory.cli", "cli_main")
+        if memory is None:
+            return _fail("memory is not part of this build (emil/memory/cli.py missing); update the checkout")
+        return memory(args[1:])
     try:
         ns = _parser().parse_args(args)
     except _UsageError as e:

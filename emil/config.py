@@ -163,6 +163,15 @@ class Settings(BaseModel):
     recording_append: bool = False
     """Continue an existing recording (--recording PATH) instead of refusing to start; a torn
     last line is cut first."""
+    data_dir: Path = Path("data")
+    """Emil's notes that survive a restart (memory.sqlite3); one running Emil per directory."""
+    memory_tokens: int = Field(default=2000, ge=0)
+    """Token bound of the pinned notes block in every prompt; 0 = notes kept but not shown."""
+    summary_max_tokens: int = Field(default=512, ge=0)
+    """Output bound of one summary request (the summarise trim rung asks the served model to
+    sum up the turns the next trim folds); 0 = never ask, the deterministic digest only."""
+    summary_timeout_s: float = Field(default=60.0, gt=0)
+    """A summary not answered within this many seconds is given up (the digest folds those turns)."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     """Log verbosity on stderr."""
     metrics_address: str = "127.0.0.1:9477"

@@ -131,6 +131,8 @@ async def play_demo(loaded: LoadedSettings, *, duration_s: float, recording: Pat
             update={
                 "endpoint": llm.base_url, "model": "auto", "mc_host": "127.0.0.1", "mc_port": server.port,
                 "endpoint_wait_s": 30.0, "metrics_address": metrics,
+                # The demo's world is not the live one: its notes never mix with the live Emil's.
+                "data_dir": s.data_dir / "demo",
             }
         )
         async with open_session(settings, recording=recording) as session:

@@ -61,6 +61,8 @@ class Damage(_Event):
     health: float
     attacker: str | None = None
     """Username or mob name when the bot could tell who hit it."""
+    attacker_player: bool = False
+    """True when the attacker is a player (``attacker`` is then a username, not a mob name)."""
 
 
 class Health(_Event):
@@ -76,12 +78,16 @@ class Death(_Event):
 
     kind: Literal["death"] = "death"
     reason: str | None = None
+    position: dict[str, float] | None = None
+    """Where Emil died (x, y, z), when the bot knew."""
 
 
 class Respawn(_Event):
     """Emil respawned after dying."""
 
     kind: Literal["respawn"] = "respawn"
+    position: dict[str, float] | None = None
+    """Where Emil respawned (x, y, z)."""
 
 
 class HostileNearby(_Event):
@@ -112,6 +118,9 @@ class ItemCollected(_Event):
     kind: Literal["item_collected"] = "item_collected"
     item: str
     count: int = 1
+    from_player: str | None = None
+    """The player who tossed the items, when Emil picked up what a player had just thrown
+    (None: any other cause, e.g. a block dug, a server /give)."""
 
 
 class ActionFinished(_Event):

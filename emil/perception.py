@@ -237,7 +237,8 @@ def describe_event(event: GameEvent) -> str:
         case PlayerLeft():
             return f"{event.username} left the game"
         case ItemCollected():
-            return f"you picked up {event.count} {event.item}"
+            giver = f" (tossed by {event.from_player})" if event.from_player else ""
+            return f"you picked up {event.count} {event.item}{giver}"
         case ActionFinished():
             status = "ok" if event.ok else "failed"
             tail = f": {_short(event.error)}" if event.error else (f": {_short(event.result)}" if event.result not in (None, "") else "")

@@ -54,6 +54,7 @@ __all__ = [
     "RequestRecord",
     "RetryRecord",
     "ServiceRecord",
+    "SummaryRecord",
     "ToolResultRecord",
     "TrimRecord",
     "TurnRecord",
@@ -330,6 +331,30 @@ class ServiceRecord(_Record):
     error: str = ""
 
 
+class SummaryRecord(_Record):
+    """One summary request of the ``summarise`` rung (emil.memory.summariser) and its outcome."""
+
+    kind: Literal["summary"] = "summary"
+    covers: list[str] = Field(default_factory=list)
+    """Keys of the turns it summarises, oldest first (emil.memory.summary.turn_key)."""
+    outcome: Literal["ready", "invalid", "failed", "cancelled"] = "ready"
+    """ready = checked and kept for the next trim; invalid = answered but unusable; failed = no
+    answer (busy, unreachable, too slow); cancelled = a turn started first."""
+    reason: str = ""
+    lines: list[str] = Field(default_factory=list)
+    """The lines the memory note gets when the rung folds those turns."""
+    facts: list[dict[str, Any]] = Field(default_factory=list)
+    """Facts for the notes store (emil.memory.notes.Fact), grounded in the turns."""
+    dropped_facts: int = 0
+    """Facts in the answer that the turns do not show (invented), left out."""
+    text: str | None = None
+    """The model's answer as it came."""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    max_tokens: int = 0
+    elapsed_s: float = 0.0
+
+
 class TurnRecord(_Record):
     """Summary of one finished turn: the figures of the per-turn log line."""
 
@@ -381,6 +406,7 @@ Record = Annotated[
     | CompletionRecord
     | ToolResultRecord
     | TrimRecord
+    | SummaryRecord
     | OverflowRecord
     | RecoveryRecord
     | ErrorRecord
@@ -397,7 +423,7 @@ RECORD_ADAPTER: TypeAdapter[Record] = TypeAdapter(Record)
 _KNOWN_KINDS = frozenset(
     {
         "header", "message", "event", "observation", "request", "completion", "tool_result",
-        "trim", "overflow", "recovery", "error", "retry", "service", "turn", "end",
+        "trim", "summary", "overflow", "recovery", "error", "retry", "service", "turn", "end",
     }
 )
 

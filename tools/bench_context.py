@@ -5,13 +5,13 @@ Prints three tables:
 1. Per-turn assembly cost at a ~36,000-token history (window 65,536, output reserve 6,144):
    the manager's incremental cached count vs a naive whole re-render + re-tokenize, measured
    side by side on the same histories, with a check that both give the same number.
-2. Prefix reuse over an hour of synthetic play: the share of requests whose prompt extends the
-   previous one unchanged, and the tokens that must be prefilled again per hour, with and
+2. Prefix reuse over four hours of synthetic play: the share of requests whose prompt extends
+   the previous one unchanged, and the tokens that must be prefilled again per hour, with and
    without Qwen's ``preserve_thinking``.
 3. Count accuracy: the 4-chars-per-token heuristic against the exact Qwen3.5/3.6 count, per
    content category.
 
-    /work/venv/bin/python tools/bench_context.py [--seed 0] [--steps 300] [--history-tokens 36000]
+    python3 tools/bench_context.py [--seed 0] [--steps 300] [--history-tokens 36000] [--hours 4]
 """
 
 from __future__ import annotations
@@ -161,18 +161,18 @@ def bench_prefix(family: ModelFamily, seed: int, hours: float, preserve: bool) -
 def bench_accuracy(counter: TokenCounter, seed: int, turns: int) -> list[dict[str, Any]]:
     """chars/token per content category and the 4-chars heuristic's error against exact."""
     pieces: dict[str, list[str]] = {
-        "tool results (JSON)": [],
+        "tool results": [],
         "tool-call arguments": [],
         "reasoning prose": [],
         "tool specs": [json.dumps(t, ensure_ascii=False) for t in emil_tool_specs()],
         "chat / events": [],
-        "status snapshots (JSON)": [],
+        "status lines": [],
     }
     session = synthetic_turns(seed)
     for _ in range(turns):
         for message in next(session).messages:
             if message.role == "tool":
-                pieces["tool results (JSON)"].append(message.content or "")
+                pieces["tool results"].append(message.content or "")
             elif message.role == "assistant":
                 pieces["tool-call arguments"].extend(c["arguments"] for c in message.tool_calls)
                 if message.reasoning:
@@ -182,7 +182,7 @@ def bench_accuracy(counter: TokenCounter, seed: int, turns: int) -> list[dict[st
             else:
                 pieces["chat / events"].append(message.content or "")
                 if message.status:
-                    pieces["status snapshots (JSON)"].append(message.status)
+                    pieces["status lines"].append(message.status)
     rows = []
     for category, texts in pieces.items():
         chars = sum(len(t) for t in texts)
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=300, help="timed requests for table 1")
     parser.add_argument("--history-tokens", type=int, default=36000)
-    parser.add_argument("--hours", type=float, default=1.0)
+    parser.add_argument("--hours", type=float, default=4.0, help="game time of the prefix-reuse session (4: long enough to trim at 36k)")
     parser.add_argument("--accuracy-turns", type=int, default=300)
     parser.add_argument("--tokenizer", default="qwen3.6")
     parser.add_argument(

@@ -7,7 +7,9 @@
 --tokenizer takes what emil.context.tokens.get_token_counter takes: a model name ("qwen3.6",
 "Qwen/Qwen3.6-35B-A3B-NVFP4-Fast"), a tokenizer.json path, a model directory, or "heuristic".
 Shows per category the exact tokens, chars/token, what --assume chars/token predicts and its
-error (negative = the estimate under-counts). See docs/offline.md.
+error (negative = the estimate under-counts). Recordings and --synthetic-hours together are also
+shown side by side (the synthetic day is built from Emil's real parts; see how close it comes).
+See docs/offline.md.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
@@ -39,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp.jsonl")
     tmp.unlink(missing_ok=True)  # the recorder appends: start from nothing
-    _run("run_emil.py", "demo", "--duration", f"{args.duration:g}", "--recording", str(tmp))
+    with tempfile.TemporaryDirectory(prefix="emil-sample-") as notes:
+        # A fresh notes directory: the sample must not carry what earlier demos taught Emil.
+        _run("run_emil.py", "demo", "--duration", f"{args.duration:g}", "--recording", str(tmp), "--data-dir", notes)
     size_kb = tmp.stat().st_size / 1024
     if size_kb > args.max_kb:
         print(f"error: sample is {size_kb:.0f} KB > {args.max_kb} KB; use a shorter --duration", file=sys.stderr)

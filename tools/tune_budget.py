@@ -4,13 +4,18 @@
     python3 tools/tune_budget.py RECORDING.jsonl [...] [--window 65536 ...]
         [--output-reserve 6144 ...] [--budgets 16000,24000,36000 | --budgets 8000:59000:4000]
         [--slack 4096] [--low-water 0.8] [--tokenizer qwen3.6] [--[no-]preserve-thinking]
-        [--plot sweep.png] [--json]
+        [--[no-]summaries] [--plot sweep.png] [--json]
     python3 tools/tune_budget.py --synthetic-hours 24 --plot day.png
+    python3 tools/tune_budget.py emil/data/samples/soak-session.jsonl --synthetic-hours 24
 
 For each budget: trims per hour, messages evicted per trim, memory horizon (median and
 minimum, minutes of game time), peak prompt tokens, requests that would overflow the window,
-the share of append-only requests and the tokens prefilled again per hour. Recommends the
-largest budget leaving --slack tokens under window - output reserve. See docs/offline.md.
+the share of append-only requests and the tokens prefilled again per hour; for the synthetic
+day also the share of its planted facts the last prompt still holds (recall). The ladder runs
+as live: the notes block refreshed at trims, and (unless --no-summaries) the summarise rung with
+the SCRIPTED summariser timed as a served model. Recordings and the synthetic day given together
+are swept separately at the same budgets and set side by side. Recommends the largest budget
+leaving --slack tokens under window - output reserve. See docs/offline.md.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 from emil.context.family import family_for_model
 from emil.context.tokens import get_token_counter
 from emil.exceptions import ConfigurationError, NotARecordingError
-from emil.offline.budget_report import format_sweep, plot_sweep
+from emil.offline.budget_report import format_side_by_side, format_sweep, plot_sweep
 from emil.offline.budget_sweep import BudgetPoint, SweepResult, sweep
+from emil.offline.summaries import SummaryTiming
 from emil.offline.tokenizer import counter_for
 from emil.offline.trace import SessionTrace
 from emil.recording import check_recording_file
@@ -84,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         help="keep earlier turns' reasoning in the prompt (default: as recorded; synthetic "
         "sessions: Emil's default, on)",
     )
+    parser.add_argument(
+        "--summaries", action=argparse.BooleanOptionalAction, default=True,
+        help="run the summarise rung between turns with the SCRIPTED summariser (default: on, as the default ladder)",
+    )
     parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="processes (default: one per CPU)")
     parser.add_argument("--replot", type=Path, help="only redraw --plot (and the table) from a --json output file")
     parser.add_argument("--plot", type=Path, help="write a PNG of horizon and trim rate against budget")
@@ -105,43 +115,58 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        traces = [SessionTrace.from_recording(p) for p in args.recordings]
-        for t in traces:
+        recorded = [SessionTrace.from_recording(p) for p in args.recordings]
+        for t in recorded:
             if t.problem:
                 print(f"note: {t.name}: read up to line {t.stopped_at_line} ({t.problem})", file=sys.stderr)
+        synthetic = []
         if args.synthetic_hours:
             from emil.offline.synthetic import synthetic_trace
 
-            traces.append(synthetic_trace(hours=args.synthetic_hours, seed=args.seed))
-        if args.preserve_thinking is not None:
-            traces = [replace(t, preserve_thinking=args.preserve_thinking) for t in traces]
-        if args.tokenizer:  # count every session as that model's family
-            family = family_for_model(args.tokenizer)
-            if family is None:
-                raise ConfigurationError(f"--tokenizer {args.tokenizer!r} names no shipped model family")
-            traces = [replace(t, model_family=family.name) for t in traces]
-        first = traces[0]
-        counter = (
-            counter_for(first.header, args.tokenizer) if first.header is not None
-            else get_token_counter(args.tokenizer or "qwen3.6")  # the synthetic session is Qwen3.6-shaped
-        )
-        windows = args.window or [first.window or 65536]
-        reserves = args.output_reserve or [first.output_reserve or 6144]
-        result = sweep(
-            traces, counter, windows=windows, output_reserves=reserves, budgets=args.budgets,
-            slack=args.slack, low_water=args.low_water, jobs=max(1, args.jobs),
-            progress=_progress if sys.stderr.isatty() else None,
-            assume_chars_per_token=args.estimate,
-        )
+            synthetic.append(synthetic_trace(hours=args.synthetic_hours, seed=args.seed))
+        groups = [g for g in (recorded, synthetic) if g]
+        results = []
+        budgets = args.budgets
+        for group in groups:
+            traces = group
+            if args.preserve_thinking is not None:
+                traces = [replace(t, preserve_thinking=args.preserve_thinking) for t in traces]
+            if args.tokenizer:  # count every session as that model's family
+                family = family_for_model(args.tokenizer)
+                if family is None:
+                    raise ConfigurationError(f"--tokenizer {args.tokenizer!r} names no shipped model family")
+                traces = [replace(t, model_family=family.name) for t in traces]
+            first = traces[0]
+            counter = (
+                counter_for(first.header, args.tokenizer) if first.header is not None
+                else get_token_counter(args.tokenizer or "qwen3.6")  # the synthetic day is Qwen3.6-shaped
+            )
+            windows = args.window or [(recorded[0].window if recorded else None) or 65536]
+            reserves = args.output_reserve or [(recorded[0].output_reserve if recorded else None) or 6144]
+            result = sweep(
+                traces, counter, windows=windows, output_reserves=reserves, budgets=budgets,
+                slack=args.slack, low_water=args.low_water, jobs=max(1, args.jobs),
+                progress=_progress if sys.stderr.isatty() else None,
+                assume_chars_per_token=args.estimate,
+                summaries=SummaryTiming() if args.summaries else None,
+            )
+            results.append(result)
+            budgets = budgets or sorted({p.prompt_budget for p in result.points})  # the next group: the same budgets
     except (ConfigurationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.plot:
-        plot_sweep(result, args.plot)
+        plot_sweep(results[-1], args.plot)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        out = results[0].to_json() if len(results) == 1 else {
+            "recorded": results[0].to_json(), "synthetic": results[1].to_json(),
+        }
+        print(json.dumps(out, indent=2))
     else:
-        print(format_sweep(result))
+        print("\n\n".join(format_sweep(r) for r in results))
+        if len(results) == 2:
+            print()
+            print(format_side_by_side(results[0], results[1]))
         if args.plot:
             print(f"plot: {args.plot}")
     return 0

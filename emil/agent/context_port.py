@@ -15,6 +15,7 @@ from emil.context.family import FAMILIES
 from emil.context.history import History, Message
 from emil.context.ladder import TrimRecord
 from emil.context.manager import Assembly, ContextManager
+from emil.context.tokens import TokenCounter
 from emil.context.untrusted import Neutraliser
 from emil.exceptions import BudgetError, ContextOverflowError
 from emil.llm.types import LLM
@@ -22,12 +23,12 @@ from emil.llm.types import LLM
 __all__ = ["ContextAssembly", "ManagedContext", "served_specials"]
 
 
-def served_specials(manager: ContextManager) -> frozenset[str]:
+def served_specials(counter: TokenCounter) -> frozenset[str]:
     """The special tokens untrusted text must not spell: the served vocabulary's (the family's
     tokenizer, which counts every prompt); for a model only the server can count (its
     vocabulary unknown here), every shipped family's, which covers the ChatML and Qwen control
     tokens most templates use."""
-    specials = manager.counter.special_tokens
+    specials = counter.special_tokens
     if specials:
         return specials
     return frozenset().union(*(family.special_tokens for family in FAMILIES))
@@ -86,9 +87,9 @@ class ManagedContext:
         self.llm = llm
         self.system_prompt = system_prompt
         self.tools = tools
-        self.history = history or History()
+        self.history = history if history is not None else History()
         self.last: Assembly | None = None
-        self.neutralise = Neutraliser(served_specials(manager))
+        self.neutralise = Neutraliser(served_specials(manager.counter))
         """Applied to every text of every message added (the served vocabulary's specials)."""
 
     def _safe(self, text: str | None) -> str | None:
@@ -140,14 +141,18 @@ class ManagedContext:
         """The trim ladder's between-turns step over the history as it stands."""
         await self.manager.prepare(self.history, llm=self.llm)
 
-    def check_fits(self) -> None:
-        """Startup check: system prompt + tool specs + a short observation fit the budget."""
+    def check_fits(self, *, notes_bound: int = 0) -> None:
+        """Startup check: system prompt + tool specs + a short observation fit the budget, with
+        room for the pinned notes block at its bound (``notes_bound`` tokens: it grows as Emil
+        learns, up to that)."""
         probe = History().start_turn(Message.observation("[events]\n- alex says: hello"))
-        pinned = self.manager.count(probe)
+        notes = max(notes_bound, self.manager.count(replace(probe, notes=self.history.notes)) - self.manager.count(probe))
+        pinned = self.manager.count(probe) + notes
         budget = self.manager.effective_budget()
         if pinned > budget:
             raise BudgetError(
                 f"prompt budget {budget} (window {self.manager.budget.window} - output reserve "
                 f"{self.manager.budget.output_reserve} - margin {self.manager.budget.margin}) < pinned {pinned} "
-                "(system prompt + tool specs + one observation); raise the window or lower output_reserve"
+                f"(system prompt + tool specs + one observation{f' + memory notes {notes}' if notes else ''}); "
+                "raise the window or lower output_reserve" + (" or memory_tokens" if notes else "")
             )

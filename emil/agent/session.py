@@ -30,6 +30,7 @@ from pathlib import Path
 
 import anyio
 
+from emil.agent.context_port import served_specials
 from emil.agent.loop import Agent
 from emil.agent.startup import (
     build_agent,
@@ -44,8 +45,10 @@ from emil.agent.startup import (
 from emil.agent.world_port import BotWorld
 from emil.backoff import OutageEvent
 from emil.config import LoadedSettings, Settings
+from emil.context.untrusted import Neutraliser
 from emil.exceptions import ConfigurationError, PatienceExhausted
 from emil.llm.client import OpenAIClient, ServedModel
+from emil.memory.session import Memory, open_memory
 from emil.metrics import MetricsServer, serve_metrics
 from emil.recording import ErrorRecord, Recorder, outage_record
 from emil.world.actions import tool_specs, validate_tool_call
@@ -85,6 +88,8 @@ class Session:
     recording_path: Path
     metrics: MetricsServer | None = None
     """The /metrics endpoint of this session (None when metrics_address is off)."""
+    memory: Memory | None = None
+    """The session's notes (store, learner)."""
 
 
 @dataclass(frozen=True)
@@ -193,16 +198,22 @@ async def open_session(
     outages = _Outages(recorder)
     agent: Agent | None = None
     try:
-        async with new_client(s, validate_tool_call) as llm:
-            patience = endpoint_patience(s, limit_s=s.endpoint_wait_s, on_event=outages)
-            model = await check_model(s, llm, patience)
-            context = build_context(s, model.counter, model.family, model.budget, tools, llm=llm)
-            async with Bot.connect(bot_settings(s), on_outage=outages) as bot:
-                agent = build_agent(s, model, BotWorld(bot, s), tools, recorder, context=context,
-                                    patience=patience)
-                outages.agent = agent
-                yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget, path,
-                              metrics)
+        # The notes first: data_dir unwritable, or another Emil on it, is found before connecting.
+        with open_memory(s.data_dir, bot_name=s.bot_name) as memory:
+            async with new_client(s, validate_tool_call) as llm:
+                patience = endpoint_patience(s, limit_s=s.endpoint_wait_s, on_event=outages)
+                model = await check_model(s, llm, patience)
+                notes = memory.pinned(max_tokens=s.memory_tokens, tokens_of=model.counter.count,
+                                      neutralise=Neutraliser(served_specials(model.counter)))
+                context = build_context(s, model.counter, model.family, model.budget, tools, llm=llm, notes=notes,
+                                        summaries=memory.summariser(s, record=recorder.write),
+                                        notes_bound=s.memory_tokens)
+                async with Bot.connect(bot_settings(s), on_outage=outages) as bot:
+                    agent = build_agent(s, model, memory.world(BotWorld(bot, s)), tools, recorder, context=context,
+                                        patience=patience)
+                    outages.agent = agent
+                    yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget,
+                                  path, metrics, memory)
     except BaseException as e:
         _close(recorder, ending_of(e, stop_reason=_why(agent, why_stopped)))
         raise

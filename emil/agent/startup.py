@@ -44,9 +44,10 @@ from emil.backoff import Backoff, OutageEvent, Patience, wait_out
 from emil.config import Settings
 from emil.context.budget import Budget
 from emil.context.family import ModelFamily, server_family
-from emil.context.history import History
+from emil.context.history import History, Message
 from emil.context.ladder import LadderConfig
 from emil.context.manager import ContextManager
+from emil.context.rungs import NotesSource, RefreshNotes, Summarise, SummarySource
 from emil.context.tokens import ServerCounting, ServerTokenizeCounter, TokenCounter
 from emil.exceptions import ConfigurationError, ServerFault, TransientError
 from emil.llm.client import OpenAIClient, ServedModel
@@ -175,8 +176,15 @@ def _preserve(s: Settings, family: ModelFamily) -> bool:
 def build_context(
     s: Settings, counter: TokenCounter, family: ModelFamily, budget: Budget, tools: list[dict[str, Any]],
     *, history: History | None = None, llm: OpenAIClient | None = None,
+    notes: NotesSource | None = None, summaries: SummarySource | None = None, notes_bound: int = 0,
 ) -> ManagedContext:
-    """The session's context, after checking that the pinned prompt fits (BudgetError)."""
+    """The session's context, after checking that the pinned prompt fits (BudgetError).
+
+    ``notes``: the pinned notes block (emil.memory), after the system prompt from the first
+    request on, brought up to date at trims by the ``refresh_notes`` rung (``trim_rungs``
+    without it: the block as it was at start, for the whole session). ``summaries``: the
+    ``summarise`` rung's summariser (emil.memory.summariser). ``notes_bound``: the tokens the
+    fit check keeps for the notes block (it grows as Emil learns, up to ``memory_tokens``)."""
     tool_names = [t["function"]["name"] for t in tools]
     system_prompt = load_system_prompt(
         s.prompts_dir, name=s.bot_name, tools=tool_names, operators=s.operators, allow_commands=s.allow_commands
@@ -184,9 +192,13 @@ def build_context(
     manager = ContextManager(
         counter, budget, system_prompt, tools, s.enable_thinking,
         family=family, preserve_thinking=_preserve(s, family), ladder=LadderConfig(rungs=s.trim_rungs),
+        rungs=[RefreshNotes(notes), Summarise(summaries)],
     )
-    context = ManagedContext(manager, system_prompt, tools, history=history, llm=llm)
-    context.check_fits()
+    start = history if history is not None else History()
+    if notes is not None and (text := notes.text()):
+        start = dataclasses.replace(start, notes=Message.memory(text))
+    context = ManagedContext(manager, system_prompt, tools, history=start, llm=llm)
+    context.check_fits(notes_bound=notes_bound)
     return context
 
 
@@ -206,7 +218,8 @@ def preflight(s: Settings, tools: list[dict[str, Any]]) -> None:
         )
     except ConfigurationError:
         return  # the served model decides (or the same error comes, worded for it, at check 4)
-    build_context(s, resolved.family.tokenizer(), resolved.family, _budget(s, s.window), tools)
+    build_context(s, resolved.family.tokenizer(), resolved.family, _budget(s, s.window), tools,
+                  notes_bound=s.memory_tokens)
 
 
 async def check_model(s: Settings, llm: OpenAIClient, patience: Patience | None = None) -> ModelSetup:
@@ -285,14 +298,19 @@ def build_agent(
     history: History | None = None,
     context: ManagedContext | None = None,
     patience: Patience | None = None,
+    notes: NotesSource | None = None,
+    summaries: SummarySource | None = None,
 ) -> Agent:
     """Check the pinned prompt fits (BudgetError otherwise), write the header, build the agent.
 
-    ``context`` is one :func:`build_context` already checked; ``patience`` the endpoint's (a
-    new one, waiting until stopped, when not given). Its outage events go to the recording.
+    ``context`` is one :func:`build_context` already checked (else one is built here with
+    ``notes`` and ``summaries``, see there); ``patience`` the endpoint's (a new one, waiting
+    until stopped, when not given). Its outage events go to the recording.
     """
     if context is None:
-        context = build_context(s, model.counter, model.family, model.budget, tools, history=history, llm=model.llm)
+        context = build_context(s, model.counter, model.family, model.budget, tools, history=history, llm=model.llm,
+                                notes=notes, summaries=summaries,
+                                notes_bound=s.memory_tokens if notes is not None else 0)
     recorder.write(header_record(s, model, context))
     if history is not None:
         for message in history.messages():

@@ -155,11 +155,14 @@ class History:
     """Turns of messages plus the rolling memory note; every change returns a new History.
 
     ``memory`` is the digest of folded turns (kind "memory"); the manager renders it right
-    after the system prompt so the system+tools prefix stays cached across trims.
+    after the system prompt so the system+tools prefix stays cached across trims. ``notes`` is
+    the pinned notes block (what Emil remembers across restarts, emil.memory), rendered before
+    the memory note; only the ``refresh_notes`` rung changes it, so only at trims.
     """
 
     turns: tuple[Turn, ...] = ()
     memory: Message | None = None
+    notes: Message | None = None
 
     def append(self, message: Message) -> History:
         """Add a message to the newest turn (starting one if there is none)."""
@@ -179,7 +182,7 @@ class History:
         return history
 
     def messages(self) -> list[Message]:
-        """Every message, oldest first (the memory note is not included)."""
+        """Every message, oldest first (the memory note and the notes are not included)."""
         return [message for turn in self.turns for message in turn]
 
     def __len__(self) -> int:

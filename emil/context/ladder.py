@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import ClassVar, Literal
 
@@ -25,7 +25,9 @@ from emil.llm.types import LLM
 
 __all__ = ["DEFAULT_RUNGS", "LadderConfig", "Preparation", "Rung", "Trim", "TrimRecord", "run_ladder"]
 
-DEFAULT_RUNGS = ("drop_reasoning", "collapse_status", "elide_results", "fold", "evict", "cut_newest")
+DEFAULT_RUNGS = (
+    "refresh_notes", "drop_reasoning", "collapse_status", "elide_results", "summarise", "fold", "evict", "cut_newest",
+)
 
 
 class TrimRecord(BaseModel):
@@ -43,6 +45,7 @@ class TrimRecord(BaseModel):
     messages_touched: int = 0
     """History messages the rung rewrote or removed (an evicted memory note counts one)."""
     tokens_freed: int = 0
+    """Negative when the rung grew the prompt (``refresh_notes`` with new notes)."""
     horizon_after_s: float | None = None
     """Age of the oldest game event still held verbatim after the rung."""
     tokens_before: int | None = None
@@ -86,22 +89,31 @@ class Trim:
         tokens = self._measure(candidate)
         if tokens >= self.tokens:
             return False
+        self._take(candidate, tokens)
+        return True
+
+    def take(self, candidate: History) -> None:
+        """Make ``candidate`` the history whatever its size: a rung that updates rather than
+        shrinks (``refresh_notes``); the rungs after it trim what it added."""
+        self._take(candidate, self._measure(candidate))
+
+    def _take(self, candidate: History, tokens: int) -> None:
         # Touched: the messages of the turns it replaced or dropped that it does not keep.
         old, new = set(map(id, self.history.turns)), set(map(id, candidate.turns))
         kept = {id(m) for t in candidate.turns if id(t) not in old for m in t}
         self.touched += sum(id(m) not in kept for t in self.history.turns if id(t) not in new for m in t)
         self.touched += self.history.memory is not None and candidate.memory is None
+        self.touched += self.history.notes is not candidate.notes
         self.history, self.tokens = candidate, tokens
-        return True
 
     def try_swap(self, index: int, turn: Turn) -> bool:
         """Replace ``turns[index]`` with ``turn`` if that frees tokens."""
         turns = self.history.turns
-        return self.try_history(History((*turns[:index], turn, *turns[index + 1 :]), self.history.memory))
+        return self.try_history(replace(self.history, turns=(*turns[:index], turn, *turns[index + 1 :])))
 
     def try_fold(self, memory: Message | None) -> bool:
         """Drop the oldest turn and make ``memory`` the memory note, if that frees tokens."""
-        return self.try_history(History(self.history.turns[1:], memory))
+        return self.try_history(replace(self.history, turns=self.history.turns[1:], memory=memory))
 
 
 @dataclass(frozen=True)
@@ -171,7 +183,7 @@ def run_ladder(
             continue
         before, trim.touched = trim.tokens, 0
         rung.apply(trim)
-        if trim.touched and trim.tokens < before:
+        if trim.touched:
             records.append(TrimRecord(
                 t=now, rung=rung.name, messages_touched=trim.touched, tokens_freed=before - trim.tokens,
                 horizon_after_s=trim.history.horizon(now), tokens_before=before, tokens_after=trim.tokens,

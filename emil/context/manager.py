@@ -1,6 +1,6 @@
 """The context manager: history in, an exact-size prompt out, trimmed only when it must be.
 
-``assemble`` renders [system + tools] + [memory note] + history. The count is exact (the
+``assemble`` renders [system + tools] + [pinned notes] + [memory note] + history. The count is exact (the
 model's template and tokenizer, cached per message). While the prompt fits the budget the
 history is returned unchanged, so each prompt extends the previous one and vLLM's prefix cache
 serves everything but the new tail. When it does not fit, the trim ladder runs down to the
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import compress, count
@@ -43,7 +44,7 @@ class Assembly:
     history: History
     """The history the caller must keep from now on (trims persist)."""
     sequence: list[Message] = field(repr=False, compare=False)
-    """The prompt's messages: system, memory note (if any), then the history."""
+    """The prompt's messages: system, notes and memory note (if any), then the history."""
     predicted_tokens: int
     """Exact prompt size by the local template + tokenizer (generation prompt included)."""
     trims: list[TrimRecord]
@@ -75,7 +76,9 @@ class ContextManager:
     :class:`ModelFamily` (template or server counting, reasoning placement, fast path).
     ``preserve_thinking`` must match what the server renders with (``chat_template_kwargs``);
     True keeps every prompt append-only between trims. ``ladder`` names the trim rungs in order
-    (built once, so a rung keeps its state for the session).
+    (built once, so a rung keeps its state for the session); ``rungs`` are rung objects the
+    caller built with its session's parts (its notes, a summariser), each standing in for the
+    registered rung of its name.
 
     ``incremental``: an exact counter to share with other managers of the same counter,
     template and thinking settings (its cache is keyed by content, so sharing changes nothing
@@ -96,6 +99,7 @@ class ContextManager:
         calibration: Calibration | None = None,
         incremental: IncrementalCounter | None = None,
         family: ModelFamily | None = None,
+        rungs: Iterable[Rung] = (),
     ) -> None:
         if family is None and template is None and isinstance(counter, str):
             family = family_for_model(counter)
@@ -122,15 +126,15 @@ class ContextManager:
             raise ValueError("a shared IncrementalCounter must count with this manager's settings")
         self.incremental = incremental
         self.ladder = ladder or LadderConfig()
-        self.rungs = build_rungs(self.ladder)
+        self.rungs = build_rungs(self.ladder, rungs)
         self.calibration = calibration or Calibration(base_margin=budget.margin)
         self._previous_keys: list[BlockKey] = []
 
     # -- sizes ------------------------------------------------------------------------------------
 
     def sequence(self, history: History) -> list[Message]:
-        """The prompt's messages: system, memory note (if any), then the history."""
-        head = [self.system] if history.memory is None else [self.system, history.memory]
+        """The prompt's messages: system, pinned notes and memory note (if any), then the history."""
+        head = [m for m in (self.system, history.notes, history.memory) if m is not None]
         return head + [m for turn in history.turns for m in turn]
 
     def count(self, history: History) -> int:
@@ -142,16 +146,16 @@ class ContextManager:
         budget = self.budget.window - self.budget.output_reserve - margin
         return budget if limit is None else min(budget, limit)
 
-    def _pinned(self, opening: Message) -> dict[str, int]:
+    def _pinned(self, history: History) -> dict[str, int]:
         inc = self.incremental
         system = inc.head_tokens(self.system, None)
         with_tools = inc.head_tokens(self.system, self.tools)
-        return {
-            "system": system,
-            "tools": with_tools - system,
-            "current turn opening": inc.message_tokens(opening),
-            "generation prompt": inc.generation_tokens(),
-        }
+        pinned = {"system": system, "tools": with_tools - system}
+        if history.notes is not None:
+            pinned["memory notes"] = inc.message_tokens(history.notes)
+        pinned["current turn opening"] = inc.message_tokens(history.turns[-1][0])
+        pinned["generation prompt"] = inc.generation_tokens()
+        return pinned
 
     def _budget_error(self, budget: int, limit: int | None, pinned: dict[str, int], got: int | None) -> BudgetError:
         margin = max(self.budget.margin, self.calibration.margin)
@@ -172,7 +176,7 @@ class ContextManager:
             raise ValueError("cannot assemble a prompt from an empty history")
         now = time.time() if now is None else now
         budget = self.effective_budget(limit)
-        pinned = self._pinned(history.turns[-1][0])
+        pinned = self._pinned(history)
         if sum(pinned.values()) > budget:
             raise self._budget_error(budget, limit, pinned, None)
         sequence = self.sequence(history)
@@ -185,7 +189,7 @@ class ContextManager:
                 tokens_of=self.counter.count,
             )
             if tokens > budget:
-                raise self._budget_error(budget, limit, pinned, tokens)
+                raise self._budget_error(budget, limit, self._pinned(history), tokens)
             for r in trims:
                 _log.info("trim %s: %d messages, %d tokens freed (%d -> %d), horizon %s s", r.rung,
                           r.messages_touched, r.tokens_freed, r.tokens_before, r.tokens_after, r.horizon_after_s)

@@ -1,8 +1,11 @@
 """The built-in trim rungs, cheapest loss first, and the registry that names them.
 
+``refresh_notes`` (the pinned notes block brought up to date: the one moment it may change),
 ``drop_reasoning``, ``collapse_status`` (superseded status snapshots), ``elide_results`` (bulky
-old tool results become stubs), ``fold`` (oldest turns into the memory note), ``evict`` (whole
-old turns, then the note), ``cut_newest`` (the turn in progress, only above the hard budget).
+old tool results become stubs), ``summarise`` (oldest turns into the memory note, as lines the
+served model wrote between turns), ``fold`` (oldest turns into the memory note, as
+deterministic digests), ``evict`` (whole old turns, then the note), ``cut_newest`` (the turn in
+progress, only above the hard budget).
 A tool call and its result stay or go together. A new rung is one :class:`Rung` subclass plus
 :func:`register_rung`; :func:`check_rungs` refuses an order that cannot guarantee a fit.
 """
@@ -13,14 +16,15 @@ import difflib
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
+from dataclasses import replace
+from typing import Protocol, TypeVar
 
 from emil.context.history import History, Message, Turn
-from emil.context.ladder import LadderConfig, Rung, Trim
+from emil.context.ladder import LadderConfig, Preparation, Rung, Trim
 
 __all__ = [
     "RUNGS", "CollapseStatus", "CutNewest", "DropReasoning", "ElideResults", "Evict", "Fold",
-    "build_rungs", "check_rungs", "digest_turn", "elide_results", "fold_note", "note_dropped",
+    "NotesSource", "RefreshNotes", "Summarise", "SummarySource", "build_rungs", "check_rungs", "digest_turn", "elide_results", "fold_note", "note_dropped",
     "register_rung", "split_groups",
 ]
 
@@ -131,6 +135,41 @@ def fold_note(memory: Message | None, line: str, turn: Turn, trim: Trim) -> Mess
 # -- the rungs ------------------------------------------------------------------------------------
 
 
+class NotesSource(Protocol):
+    """The pinned notes block's text: emil.memory's notes live, the recorded block in replay."""
+
+    def prepare(self) -> None:
+        """Bring the block up to date (it may read a database): between turns only."""
+
+    def text(self) -> str | None:
+        """The block as last prepared (None: no block); no I/O."""
+
+
+class RefreshNotes(Rung):
+    """The pinned notes block (``History.notes``) brought up to date, first at every trim: the
+    prompt changes after the system prompt then anyway, so the block never breaks the prefix on
+    its own. It may grow the prompt (new facts); the rungs after it trim that too. Built by the
+    session with its notes; the registered one, without, does nothing."""
+
+    name = "refresh_notes"
+
+    def __init__(self, source: NotesSource | None = None) -> None:
+        self.source = source
+
+    def apply(self, trim: Trim) -> None:
+        if self.source is None:
+            return
+        text, notes = self.source.text() or None, trim.history.notes
+        if text != (notes.content if notes is not None else None):
+            trim.take(replace(trim.history, notes=Message.memory(text) if text else None))
+
+    async def prepare(self, preparation: Preparation) -> None:
+        # Only when a trim may come (above the low-water mark): rendering reads the database.
+        if self.source is not None and preparation.tokens > preparation.target:
+            self.source.prepare()
+
+
+
 class _PerTurn(Rung):
     """Rewrites old turns one at a time, oldest first (never the turn in progress)."""
 
@@ -193,6 +232,47 @@ class Fold(Rung):
                 return
 
 
+class SummarySource(Protocol):
+    """Summaries of the oldest turns, made between turns: emil.memory's summariser (the served
+    model) live, the recorded summaries in replay."""
+
+    async def prepare(self, preparation: Preparation) -> None:
+        """Between turns: ask for a summary when a trim is near."""
+
+    def ready(self, turns: Sequence[Turn]) -> tuple[int, Sequence[str]] | None:
+        """Lines for the ``n`` oldest of ``turns``, if a summary of exactly those is ready; no I/O."""
+
+    def used(self, count: int) -> None:
+        """The rung folded the ``count`` turns the ready summary covers."""
+
+
+class Summarise(Rung):
+    """The oldest turns become the lines of a summary the served model wrote between turns, in
+    the rolling memory note; only when one is ready for exactly those turns (else ``fold``,
+    next, digests them). Built by the session with its summariser; the registered one, without,
+    does nothing."""
+
+    name = "summarise"
+
+    def __init__(self, source: SummarySource | None = None) -> None:
+        self.source = source
+
+    def apply(self, trim: Trim) -> None:
+        turns = trim.history.turns
+        found = self.source.ready(turns[:-1]) if self.source is not None else None
+        if found is None:
+            return
+        n, lines = found
+        memory = fold_note(trim.history.memory, "\n".join(lines), turns[0], trim)
+        if trim.try_history(replace(trim.history, turns=turns[n:], memory=memory)):
+            assert self.source is not None
+            self.source.used(n)
+
+    async def prepare(self, preparation: Preparation) -> None:
+        if self.source is not None:
+            await self.source.prepare(preparation)
+
+
 class Evict(Rung):
     """Whole old turns, then the memory note itself."""
 
@@ -203,7 +283,7 @@ class Evict(Rung):
         while trim.over and len(trim.history.turns) > 1 and trim.try_fold(trim.history.memory):
             pass
         if trim.over and trim.history.memory is not None:
-            trim.try_history(History(trim.history.turns, None))
+            trim.try_history(replace(trim.history, memory=None))
 
 
 class CutNewest(Rung):
@@ -249,7 +329,7 @@ def register_rung(cls: _R) -> _R:
     return cls
 
 
-for _cls in (DropReasoning, CollapseStatus, ElideResults, Fold, Evict, CutNewest):
+for _cls in (RefreshNotes, DropReasoning, CollapseStatus, ElideResults, Summarise, Fold, Evict, CutNewest):
     register_rung(_cls)
 
 
@@ -275,6 +355,9 @@ def check_rungs(names: Iterable[str]) -> tuple[str, ...]:
     return order
 
 
-def build_rungs(config: LadderConfig) -> tuple[Rung, ...]:
-    """The rung objects for ``config.rungs``, in order (checked by :func:`check_rungs`)."""
-    return tuple(RUNGS[name]() for name in check_rungs(config.rungs))
+def build_rungs(config: LadderConfig, given: Iterable[Rung] = ()) -> tuple[Rung, ...]:
+    """The rung objects for ``config.rungs``, in order (checked by :func:`check_rungs`);
+    ``given`` are rungs built by the caller with its session's parts (notes, a summariser),
+    each standing in for its name, if the order lists it."""
+    built = {rung.name: rung for rung in given}
+    return tuple(built.get(name) or RUNGS[name]() for name in check_rungs(config.rungs))

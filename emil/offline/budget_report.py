@@ -6,7 +6,7 @@ from pathlib import Path
 
 from emil.offline.budget_sweep import BudgetPoint, SweepResult
 
-__all__ = ["format_sweep", "plot_sweep"]
+__all__ = ["format_side_by_side", "format_sweep", "plot_sweep"]
 
 
 def _minutes(v: float | None, hours: float) -> str:
@@ -16,12 +16,20 @@ def _minutes(v: float | None, hours: float) -> str:
     return f">{text}" if v is None else text
 
 
+def _recall(p: BudgetPoint) -> str:
+    return "-" if p.recall is None else f"{p.recall * 100:.0f}%"
+
+
 def format_sweep(result: SweepResult) -> str:
     """One row per budget point, then the recommendation and the throughput."""
+    recall = any(p.planted for p in result.points)
+    summaries = any(p.summary_requests for p in result.points)
     head = (
         f"{'window':>7} {'reserve':>7} {'budget':>7} {'trims/h':>8} {'evict/trim':>10} "
         f"{'horizon med':>11} {'horizon min':>11} {'peak':>7} {'overflow':>8} "
         f"{'append-only':>11} {'re-prefill/h':>12}"
+        + (f" {'recall':>6}" if recall else "")
+        + (f" {'summ/trim':>9}" if summaries else "")
     )
     lines = [
         f"sessions: {', '.join(result.sessions)}",
@@ -33,6 +41,16 @@ def format_sweep(result: SweepResult) -> str:
         ),
         "horizon = minutes of game time Emil still holds verbatim, over requests from the first "
         "trim on ('>N' = never trimmed in N minutes)",
+        *(
+            ["recall = planted facts the day's last prompt still holds (verbatim, memory note or notes block)"]
+            if recall
+            else []
+        ),
+        *(
+            ["summaries: the summarise rung with the SCRIPTED summariser (not a model), timed as a served model"]
+            if summaries
+            else []
+        ),
         *(
             [
                 f"budgets are in ESTIMATED tokens (chars / {result.assume_chars_per_token:g}), as a "
@@ -52,7 +70,10 @@ def format_sweep(result: SweepResult) -> str:
             f"{p.evicted_per_trim:>10.1f} {_minutes(p.horizon_median_min, p.hours):>11} "
             f"{_minutes(p.horizon_min_min, p.hours):>11} {p.peak_prompt_tokens:>7} "
             f"{p.overflows:>8} {p.append_only_share * 100:>10.1f}% "
-            f"{p.reprefill_tokens_per_hour:>12,.0f}{mark}"
+            f"{p.reprefill_tokens_per_hour:>12,.0f}"
+            + (f" {_recall(p):>6}" if recall else "")
+            + (f" {(p.summary_requests / p.trims if p.trims else 0.0):>9.2f}" if summaries else "")
+            + mark
         )
     lines.append("")
     r = result.recommended
@@ -72,6 +93,30 @@ def format_sweep(result: SweepResult) -> str:
         f"simulated {result.requests_simulated:,} requests in {result.seconds:.2f} s = "
         f"{result.turns_per_s:,.0f} turns/s"
     )
+    return "\n".join(lines)
+
+
+def format_side_by_side(recorded: SweepResult, synthetic: SweepResult) -> str:
+    """The recorded sessions and the synthetic day at the same budgets, one row per budget."""
+    other = {(p.window, p.output_reserve, p.prompt_budget): p for p in synthetic.points}
+    head = (
+        f"{'window':>7} {'budget':>7} | {'recorded: trims/h':>17} {'horizon':>8} {'append':>7} | "
+        f"{'synthetic: trims/h':>18} {'horizon':>8} {'append':>7} {'recall':>6}"
+    )
+    lines = [
+        f"side by side: recorded ({', '.join(recorded.sessions)}) and synthetic ({', '.join(synthetic.sessions)})",
+        head,
+        "-" * len(head),
+    ]
+    for r in recorded.points:
+        s = other.get((r.window, r.output_reserve, r.prompt_budget))
+        if s is None:
+            continue
+        lines.append(
+            f"{r.window:>7} {r.prompt_budget:>7} | {r.trims_per_hour:>17.1f} {_minutes(r.horizon_median_min, r.hours):>8} "
+            f"{r.append_only_share * 100:>6.1f}% | {s.trims_per_hour:>18.1f} {_minutes(s.horizon_median_min, s.hours):>8} "
+            f"{s.append_only_share * 100:>6.1f}% {_recall(s):>6}"
+        )
     return "\n".join(lines)
 
 

@@ -15,17 +15,22 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+import anyio
 
 from emil.context.budget import Budget
 from emil.context.family import ModelFamily
 from emil.context.history import History, Message
 from emil.context.incremental import IncrementalCounter
 from emil.context.manager import ContextManager
+from emil.context.rungs import RefreshNotes, Summarise
 from emil.context.tokens import TokenCounter
 from emil.exceptions import BudgetError
 from emil.offline.piece_counter import CachedCounter
+from emil.offline.recall import WHERE, recall
+from emil.offline.summaries import SummaryTiming, SweepSummaries
 from emil.offline.tokenizer import family_for
 from emil.offline.trace import SessionTrace
 
@@ -118,14 +123,37 @@ class BudgetPoint:
     first_prompt_tokens: int = 0
     """The first request's prompt (system prompt + tool specs + one observation): no budget
     below it can work."""
+    prefix_reuse: float = 0.0
+    """Share of prompt tokens (after the first request) shared with the previous prompt."""
+    planted: int = 0
+    """Facts planted in the session (the synthetic day; 0 = recall not measured)."""
+    found: dict[str, int] = field(default_factory=dict)
+    """Planted facts recoverable from the last prompt, by where (emil.offline.recall.WHERE)."""
+    summary_requests: int = 0
+    """Requests of the summarise rung (0 when the sweep runs without summaries)."""
+    summaries_used: int = 0
+    summaries_cancelled: int = 0
+    summary_prompt_tokens: int = 0
+    summary_completion_tokens: int = 0
 
     @property
     def turns_per_s(self) -> float:
         return self.requests / self.seconds if self.seconds > 0 else float("inf")
 
+    @property
+    def recall(self) -> float | None:
+        """Share of planted facts recoverable from the last prompt (None: none planted)."""
+        return sum(self.found.values()) / self.planted if self.planted else None
+
+    def per_hour(self, value: float) -> float:
+        return value / self.hours if self.hours > 0 else 0.0
+
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["turns_per_s"] = round(self.turns_per_s, 1)
+        out["recall"] = None if self.recall is None else round(self.recall, 4)
+        out["summary_requests_per_hour"] = round(self.per_hour(self.summary_requests), 2)
+        out["summary_requests_per_trim"] = round(self.summary_requests / self.trims, 3) if self.trims else 0.0
         return out
 
     @classmethod
@@ -142,6 +170,19 @@ def _text_tokens(counter: TokenCounter, message: Message) -> int:
     return sum(counter.count(p) for p in parts if p)
 
 
+class _TraceNotes:
+    """The ``refresh_notes`` rung's source in a sweep: the block as the trace says it changed."""
+
+    def __init__(self) -> None:
+        self.latest: str | None = None
+
+    def prepare(self) -> None:
+        """The trace's blocks are rendered already."""
+
+    def text(self) -> str | None:
+        return self.latest
+
+
 def simulate(
     trace: SessionTrace,
     budget: Budget,
@@ -150,8 +191,12 @@ def simulate(
     manager_factory: ManagerFactory | None = None,
     assume_chars_per_token: float | None = None,
     shared: SharedCaches | None = None,
+    summaries: SummaryTiming | None = None,
 ) -> BudgetPoint:
     """Assemble every request of ``trace`` under ``budget`` and measure the outcome.
+
+    ``summaries``: run the ``summarise`` rung between turns, with the SCRIPTED summariser timed
+    as a served model (:mod:`emil.offline.summaries`); None = the digest only.
 
     ``assume_chars_per_token``: budget in *estimated* tokens (characters / this), as the harness
     in the field notes did, while ``counter`` stays the truth: peak and overflow are then the
@@ -160,7 +205,23 @@ def simulate(
 
     ``shared``: caches to share with the other simulations of a sweep (see
     :class:`SharedCaches`); the default manager then uses them.
+
+    The trace's pinned notes blocks go in as live: the first in the first prompt, later ones at
+    the next trim (``refresh_notes``). With planted facts (the synthetic day), the point holds
+    which the last prompt still has (:mod:`emil.offline.recall`).
     """
+    return anyio.run(_simulate, trace, budget, counter, manager_factory, assume_chars_per_token, shared, summaries)
+
+
+async def _simulate(
+    trace: SessionTrace,
+    budget: Budget,
+    counter: TokenCounter,
+    manager_factory: ManagerFactory | None,
+    assume_chars_per_token: float | None,
+    shared: SharedCaches | None,
+    summaries: SummaryTiming | None,
+) -> BudgetPoint:
     started = time.perf_counter()
     family = family_for(trace.header, model_family=trace.model_family)
     truth: IncrementalCounter | None = None
@@ -183,6 +244,8 @@ def simulate(
             window=round(budget.window * a), output_reserve=round(budget.output_reserve * a),
             margin=round(budget.margin * a), low_water=budget.low_water,
         )
+    notes = _TraceNotes()
+    summariser = SweepSummaries(counter, summaries) if summaries is not None else None
     if manager_factory is None:
         manager = ContextManager(
             manager_counter, managed_budget, trace.system_prompt, trace.tools,
@@ -190,10 +253,14 @@ def simulate(
             incremental=None if shared is None else shared.incremental(
                 manager_counter, family, trace.enable_thinking, trace.preserve_thinking
             ),
+            rungs=[RefreshNotes(notes), Summarise(summariser.summariser if summariser else None)],
         )
     else:
         manager = manager_factory(managed_budget, trace)
     history = History()
+    last_event: float | None = None
+    last_sent: History | None = None
+    shared_tokens = prompt_tokens = 0
     have_previous = False
     arrived: list[Message] = []  # messages since the previous request
     requests = trims = evicted = overflows = appends = compared = peak = 0
@@ -204,12 +271,23 @@ def simulate(
     first_now: float | None = None
     last_now: float | None = None
     for step in trace.steps:
+        if step.op == "notes":
+            notes.latest = step.text
+            if not requests:  # the block the session started with
+                history = replace(history, notes=Message.memory(step.text) if step.text else None)
+            continue
         if step.op != "request":
             assert step.message is not None
             if step.op == "turn" or not history.turns:
+                if summariser is not None and history.turns:
+                    start = step.message.event_time
+                    gap = start - last_event if start is not None and last_event is not None else float("inf")
+                    await summariser.between_turns(manager, history, gap)
                 history = history.start_turn(step.message)
             else:
                 history = history.append(step.message)
+            if step.message.event_time is not None:
+                last_event = step.message.event_time
             arrived.append(step.message)
             continue
         requests += 1
@@ -224,7 +302,7 @@ def simulate(
             overflows += 1
             have_previous = False
             continue
-        history = assembly.history
+        history = last_sent = assembly.history
         if assembly.trims:
             trims += 1
             trimmed_once = True
@@ -240,6 +318,8 @@ def simulate(
             overflows += 1
         if have_previous:
             compared += 1
+            shared_tokens += assembly.shared_prefix_tokens
+            prompt_tokens += assembly.predicted_tokens
             if assembly.extends_previous:
                 appends += 1
             else:
@@ -255,6 +335,9 @@ def simulate(
             horizons.append(assembly.horizon_s)
     hours = ((last_now - first_now) / 3600.0) if first_now is not None and last_now is not None else 0.0
     per_hour = 1.0 / hours if hours > 0 else 0.0
+    # Recall from the last prompt that was sent: none sent (every request overflowed), none held.
+    found = recall(last_sent, trace.planted, now=last_now) if trace.planted and last_sent is not None else None
+    records = summariser.records if summariser is not None else []
     return BudgetPoint(
         window=budget.window,
         output_reserve=budget.output_reserve,
@@ -272,6 +355,14 @@ def simulate(
         append_only_share=round(appends / compared, 4) if compared else 1.0,
         reprefill_tokens_per_hour=round(reprefill * per_hour, 1),
         seconds=time.perf_counter() - started,
+        prefix_reuse=round(shared_tokens / prompt_tokens, 4) if prompt_tokens else 1.0,
+        planted=len([f for f in trace.planted if last_now is None or f.t <= last_now]) if trace.planted else 0,
+        found=dict(found.found) if found else {},
+        summary_requests=len(records),
+        summaries_used=summariser.summariser.stats.used if summariser is not None else 0,
+        summaries_cancelled=sum(r.outcome == "cancelled" for r in records),
+        summary_prompt_tokens=sum(r.prompt_tokens or 0 for r in records),
+        summary_completion_tokens=sum(r.completion_tokens or 0 for r in records),
     )
 
 
@@ -389,6 +480,14 @@ def _merge(points: Sequence[BudgetPoint]) -> BudgetPoint:
         ) if weight else 1.0,
         reprefill_tokens_per_hour=round(sum(p.reprefill_tokens_per_hour * p.hours for p in points) / hours, 1) if hours > 0 else 0.0,
         seconds=sum(p.seconds for p in points),
+        prefix_reuse=round(sum(p.prefix_reuse * max(p.requests - 1, 0) for p in points) / weight, 4) if weight else 1.0,
+        planted=sum(p.planted for p in points),
+        found={w: sum(p.found.get(w, 0) for p in points) for w in WHERE},
+        summary_requests=sum(p.summary_requests for p in points),
+        summaries_used=sum(p.summaries_used for p in points),
+        summaries_cancelled=sum(p.summaries_cancelled for p in points),
+        summary_prompt_tokens=sum(p.summary_prompt_tokens for p in points),
+        summary_completion_tokens=sum(p.summary_completion_tokens for p in points),
     )
 
 
@@ -414,7 +513,7 @@ def _run_point(args: tuple[int, int, int]) -> tuple[BudgetPoint, int]:
     per_trace = [
         simulate(
             t, b, _WORK["counter"], manager_factory=_WORK["factory"],
-            assume_chars_per_token=_WORK["assume"], shared=_WORK["shared"],
+            assume_chars_per_token=_WORK["assume"], shared=_WORK["shared"], summaries=_WORK["summaries"],
         )
         for t in traces
     ]
@@ -434,17 +533,19 @@ def sweep(
     progress: Callable[[BudgetPoint], None] | None = None,
     jobs: int = 1,
     assume_chars_per_token: float | None = None,
+    summaries: SummaryTiming | None = None,
 ) -> SweepResult:
     """Simulate every (window, output reserve, budget) over every trace; recommend one.
 
     ``jobs`` > 1 simulates budget points in that many forked processes (each point is
-    independent; the result is the same as with one process).
+    independent; the result is the same as with one process). ``summaries``: see
+    :func:`simulate`.
     """
     started = time.perf_counter()
     _WORK.update(
         traces=traces, counter=CachedCounter(counter), factory=manager_factory,
         shared=SharedCaches(),
-        assume=assume_chars_per_token,
+        assume=assume_chars_per_token, summaries=summaries,
         extra={} if low_water is None else {"low_water": low_water},
     )
     simulated = 0

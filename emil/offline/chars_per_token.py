@@ -110,9 +110,16 @@ class CharsPerTokenReport:
     assume: float
     sources: tuple[RecordingSource, ...]
     tokenizers: tuple[TokenizerReport, ...] = field(default_factory=tuple)
+    sides: tuple[tuple[str, tuple[TokenizerReport, ...]], ...] = ()
+    """With recordings and a synthetic session both: each alone ("recorded", "synthetic")."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        sides = {
+            name: [{"spec": t.spec, "categories": [c.to_json(self.assume) for c in t.categories],
+                    "total": t.total.to_json(self.assume)} for t in reports]
+            for name, reports in self.sides
+        }
+        return {**({"side_by_side": sides} if sides else {}),
             "assume_chars_per_token": self.assume,
             "recordings": [vars(s) for s in self.sources],
             "tokenizers": [
@@ -167,25 +174,37 @@ def measure_chars_per_token(
     counters = [
         (t, get_token_counter(t)) if isinstance(t, str) else (t.name, t) for t in tokenizers
     ]
-    pieces: list[Piece] = []
+    recorded: list[Piece] = []
+    synthetic: list[Piece] = []
     sources: list[RecordingSource] = []
     for path in paths:
         read = read_recording(path)
         sources.append(
             RecordingSource(str(path), len(read.records), read.stopped_at_line, read.problem)
         )
-        pieces.extend(iter_pieces(read.records))
+        recorded.extend(iter_pieces(read.records))
     if synthetic_hours:
         from emil.offline.synthetic import synthetic_pieces
 
-        pieces.extend(synthetic_pieces(synthetic_hours, seed=seed))
+        synthetic.extend(synthetic_pieces(synthetic_hours, seed=seed))
         sources.append(RecordingSource(f"synthetic {synthetic_hours:g} h (seed {seed})", None))
-    reports = tuple(measure_pieces(pieces, c, spec=spec) for spec, c in counters)
-    return CharsPerTokenReport(assume, tuple(sources), reports)
+    reports = tuple(measure_pieces([*recorded, *synthetic], c, spec=spec) for spec, c in counters)
+    sides: tuple[tuple[str, tuple[TokenizerReport, ...]], ...] = ()
+    if recorded and synthetic:
+        sides = tuple(
+            (name, tuple(measure_pieces(group, c, spec=spec) for spec, c in counters))
+            for name, group in (("recorded", recorded), ("synthetic", synthetic))
+        )
+    return CharsPerTokenReport(assume, tuple(sources), reports, sides)
 
 
 def _fmt_pct(v: float | None) -> str:
     return "-" if v is None else f"{v:+.1f}%"
+
+
+def _cpt(c: CategoryCount | None) -> str:
+    cpt = None if c is None else c.chars_per_token
+    return "-" if cpt is None else f"{cpt:.2f}"
 
 
 def format_table(report: CharsPerTokenReport) -> str:
@@ -212,6 +231,21 @@ def format_table(report: CharsPerTokenReport) -> str:
                 f"{c.category:<15} {c.pieces:>7,} {c.chars:>10,} {c.tokens:>9,} "
                 f"{'-' if cpt is None else format(cpt, '.2f'):>9} {c.estimate(a):>9,.0f} "
                 f"{c.error_tokens(a):>+9,.0f} {_fmt_pct(c.error_pct(a)):>8}"
+            )
+    if report.sides:
+        (_, recorded), (_, synthetic) = report.sides
+        side_head = f"{'category':<15} {'recorded chars/tok':>18} {'err %':>8} {'synthetic chars/tok':>19} {'err %':>8}"
+        for r, syn in zip(recorded, synthetic, strict=True):
+            lines += ["", f"side by side, tokenizer {r.spec}: the recordings and the synthetic session apart", side_head, "-" * len(side_head)]
+            for category in [*(c.category for c in r.categories), *(c.category for c in syn.categories if r.get(c.category) is None)]:
+                rc, sc = r.get(category), syn.get(category)
+                lines.append(
+                    f"{category:<15} {_cpt(rc):>18} {_fmt_pct(rc.error_pct(a) if rc else None):>8} "
+                    f"{_cpt(sc):>19} {_fmt_pct(sc.error_pct(a) if sc else None):>8}"
+                )
+            lines.append(
+                f"{'total':<15} {_cpt(r.total):>18} {_fmt_pct(r.total.error_pct(a)):>8} "
+                f"{_cpt(syn.total):>19} {_fmt_pct(syn.total.error_pct(a)):>8}"
             )
     lines += [
         "",

@@ -6,7 +6,10 @@ events carry too), and any sequence of turns of :class:`~emil.context.history.Me
 synthetic session generator), so a long day of play can be swept without recording one.
 
 Messages the live trim ladder derived (elided stubs, memory notes) are not in the trace: the
-point of a sweep is to run today's ladder on the untrimmed growth.
+point of a sweep is to run today's ladder on the untrimmed growth. The pinned notes block
+(emil.memory) is: a ``notes`` step each time it changed (a recording: the block its requests
+carried; the synthetic day: the block as the notes learned so far render), which the sweep's
+``refresh_notes`` rung puts in at the next trim, as live.
 """
 
 from __future__ import annotations
@@ -18,14 +21,18 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from emil.context.history import Kind, Message
+from emil.memory.render import NOTES_HEADER
+from emil.offline.recall import PlantedFact
 from emil.recording import (
     HeaderRecord,
     MessageRecord,
     Record,
     RecordingRead,
     RequestRecord,
+    messages_for_request,
     read_recording,
 )
+from emil.replay.notes import notes_in
 
 __all__ = ["SessionTrace", "Step", "message_from_record", "split_status"]
 
@@ -37,12 +44,14 @@ _ROLE_KIND: dict[str, Kind] = {"assistant": "assistant", "tool": "tool_result", 
 
 @dataclass(frozen=True)
 class Step:
-    """One thing that happened to the history: a turn started, a message was appended, or a
-    request was assembled at game time ``now`` (unix seconds)."""
+    """One thing that happened to the history: a turn started, a message was appended, a
+    request was assembled at game time ``now`` (unix seconds), or the pinned notes block read
+    ``text`` from then on (``notes``; None = no block)."""
 
-    op: Literal["turn", "append", "request"]
+    op: Literal["turn", "append", "request", "notes"]
     message: Message | None = None
     now: float | None = None
+    text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,8 @@ class SessionTrace:
     problem: str | None = None
     header: HeaderRecord | None = None
     """The recording's header (None for synthetic sessions)."""
+    planted: tuple[PlantedFact, ...] = ()
+    """Facts planted in the session (the synthetic day), for the recall measure."""
 
     @property
     def requests(self) -> int:
@@ -76,7 +87,7 @@ class SessionTrace:
 
     @property
     def messages(self) -> int:
-        return sum(1 for s in self.steps if s.op != "request")
+        return sum(1 for s in self.steps if s.op in ("turn", "append"))
 
     @property
     def span_s(self) -> float:
@@ -96,7 +107,12 @@ class SessionTrace:
         header = next((r for r in records if isinstance(r, HeaderRecord)), None)
         steps: list[Step] = []
         seen: set[str] = set()
+        blocks = _notes_blocks(records)
+        block: str | None = None
         for r in records:
+            if isinstance(r, RequestRecord) and r.attempt == 0 and blocks.get(id(r), block) != block:
+                block = blocks[id(r)]
+                steps.append(Step("notes", now=r.t, text=block))
             if isinstance(r, MessageRecord):
                 if r.origin != "history" or r.ref in seen:
                     continue
@@ -138,19 +154,26 @@ class SessionTrace:
         turn_seconds: float = 10.0,
         start: float = 0.0,
         model_family: str | None = None,
+        notes: Sequence[tuple[float, str | None]] = (),
+        planted: Sequence[PlantedFact] = (),
     ) -> SessionTrace:
         """A trace from turns of messages: a request before each assistant message and after
         the last message of a turn that ends on a tool result (the loop asks again then).
 
         Game time is the turn's first ``event_time`` when it has one, else ``start`` plus
-        ``turn_seconds`` per turn.
+        ``turn_seconds`` per turn. ``notes``: the pinned notes block as it changed, ``(game
+        time, text)`` in order; each goes in before the first turn that starts after it.
         """
         steps: list[Step] = []
+        pending = list(notes)
         for index, turn in enumerate(turns):
             if not turn:
                 continue
             first = turn[0]
             now = first.event_time if first.event_time is not None else start + index * turn_seconds
+            while pending and pending[0][0] <= now:
+                t, text = pending.pop(0)
+                steps.append(Step("notes", now=t, text=text))
             for position, message in enumerate(turn):
                 if message.role == "assistant":
                     steps.append(Step("request", now=now))
@@ -160,8 +183,19 @@ class SessionTrace:
         return cls(
             name, tuple(steps), system_prompt=system_prompt, tools=list(tools),
             enable_thinking=enable_thinking, preserve_thinking=preserve_thinking,
-            model_family=model_family,
+            model_family=model_family, planted=tuple(planted),
         )
+
+
+def _notes_blocks(records: Sequence[Record]) -> dict[int, str | None]:
+    """The pinned notes block each first-attempt request carried, by the request record's id()."""
+    if not any(isinstance(r, MessageRecord) and str(r.openai.get("content") or "").startswith(NOTES_HEADER) for r in records):
+        return {}  # a session without notes: nothing to resolve
+    return {
+        id(request): notes_in(messages)
+        for request, messages in messages_for_request(records)
+        if request.attempt == 0
+    }
 
 
 def _history_call(call: dict[str, Any]) -> dict[str, str]:

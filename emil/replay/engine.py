@@ -22,18 +22,22 @@ from emil.context.budget import Budget
 from emil.context.family import ModelFamily
 from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
+from emil.context.rungs import RefreshNotes, Summarise
 from emil.context.template import TemplateError
 from emil.context.tokens import TokenCounter
 from emil.events import ActionFinished, Death, parse_event
 from emil.exceptions import BudgetError, EmilError
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
+from emil.memory.summary import load_summary_prompt
 from emil.offline.tokenizer import family_for
 from emil.perception import Perception, PerceptionPolicy, format_events, format_status_line
 from emil.recording import EventRecord, HeaderRecord
 from emil.replay.compare import RequestDiff, diff_messages
 from emil.replay.live import LiveStep, compare_live
+from emil.replay.notes import RecordedNotes
 from emil.replay.recorded_llm import RecordedLLM, ReplayExhausted
 from emil.replay.session import RecordedSession, RecordedStep, RecordedTurn
+from emil.replay.summaries import RecordedSummaries, SummaryJudge, SummaryVerdict
 
 __all__ = ["ObservationDiff", "ReplayOptions", "ReplayReport", "Replayer"]
 
@@ -78,6 +82,8 @@ class ReplayReport:
     errors: list[str] = field(default_factory=list)
     """Today's code failing where the recording did not (e.g. a prompt that no longer fits)."""
     live: list[LiveStep] = field(default_factory=list)
+    summaries: list[SummaryVerdict] = field(default_factory=list)
+    """With a live model: each recorded summary request asked again (facts kept, dropped, new)."""
     stopped: str | None = None
     """Why replay stopped before the end (damage, a missing completion or tool result)."""
     seconds: float = 0.0
@@ -104,6 +110,7 @@ class ReplayReport:
             "observation_diffs": [vars(o) for o in self.observation_diffs],
             "requests": [d.to_json() for d in self.diffs if not d.identical],
             "live": [s.to_json() for s in self.live],
+            "summaries": [v.to_json() for v in self.summaries],
             "seconds": round(self.seconds, 3),
         }
 
@@ -154,15 +161,23 @@ class Replayer:
         self.preserve_thinking = bool(self.family.template_kwargs(
             enable_thinking=header.enable_thinking, preserve_thinking=header.preserve_thinking,
         ).get("preserve_thinking"))
+        # The notes as the recorded requests carried them, never today's database.
+        first = next((s.messages for t in session.turns for s in t.steps if s.messages), [])
+        self.notes = RecordedNotes(first)
         self.manager = ContextManager(
             self.counter, budget, header.system_prompt, self.tools, header.enable_thinking,
             family=self.family, preserve_thinking=self.preserve_thinking,
+            rungs=[RefreshNotes(self.notes), Summarise(RecordedSummaries(session.summaries))],
         )
         self.perception = Perception(PerceptionPolicy(bot_name=header.bot_name or "Emil"))
         self.llm = RecordedLLM(
             s.completion for t in session.turns for s in t.steps if s.completion is not None
         )
-        self.history = History()
+        self.history = History(notes=Message.memory(text) if (text := self.notes.text()) else None)
+        self.judge = None if live is None else SummaryJudge(
+            session.summaries, live, prompt=load_summary_prompt(None, name=header.bot_name or "Emil"),
+            name=header.bot_name or "Emil", max_tokens=int(header.settings.get("summary_max_tokens", 512)),
+        )
         self._cursor = 0
         self._dispatched: Counter[str] = Counter()
         self.report = ReplayReport(
@@ -187,6 +202,8 @@ class Replayer:
                     break
         finally:
             self.report.seconds = time.perf_counter() - started
+            if self.judge is not None:
+                self.report.summaries = self.judge.verdicts
         if self.session.problem:
             damage = (
                 f"the recording is damaged at line {self.session.stopped_at_line} "
@@ -244,6 +261,8 @@ class Replayer:
         return message
 
     async def _turn(self, turn: RecordedTurn) -> bool:
+        if self.judge is not None:  # between turns, as live: the recorded summary requests, asked again
+            await self.judge.between_turns(self.history)
         self.history = self.history.start_turn(self._observe(turn))
         self.report.turns_replayed += 1
         for step in turn.steps:
@@ -262,6 +281,7 @@ class Replayer:
 
     def _assemble(self, turn: RecordedTurn, step: RecordedStep) -> Assembly | None:
         assert step.request is not None
+        self.notes.messages = step.messages  # the block as sent, should a trim refresh it
         try:
             assembly = self.manager.assemble(self.history, now=step.request.t)
         except BudgetError as e:

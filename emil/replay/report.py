@@ -51,9 +51,23 @@ def format_report(report: ReplayReport, *, details: int = 10) -> str:
     lines.extend(f"error: {e}" for e in report.errors[:details])
     if report.live:
         lines += _live(report, details)
+    if report.summaries:
+        lines += _summaries(report)
     if report.stopped:
         lines.append(f"stopped: {report.stopped}")
     return "\n".join(lines)
+
+
+def _summaries(report: ReplayReport) -> list[str]:
+    v = report.summaries
+    ready = [x for x in v if x.live_outcome == "ready"]
+    kept, dropped = sum(x.kept for x in ready), sum(x.dropped for x in ready)
+    lines = [
+        f"summaries asked again: {len(ready)}/{len(v)} usable; recorded facts kept {kept}/{kept + dropped}, "
+        f"new {sum(x.new for x in ready)}, invented (left out) {sum(x.invented for x in ready)}",
+    ]
+    lines += [f"  {x.turns} turns: {x.live_outcome}: {x.reason}" for x in v if x.live_outcome != "ready"][:5]
+    return lines
 
 
 def _live(report: ReplayReport, details: int) -> list[str]:

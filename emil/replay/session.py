@@ -21,6 +21,7 @@ from emil.recording import (
     RecordedToolCall,
     RecordingRead,
     RequestRecord,
+    SummaryRecord,
     ToolResultRecord,
     TrimRecord,
     TurnRecord,
@@ -88,6 +89,8 @@ class RecordedSession:
     trims: int = 0
     """Trim-ladder rungs the recorded session fired."""
     timeline: list[EventRecord | str] = field(default_factory=list)
+    summaries: list[SummaryRecord] = field(default_factory=list)
+    """The ``summarise`` rung's summary requests and their answers, in order."""
     """Events and dispatched actions (their tool name) in the order they happened: the agent
     loop treats an ``action_finished`` of an action it dispatched and awaited as an echo."""
 
@@ -103,12 +106,15 @@ class RecordedSession:
         pending: list[EventRecord] = []
         timeline: list[EventRecord | str] = []
         trims = 0
+        summaries: list[SummaryRecord] = []
         # A call reached the world unless the model got it wrong or an interruption skipped it;
         # the loop dispatches right after the completion, before the result is written.
         outcome = {r.call_id: r for r in read.records if isinstance(r, ToolResultRecord)}
         for r in read.records:
             if isinstance(r, TrimRecord):
                 trims += 1
+            elif isinstance(r, SummaryRecord):
+                summaries.append(r)
             elif isinstance(r, MessageRecord):
                 by_ref[r.ref] = r
             elif isinstance(r, EventRecord):
@@ -124,7 +130,7 @@ class RecordedSession:
                     timeline += [c.name for c in r.tool_calls if _dispatched(c, outcome.get(c.id))]
                 cls._attach(by_no[r.turn], r, by_ref)
         return cls(
-            read.header, turns, read.stopped_at_line, read.problem, len(read.records), trims, timeline
+            read.header, turns, read.stopped_at_line, read.problem, len(read.records), trims, timeline, summaries
         )
 
     @staticmethod

@@ -56,8 +56,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from emil.memory.summary import is_summary_request
 from emil.testing.faults import Fault, FaultBook, FaultKind, malformed_body, malformed_chunks
 from emil.testing.script import Policy, Reply, ScriptRequest
+from emil.testing.summaries import scripted_summary
 from emil.testing.vllm_wordings import Wording, error_body, judge_overflow
 
 __all__ = ["DOUBLE_HEADER", "FAMILY_MODELS", "TERN", "PromptCounter", "SpecDecode", "VLLMDouble"]
@@ -233,8 +235,12 @@ class VLLMDouble:
         reasoning_field: str = "reasoning",
         kv_capacity_tokens: int = 500_000,
         faults: Sequence[Fault] = (),
+        summaries: Policy | None = scripted_summary,
     ) -> None:
         self.policy = policy
+        self.summaries = summaries
+        """Answers Emil's summary requests (emil.memory.summary): the SCRIPTED summariser by
+        default; None leaves them to ``policy``."""
         self.window = window
         self.model = model
         self.root = root or model
@@ -665,7 +671,8 @@ class VLLMDouble:
         script = ScriptRequest(messages=messages, tools=tools, tool_choice=tool_choice,
                                max_tokens=max_tokens, enable_thinking=thinking,
                                prompt_tokens=prompt, model=requested_model, body=body)
-        reply = await anyio.to_thread.run_sync(self.policy, script)
+        policy = self.summaries if self.summaries is not None and is_summary_request(body) else self.policy
+        reply = await anyio.to_thread.run_sync(policy, script)
         cached = self._cached_prefix(messages, tools, prompt, thinking, preserve)
         if first_token_delay and not body.get("stream") and await self._wait_or_leave(request, first_token_delay):
             return Response(status_code=499)

@@ -42,12 +42,18 @@ NOT_HERE: dict[str, str] = {
         "runs every fault scenario against real services three times (about 15 minutes); the slow "
         "fault suite, tests/integration/agent/test_faults.py, runs the same scenarios once"
     ),
+    "python3 tools/soak.py --sample": "rewrites the committed soak sample (run by hand when the schema changes)",
+    "python3 run_emil.py memory": (
+        "reads the notes a session wrote to data_dir (a fresh clone has none); "
+        "tests/unit/memory/test_cli.py runs every subcommand on a real notes database"
+    ),
 }
 """Commands (matched exactly, or as a prefix followed by a space) that do not run here."""
 
 SLOW: tuple[str, ...] = (
     "python3 run_emil.py demo",  # embedded server, bots, double: ~40 s
     "python3 tools/bench_",  # benchmarks: tens of seconds each
+    "python3 tools/soak.py",  # embedded server, five bots, double: ~60 s
     "python3 tools/llm_recovery_report.py",
     "--synthetic-hours 24",
     "--synthetic-hours 2",

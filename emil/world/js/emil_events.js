@@ -8,6 +8,10 @@ const HOSTILE_RADIUS = 16
 const HOSTILE_REPEAT_MS = 15000
 const SWING_WINDOW_MS = 1200
 const ATTACK_REACH = 6
+// A toss spawns the item entity at the thrower's feet (the server never says who threw it), so
+// an item that appears this close to a player, and that Emil then picks up, came from them.
+const TOSS_RADIUS = 2.5
+const GIFT_WINDOW_MS = 3000
 
 function phaseOf (timeOfDay) {
   if (timeOfDay < 12000) return 'day'
@@ -66,7 +70,7 @@ function installEvents (ctl, bot) {
     if (dead) {
       dead = false
       lastHealth = bot.health
-      emit('respawn', {})
+      emit('respawn', { position: here(bot) })
     }
   })
 
@@ -96,7 +100,7 @@ function installEvents (ctl, bot) {
       ctl.hurtBy = null
       const name = attacker ? (attacker.username || attacker.name || null) : null
       ctl.lastDamage = { at: Date.now(), attacker, amount: lastHealth - health }
-      emit('damage', { amount: round(lastHealth - health), health: round(health), attacker: name })
+      emit('damage', { amount: round(lastHealth - health), health: round(health), attacker: name, attacker_player: !!(attacker && attacker.type === 'player') })
       for (const hook of ctl.hooks.damage) safe(() => hook(attacker, lastHealth - health))
     } else if (health !== lastHealth || food !== lastFood) {
       emit('health', { health: round(health), food: round(food) })
@@ -108,7 +112,7 @@ function installEvents (ctl, bot) {
 
   bot.on('death', () => {
     dead = true
-    emit('death', { reason: ctl.lastDamage && ctl.lastDamage.attacker ? `killed by ${ctl.lastDamage.attacker.username || ctl.lastDamage.attacker.name}` : null })
+    emit('death', { reason: ctl.lastDamage && ctl.lastDamage.attacker ? `killed by ${ctl.lastDamage.attacker.username || ctl.lastDamage.attacker.name}` : null, position: here(bot) })
   })
 
   bot.on('playerJoined', (player) => {
@@ -120,6 +124,28 @@ function installEvents (ctl, bot) {
     emit('player_left', { username: player.username })
   })
 
+  // Who tossed the items Emil picks up (see TOSS_RADIUS): item entity id -> player name.
+  const thrownBy = new Map()
+  let giftFrom = null
+  bot.on('entitySpawn', (e) => {
+    if (!e || e.name !== 'item' || !e.position) return
+    let best = null
+    for (const p of Object.values(bot.players)) {
+      const pe = p.entity
+      if (!pe || pe === bot.entity || !pe.position) continue
+      const d = pe.position.distanceTo(e.position)
+      if (d <= TOSS_RADIUS && (!best || d < best.d)) best = { player: p.username, d }
+    }
+    if (!best) return
+    thrownBy.set(e.id, best.player)
+    if (thrownBy.size > 200) thrownBy.delete(thrownBy.keys().next().value)
+  })
+  bot.on('playerCollect', (collector, collected) => {
+    if (collector !== bot.entity || !collected || !thrownBy.has(collected.id)) return
+    giftFrom = { player: thrownBy.get(collected.id), at: Date.now() }
+    thrownBy.delete(collected.id)
+  })
+
   // Items entering the inventory, from any cause (pick-up, /give, crafting): diff the totals,
   // coalesced over 150 ms so one pick-up of a stack is one event.
   const onSlot = () => {
@@ -127,9 +153,10 @@ function installEvents (ctl, bot) {
     totalsTimer = setTimeout(() => {
       totalsTimer = null
       const now = itemTotals(bot)
+      const from = giftFrom && Date.now() - giftFrom.at < GIFT_WINDOW_MS ? giftFrom.player : null
       for (const [name, count] of Object.entries(now)) {
         const delta = count - (totals[name] || 0)
-        if (delta > 0) emit('item_collected', { item: name, count: delta })
+        if (delta > 0) emit('item_collected', from ? { item: name, count: delta, from_player: from } : { item: name, count: delta })
       }
       totals = now
     }, 150)
@@ -168,6 +195,10 @@ function installEvents (ctl, bot) {
 }
 
 function round (x) { return Math.round(x * 100) / 100 }
+function here (bot) {
+  const p = bot.entity && bot.entity.position
+  return p ? { x: round(p.x), y: round(p.y), z: round(p.z) } : null
+}
 function safe (fn) { try { fn() } catch (err) { /* a reflex failing must not stop events */ } }
 
 module.exports = { installEvents, phaseOf }

@@ -76,6 +76,7 @@ async def running_world(
     kwargs: dict[str, Any] = {"window": window, "wording": wording}
     if counter is not None:
         kwargs["counter"] = counter
+    settings.setdefault("data_dir", tmp_path / "data")  # the notes: never the checkout's ./data
     # Metrics on a free loopback port: tests scrape it, and parallel runs never collide.
     settings.setdefault("metrics_address", "127.0.0.1:0")
     async with EmbeddedServer() as server, VLLMDouble(policy, **kwargs) as double:

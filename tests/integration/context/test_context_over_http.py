@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 async def test_prediction_equals_the_servers_counts() -> None:
     tools = emil_tool_specs()
-    history = history_of(list(itertools.islice(synthetic_turns(4), 70)))
+    history = history_of(list(itertools.islice(synthetic_turns(4), 140)))
     async with (
         VLLMDouble(echo_brain, window=32768) as double,
         OpenAIClient(double.base_url) as client,
@@ -33,7 +33,7 @@ async def test_prediction_equals_the_servers_counts() -> None:
             served.id, Budget(served.max_model_len, output_reserve=2048), SYSTEM_PROMPT, tools
         )
         assembly = manager.assemble(history)
-        assert assembly.trims  # 70 turns do not fit 32k: the window really came from the server
+        assert assembly.trims  # 140 turns do not fit 32k: the window really came from the server
         counter = ServerTokenizeCounter(double.base_url, served.id)
         assert await counter.count_prompt(assembly.messages, tools) == assembly.predicted_tokens
         completion = await client.complete(

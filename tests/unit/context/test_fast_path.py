@@ -36,7 +36,7 @@ TOOLS = emil_tool_specs()
 
 
 @pytest.mark.parametrize(
-    ("seed", "preserve", "window"), [(0, False, 22000), (1, True, 22000), (2, False, 14000)]
+    ("seed", "preserve", "window"), [(0, False, 12500), (1, True, 12500), (2, False, 13500)]
 )
 def test_every_prediction_is_a_whole_render_over_synthetic_play(seed: int, preserve: bool, window: int) -> None:
     budget = Budget(window, output_reserve=6144)
@@ -68,9 +68,9 @@ def test_every_prediction_is_a_whole_render_over_synthetic_play(seed: int, prese
 @pytest.mark.parametrize("preserve", [True, False])
 def test_a_sweep_point_is_the_same_with_shared_or_fresh_counters(preserve: bool) -> None:
     trace = synthetic_trace(hours=1.0, seed=3, preserve_thinking=preserve)
-    budget = Budget(window=24000, output_reserve=6144)
+    budget = Budget(window=12000, output_reserve=6144)
     shared = SharedCaches()
-    simulate(trace, Budget(window=30000, output_reserve=6144), COUNTER, shared=shared)  # warm
+    simulate(trace, Budget(window=14000, output_reserve=6144), COUNTER, shared=shared)  # warm
     warm = simulate(trace, budget, COUNTER, shared=shared)
     fresh = simulate(trace, budget, get_token_counter("qwen3.6"))
     assert warm.trims >= 5

@@ -169,7 +169,7 @@ def test_a_template_that_is_not_additive_still_trims_exactly() -> None:
         COUNTER, Budget(2600, output_reserve=1024, margin=0), "You are Emil.", None,
         template=ChatTemplate.from_source(source),
     )
-    history = _history(10)
+    history = _history(25)
     assembly = manager.assemble(history, now=2e9)
     assert manager.incremental.mode == "whole" and assembly.trims
     assert assembly.predicted_tokens == manager.incremental.count_whole(assembly.sequence)

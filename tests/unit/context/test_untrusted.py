@@ -157,11 +157,11 @@ def test_the_served_familys_specials_and_a_fallback_when_only_the_server_counts(
     from emil.context.family import FAMILIES
 
     qwen = _context().manager
-    assert served_specials(qwen) == qwen.incremental.family.special_tokens == frozenset(SPECIALS)
-    assert served_specials(qwen) == qwen.counter.special_tokens
+    assert served_specials(qwen.counter) == qwen.incremental.family.special_tokens == frozenset(SPECIALS)
+    assert served_specials(qwen.counter) == qwen.counter.special_tokens
     # a model of no family, counted by /tokenize: its vocabulary is unknown here, so every shipped
     # family's control tokens are broken (ChatML's among them)
-    unknown = SimpleNamespace(counter=SimpleNamespace(special_tokens=frozenset()))
+    unknown = SimpleNamespace(special_tokens=frozenset())
     fallback = served_specials(unknown)  # type: ignore[arg-type]
     assert {"<|im_start|>", "<|im_end|>", "<think>", "<tool_call>"} <= fallback
     assert fallback == frozenset().union(*(f.special_tokens for f in FAMILIES))

@@ -26,7 +26,9 @@ from emil.offline.budget_sweep import (
     sweep,
 )
 from emil.offline.piece_counter import CachedCounter
-from emil.offline.synthetic import synthetic_trace
+from emil.offline.recall import PlantedFact, find_fact, recall
+from emil.offline.summaries import SummaryTiming
+from emil.offline.synthetic import day_trace, synthetic_day, synthetic_trace
 from emil.offline.trace import SessionTrace
 
 SYSTEM = "You are Emil, a helpful NPC."
@@ -204,16 +206,16 @@ def test_a_budget_in_estimated_tokens_lets_real_prompts_overflow() -> None:
 def test_shared_caches_change_nothing_but_speed() -> None:
     """A budget simulated after another one with the sweep's shared counters gives the very
     same figures as the same budget simulated alone."""
-    trace = synthetic_trace(hours=0.5, seed=3)
+    trace = synthetic_trace(hours=1.0, seed=3)
     counter = CachedCounter(get_token_counter("qwen3.6"))
     shared = SharedCaches()
 
     def budget(prompt_budget: int) -> Budget:
         return Budget(window=WINDOW, output_reserve=RESERVE, margin=WINDOW - RESERVE - prompt_budget)
 
-    simulate(trace, budget(9000), counter, shared=shared)  # warms the shared caches
-    warm = simulate(trace, budget(6000), counter, shared=shared)
-    alone = simulate(trace, budget(6000), get_token_counter("qwen3.6"))
+    simulate(trace, budget(6000), counter, shared=shared)  # warms the shared caches
+    warm = simulate(trace, budget(4200), counter, shared=shared)
+    alone = simulate(trace, budget(4200), get_token_counter("qwen3.6"))
     assert warm.trims > 3  # the ladder really ran
     assert replace(warm, seconds=0.0) == replace(alone, seconds=0.0)
 
@@ -231,10 +233,10 @@ def test_a_recorded_session_is_swept_with_its_own_preserve_thinking(tmp_path: Pa
 def test_kept_reasoning_makes_every_turn_bigger_and_every_prompt_append_only() -> None:
     """A thinking session swept with and without preserve_thinking: kept reasoning costs tokens
     (more trims at the same budget) and keeps prompts append-only between trims."""
-    budget = Budget(window=24000, output_reserve=6144)
+    budget = Budget(window=20000, output_reserve=6144)
     qwen = get_token_counter("qwen3.6")
-    kept = simulate(synthetic_trace(hours=1.0, seed=3, preserve_thinking=True), budget, qwen)
-    dropped = simulate(synthetic_trace(hours=1.0, seed=3, preserve_thinking=False), budget, qwen)
+    kept = simulate(synthetic_trace(hours=2.0, seed=3, reasoning=True, preserve_thinking=True), budget, qwen)
+    dropped = simulate(synthetic_trace(hours=2.0, seed=3, reasoning=True, preserve_thinking=False), budget, qwen)
     assert kept.trims > dropped.trims > 0
     assert kept.append_only_share > 0.95 > dropped.append_only_share
 
@@ -256,3 +258,43 @@ def test_a_bad_budget_list_is_refused_with_the_expected_form(spec: str, capsys: 
         main(["--synthetic-hours", "0.1", "--budgets", spec])
     assert exit_.value.code == 2
     assert "a,b,c or lo:hi:step" in capsys.readouterr().err
+
+
+def test_a_day_with_summaries_measures_recall_and_asks_at_most_once_per_trim() -> None:
+    """The synthetic day through the default ladder (notes refreshed at trims, the summarise rung
+    with the SCRIPTED summariser timed as a served model): recall of the planted facts, summary
+    requests and their tokens, prefix reuse."""
+    day = synthetic_day(4.0, seed=2)
+    budget = Budget(window=16000, output_reserve=4096)
+    qwen = get_token_counter("qwen3.6")
+    digest = simulate(replace(day_trace(day), steps=tuple(s for s in day_trace(day).steps if s.op != "notes")), budget, qwen)
+    full = simulate(day_trace(day), budget, qwen, summaries=SummaryTiming())
+    planted = sum(1 for f in day.planted if f.t <= day.turns[-1].t)
+    assert full.planted == digest.planted == planted > 5
+    assert full.recall is not None and digest.recall is not None and full.recall > digest.recall
+    assert full.found["notes"] > 0 and digest.found["notes"] == 0
+    assert 0 < full.summaries_used <= full.summary_requests <= full.trims + 1
+    assert full.summary_prompt_tokens > full.summary_completion_tokens > 0
+    assert 0.9 < full.prefix_reuse <= 1.0 and full.append_only_share > 0.9
+
+
+def test_recall_says_where_a_fact_is() -> None:
+    fact = PlantedFact(0.0, "alex gave Emil 3 bread", (("alex", "bread"),), "player")
+    said = Message.observation('[events]\n- you picked up 3 bread (tossed by alex)')
+    note = Message.memory("[notes] ...\n- alex: gave you 3 bread")
+    assert find_fact(History().start_turn(said), fact) == "verbatim"
+    assert find_fact(History(notes=note).start_turn(Message.observation("[events] none")), fact) == "notes"
+    assert find_fact(History().start_turn(Message.observation("alex\nbread")), fact) is None  # not in one line
+    r = recall(History(notes=note), [fact, PlantedFact(1.0, "later", (("x",),), "place")], now=0.5)
+    assert (r.planted, r.share, r.missing) == (1, 1.0, ())
+
+
+def test_tune_budget_sets_recorded_and_synthetic_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
+    from tools.tune_budget import main
+
+    soak = Path(__file__).resolve().parents[3] / "emil" / "data" / "samples" / "soak-session.jsonl"
+    assert main([str(soak), "--synthetic-hours", "0.5", "--budgets", "4400,6100", "--jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "side by side: recorded" in out and "recall" in out
+    rows = [line for line in out.splitlines() if line.startswith("  12288    4400 |")]
+    assert len(rows) == 1 and rows[0].rstrip().endswith("%")

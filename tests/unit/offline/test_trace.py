@@ -7,11 +7,14 @@ from pathlib import Path
 import pytest
 
 from emil.exceptions import UnknownTokenizerError
+from emil.memory.render import NOTES_HEADER
 from emil.offline.synthetic import synthetic_trace
 from emil.offline.tokenizer import counter_for
 from emil.offline.trace import SessionTrace, split_status
 from emil.recording import HeaderRecord, MessageRecord, RequestRecord
 from tests.unit.offline.crafted import header, simple_turn, write_records
+
+SOAK = Path(__file__).resolve().parents[3] / "emil" / "data" / "samples" / "soak-session.jsonl"
 
 
 def test_a_recording_becomes_turns_appends_and_first_attempt_requests(tmp_path: Path) -> None:
@@ -51,8 +54,27 @@ def test_the_counter_comes_from_the_header_never_a_silent_default() -> None:
         counter_for(HeaderRecord(model="nemotron-nano"))
 
 
-def test_a_synthetic_hour_is_about_170_turns() -> None:
+def test_a_synthetic_hour_is_emils_play() -> None:
+    """The synthetic day speaks Emil's language: observations as perception writes them, the
+    tool calls Emil has, results as the tool classes word them, the notes block as it grows."""
     trace = synthetic_trace(1.0, seed=3)
-    turns = sum(1 for s in trace.steps if s.op == "turn")
-    assert 120 <= turns <= 220 and trace.requests > turns
-    assert trace.span_s <= 3600.0 and trace.tools
+    turns = [s.message for s in trace.steps if s.op == "turn" and s.message is not None]
+    assert 20 <= len(turns) <= 200 and trace.requests > len(turns)
+    assert trace.span_s <= 3600.0
+    assert all((m.content or "").startswith("[events]") and (m.status or "").startswith("[status] ") for m in turns)
+    names = {t["function"]["name"] for t in trace.tools}
+    calls = [c for s in trace.steps if s.message is not None for c in s.message.tool_calls]
+    assert calls and {c["name"] for c in calls} <= names
+    results = [s.message.content or "" for s in trace.steps if s.message is not None and s.message.role == "tool"]
+    assert any(r.startswith("said: ") for r in results) and not any(r.startswith("{") for r in results)
+    notes = [s.text for s in trace.steps if s.op == "notes"]
+    assert notes and notes[-1] is not None and "alex" in notes[-1]
+
+
+def test_a_recording_with_notes_carries_the_block_as_its_requests_did() -> None:
+    trace = SessionTrace.from_recording(SOAK)
+    notes = [i for i, s in enumerate(trace.steps) if s.op == "notes"]
+    first_request = next(i for i, s in enumerate(trace.steps) if s.op == "request")
+    assert notes and all(trace.steps[i].text is None or trace.steps[i].text.startswith(NOTES_HEADER) for i in notes)
+    assert trace.messages == sum(1 for s in trace.steps if s.op in ("turn", "append"))
+    assert notes[-1] > first_request  # the block changed during the session (at trims)

@@ -1,0 +1,42 @@
+"""Notes that survive a restart: what Emil learns about players, places and its own goals.
+
+- :mod:`emil.memory.notes`     what a note is (:class:`Fact` in, :class:`Note` stored)
+- :mod:`emil.memory.store`     the SQLite file in ``data_dir``, written as facts are learned
+- :mod:`emil.memory.lock`      one running Emil per ``data_dir``
+- :mod:`emil.memory.learn`     game events, snapshots and tool outcomes -> facts
+- :mod:`emil.memory.world`     the world port that feeds the learner
+- :mod:`emil.memory.render`    the pinned notes block: bounded in tokens, deterministic
+- :mod:`emil.memory.untrusted` untrusted text made safe to quote in the prompt
+- :mod:`emil.memory.pinned`    the block's seam with the context manager (changes at trims)
+- :mod:`emil.memory.session`   all of it opened for one session
+- :mod:`emil.memory.cli`       ``run_emil.py memory show | forget NAME | export``
+
+Design and commands: docs/memory.md.
+"""
+
+from emil.memory.learn import Learner
+from emil.memory.lock import DataDirLock, DataDirLocked
+from emil.memory.notes import Fact, Note
+from emil.memory.pinned import PinnedNotes
+from emil.memory.render import NOTES_HEADER, render_notes
+from emil.memory.session import Memory, open_memory
+from emil.memory.store import MemoryStore, MemoryStoreError
+from emil.memory.untrusted import as_data
+from emil.memory.world import RememberingWorld
+
+__all__ = [
+    "NOTES_HEADER",
+    "DataDirLock",
+    "DataDirLocked",
+    "Fact",
+    "Learner",
+    "Memory",
+    "MemoryStore",
+    "MemoryStoreError",
+    "Note",
+    "PinnedNotes",
+    "RememberingWorld",
+    "as_data",
+    "open_memory",
+    "render_notes",
+]

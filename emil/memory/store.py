@@ -1,0 +1,269 @@
+"""Emil's notes in an embedded SQLite file, ``<data_dir>/memory.sqlite3``.
+
+Written as facts are learned, one transaction per fact (or per batch of a summary), in WAL mode:
+a process killed mid-write leaves the database as of its last committed fact, readable by the
+next start and by ``run_emil.py memory``. A running Emil holds ``<data_dir>/emil.lock``
+(:mod:`emil.memory.lock`); the operator's ``memory`` commands do not take it, and SQLite's own
+locking keeps a ``forget`` beside a running Emil consistent.
+
+Growth is bounded: each ``(about, subject, topic)`` keeps its newest :data:`KEEP_PER_TOPIC`
+notes (a player flooding requests keeps their last few, not all; promises not yet kept go
+last), and the whole store its newest :data:`MAX_NOTES`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from emil.exceptions import ConfigurationError
+from emil.memory.lock import DataDirLock
+from emil.memory.notes import Fact, Note, Source
+
+__all__ = ["DB_FILE", "KEEP_PER_TOPIC", "MAX_NOTES", "MemoryStore", "MemoryStoreError"]
+
+DB_FILE = "memory.sqlite3"
+SCHEMA_VERSION = 1
+KEEP_PER_TOPIC = 12
+MAX_NOTES = 20_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS notes (
+    id       INTEGER PRIMARY KEY,
+    about    TEXT NOT NULL,
+    subject  TEXT NOT NULL,
+    topic    TEXT NOT NULL,
+    detail   TEXT NOT NULL DEFAULT '',
+    count    INTEGER NOT NULL DEFAULT 1,
+    note     TEXT NOT NULL DEFAULT '',
+    told_by  TEXT,
+    first_t  REAL NOT NULL,
+    last_t   REAL NOT NULL,
+    source   TEXT NOT NULL,
+    UNIQUE (about, subject, topic, detail)
+);
+CREATE INDEX IF NOT EXISTS notes_by_topic ON notes (about, subject, topic, last_t);
+"""
+
+_COLUMNS = "id, about, subject, topic, detail, count, note, told_by, first_t, last_t, source"
+
+
+class MemoryStoreError(ConfigurationError):
+    """The notes database cannot be used as configured (unwritable, missing, corrupt)."""
+
+
+def _note(row: Sequence[Any]) -> Note:
+    return Note(
+        id=row[0], about=row[1], subject=row[2], topic=row[3], detail=row[4], count=row[5],
+        note=row[6], told_by=row[7], first_t=row[8], last_t=row[9], source=row[10],
+    )
+
+
+class MemoryStore:
+    """Notes that survive a restart. Open with :meth:`open` (Emil) or :meth:`open_existing`
+    (the operator's commands); not thread-safe: one store per agent loop."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, lock: DataDirLock | None) -> None:
+        self._conn = conn
+        self.path = path
+        self._lock = lock
+
+    # -- opening ----------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, data_dir: Path, *, lock: bool = True) -> MemoryStore:
+        """Create the directory and database if needed, take the one-Emil lock, check the file.
+
+        Raises :class:`MemoryStoreError` (a configuration error: exit 2) when the directory is
+        not writable or the file is not a readable notes database, and
+        :class:`~emil.memory.lock.DataDirLocked` when another Emil holds the directory.
+        """
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            held = DataDirLock(data_dir) if lock else None
+            if held is not None:
+                held.acquire()
+        except OSError as e:
+            raise MemoryStoreError(
+                f"data_dir {data_dir} is not writable ({e.strerror or e}); "
+                "set data_dir to a directory Emil may write"
+            ) from e
+        path = data_dir / DB_FILE
+        try:
+            conn = cls._connect(path, readonly=False)
+            with conn:
+                conn.executescript(_SCHEMA)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except BaseException:
+            if held is not None:
+                held.release()
+            raise
+        return cls(conn, path, held)
+
+    @classmethod
+    def open_existing(cls, data_dir: Path, *, readonly: bool = True) -> MemoryStore:
+        """An existing database, without the lock (Emil may be running beside the operator)."""
+        path = data_dir / DB_FILE
+        if not path.is_file():
+            raise MemoryStoreError(
+                f"no notes database at {path} (Emil has not run with this data_dir yet); "
+                "check data_dir (--data-dir, EMIL_DATA_DIR or emil.toml)"
+            )
+        return cls(cls._connect(path, readonly=readonly), path, None)
+
+    @staticmethod
+    def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
+        try:
+            if readonly:
+                conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+            else:
+                conn = sqlite3.connect(path, timeout=5.0)
+            if not readonly:
+                conn.execute("PRAGMA journal_mode = WAL")
+                # WAL + NORMAL: a commit is atomic and survives a process crash; only a power
+                # loss may drop the last commits, never corrupt the file.
+                conn.execute("PRAGMA synchronous = NORMAL")
+            check = conn.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                raise sqlite3.DatabaseError(f"integrity check: {check[0] if check else 'no answer'}")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.OperationalError as e:
+            raise MemoryStoreError(
+                f"cannot open notes database {path} ({e}); "
+                "make data_dir writable or point data_dir elsewhere"
+            ) from e
+        except sqlite3.DatabaseError as e:
+            raise MemoryStoreError(
+                f"notes database {path} is unreadable ({e}); move it aside to start with no "
+                "notes, or restore a copy"
+            ) from e
+        if version > SCHEMA_VERSION:
+            raise MemoryStoreError(
+                f"notes database {path} is schema {version}, newer than this Emil's "
+                f"{SCHEMA_VERSION}; update Emil or use another data_dir"
+            )
+        if version and "notes" not in tables:
+            raise MemoryStoreError(f"{path} is an SQLite file but not Emil's notes; use another data_dir")
+        return conn
+
+    def close(self) -> None:
+        """Close the database and release the lock (idempotent)."""
+        self._conn.close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    def learn(self, fact: Fact, *, t: float, source: Source = "event") -> None:
+        """Remember one fact now (committed before this returns)."""
+        self.learn_many([fact], t=t, source=source)
+
+    def learn_many(self, facts: Iterable[Fact], *, t: float, source: Source = "event") -> int:
+        """Remember several facts in one transaction; returns how many."""
+        n = 0
+        with self._conn:
+            for fact in facts:
+                self._upsert(fact, t, source)
+                n += 1
+        return n
+
+    def facts_from_summary(self, facts: Iterable[Fact], *, t: float) -> int:
+        """Phase 2's entry: the facts a model-written summary of folded turns names."""
+        return self.learn_many(facts, t=t, source="summary")
+
+    def _upsert(self, f: Fact, t: float, source: Source) -> None:
+        self._conn.execute(
+            """
+            INSERT INTO notes (about, subject, topic, detail, count, note, told_by, first_t, last_t, source)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (about, subject, topic, detail) DO UPDATE SET
+                count = count + excluded.count,
+                note = CASE WHEN excluded.note != '' THEN excluded.note ELSE note END,
+                told_by = COALESCE(excluded.told_by, told_by),
+                last_t = MAX(last_t, excluded.last_t),
+                source = excluded.source
+            """,
+            (f.about, f.subject, f.topic, f.detail, f.count, f.note, f.told_by, t, t, source),
+        )
+        self._conn.execute(
+            """
+            DELETE FROM notes WHERE id IN (
+                SELECT id FROM notes WHERE about = ? AND subject = ? AND topic = ?
+                ORDER BY (topic = 'promised' AND note = '') DESC, last_t DESC, id DESC LIMIT -1 OFFSET ?
+            )
+            """,
+            (f.about, f.subject, f.topic, KEEP_PER_TOPIC),
+        )
+        total = self._conn.execute("SELECT COUNT(*) FROM notes").fetchone()[0]
+        if total > MAX_NOTES:
+            self._conn.execute(
+                "DELETE FROM notes WHERE id IN (SELECT id FROM notes ORDER BY last_t, id LIMIT ?)",
+                (total - MAX_NOTES,),
+            )
+
+    def set_goal_status(self, goal: str, status: str, *, t: float) -> None:
+        """A goal's status (active, done, failed, interrupted) replaced in place."""
+        self.learn(Fact(about="goal", subject=goal, topic="goal", note=status), t=t)
+
+    def keep_promises(self, player: str, item: str, *, since: float) -> int:
+        """Emil gave ``player`` some ``item``: the promises made to them since ``since`` that
+        name the item are kept (``note = "kept"``); the notes show open promises."""
+        words = {item.lower(), item.lower().replace("_", " ")}
+        with self._conn:
+            rows = self._conn.execute(
+                "SELECT id, detail FROM notes WHERE about = 'player' AND subject = ? AND topic = 'promised' "
+                "AND note = '' AND last_t >= ?",
+                (player, since),
+            ).fetchall()
+            kept = [row[0] for row in rows if any(w in str(row[1]).lower() for w in words)]
+            self._conn.executemany("UPDATE notes SET note = 'kept' WHERE id = ?", [(i,) for i in kept])
+        return len(kept)
+
+    def interrupt_goals(self, *, t: float) -> int:
+        """At start: goals still active belong to a session that ended before they did."""
+        with self._conn:
+            cur = self._conn.execute(
+                "UPDATE notes SET note = 'interrupted', last_t = ? WHERE about = 'goal' AND note = 'active'",
+                (t,),
+            )
+        return cur.rowcount
+
+    def forget(self, name: str) -> int:
+        """Delete every note about ``name`` (a player, place or goal, any case) and every note
+        that player told; returns how many went (0 = nothing known by that name)."""
+        with self._conn:
+            cur = self._conn.execute(
+                "DELETE FROM notes WHERE subject = ? COLLATE NOCASE OR told_by = ? COLLATE NOCASE",
+                (name, name),
+            )
+        return cur.rowcount
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def version(self) -> tuple[int, int]:
+        """Changes to the notes so far: this connection's writes and SQLite's ``data_version``
+        (which moves when another connection, e.g. ``run_emil.py memory forget``, commits)."""
+        return self._conn.total_changes, self._conn.execute("PRAGMA data_version").fetchone()[0]
+
+    def notes(self) -> list[Note]:
+        """Every note, in a fixed order (about, subject, topic, first learned, id)."""
+        rows = self._conn.execute(
+            f"SELECT {_COLUMNS} FROM notes ORDER BY about, subject, topic, first_t, id"
+        ).fetchall()
+        return [_note(r) for r in rows]
+
+    def subjects(self) -> list[str]:
+        """Every distinct subject (players, places, goals), sorted."""
+        return [r[0] for r in self._conn.execute("SELECT DISTINCT subject FROM notes ORDER BY subject")]
+
+    def export(self) -> dict[str, Any]:
+        """Everything, as JSON-able data (``run_emil.py memory export``)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "database": str(self.path),
+            "notes": [n.model_dump(mode="json") for n in self.notes()],
+        }

@@ -1,0 +1,223 @@
+"""A multi-player soak: the real Emil among several scripted players, for a bounded time.
+
+Everything is local and real except the model: an embedded flying-squid server, the
+vLLM-dialect HTTP double answering with a SCRIPTED brain (:class:`SoakBrain`, rules, not a
+model), Emil itself through the same startup as ``live`` (loop, bridge, context manager,
+client, notes), and four players, each a real mineflayer bot with a script:
+
+- ``alex``  friendly: greets, asks Emil to follow and to stop, names his chest, tosses bread
+- ``bella`` trader: names her farm, asks for wood (Emil promises it), tosses apples, whispers
+- ``cody``  griefer: taunts and hits Emil
+- ``dana``  joins late and floods the chat with a burst of lines
+
+Players act on a seeded schedule and loop their scripts until the time is up; the session is
+recorded like any other (``tools/soak.py`` prints where and a summary). What Emil says is
+scripted: a soak shows the runtime holding up under several players, not a model's play.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from pydantic import JsonValue
+
+from emil.agent.session import Session, open_session
+from emil.agent.startup import summary_line
+from emil.config import Settings
+from emil.demo import DemoBrain
+from emil.recording import ErrorRecord, read_recording
+from emil.testing.brains import SCRIPTED_PREFIX, NpcContext
+from emil.testing.script import Reply
+from emil.testing.vllm_double import VLLMDouble
+from emil.world.bridge import Bot, BotSettings, ReflexSettings
+from emil.world.server import EmbeddedServer
+
+__all__ = ["PLAYERS", "SoakBrain", "SoakResult", "play_soak"]
+
+_log = logging.getLogger("emil.soak")
+
+PLAYERS = ("alex", "bella", "cody", "dana")
+
+
+class SoakBrain(DemoBrain):
+    """SCRIPTED soak brain (rules, not a model): the demo's rules plus a promise when asked to
+    bring something ("can you bring me wood?" -> "I'll bring you wood, bella!")."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.add_rule(self.promise_when_asked, first=True)
+
+    def promise_when_asked(self, ctx: NpcContext) -> Reply | None:
+        """"bring me X" -> a promise (the notes remember promises Emil makes)."""
+        if ctx.chat and ctx.last_role == "user" and "bring me" in ctx.chat.text:
+            what = ctx.chat.text.split("bring me", 1)[1].strip(" ?!.") or "it"
+            return self._say(ctx, f"{SCRIPTED_PREFIX}I'll bring you {what}, {ctx.chat.player}!")
+        return None
+
+
+@dataclass
+class SoakResult:
+    """What the soak did, for the summary and the slow test."""
+
+    session: Session | None = None
+    seconds: float = 0.0
+    player_steps: Counter[str] = field(default_factory=Counter)
+    """Script steps each player took (ok or not)."""
+    failed_steps: list[str] = field(default_factory=list)
+    notes: Counter[str] = field(default_factory=Counter)
+    """Notes in the store at the end, per topic."""
+    note_renders: int = 0
+    errors: list[str] = field(default_factory=list)
+    """Error records in the recording."""
+    fatal: list[str] = field(default_factory=list)
+    """The fatal ones among them (a soak passes with none)."""
+
+    def summary(self) -> str:
+        """A few lines for the operator."""
+        session = self.session
+        if session is None:
+            return "soak did not start"
+        lines = [
+            "=== Emil soak (SCRIPTED brain served by the vLLM-dialect double: not a model) ===",
+            f"ran {self.seconds:.0f} s with players {', '.join(PLAYERS)}; script steps: "
+            + ", ".join(f"{p} {n}" for p, n in sorted(self.player_steps.items())),
+            summary_line(session.agent.stats, session.recording_path),
+            f"notes at the end: {sum(self.notes.values())} ("
+            + ", ".join(f"{t} {n}" for t, n in sorted(self.notes.items()))
+            + f"); pinned block rendered {self.note_renders} times (at start, then between turns when the notes changed)",
+            f"error records: {len(self.errors)}" + (f" (first: {self.errors[0]})" if self.errors else ""),
+        ]
+        if self.failed_steps:
+            lines.append(f"player steps that failed: {len(self.failed_steps)} (first: {self.failed_steps[0]})")
+        return "\n".join(lines)
+
+
+class _Player:
+    """One scripted player: a real bot plus its script, run on a seeded schedule."""
+
+    def __init__(self, name: str, bot: Bot, server: EmbeddedServer, emil: str, result: SoakResult, rng: random.Random) -> None:
+        self.name, self.bot, self.server, self.emil, self.result, self.rng = name, bot, server, emil, result, rng
+
+    async def _act(self, what: str, action: str, args: dict[str, JsonValue]) -> bool:
+        outcome = await self.bot.act(action, args, timeout=30)
+        self.result.player_steps[self.name] += 1
+        if not outcome.ok:
+            self.result.failed_steps.append(f"{self.name} {what}: {outcome.error}")
+        return outcome.ok
+
+    async def say(self, text: str) -> None:
+        await self._act(f"says {text!r}", "say", {"text": text})
+
+    async def pause(self, low: float, high: float) -> None:
+        await anyio.sleep(self.rng.uniform(low, high))
+
+    async def toss(self, item: str, count: int) -> None:
+        await self.server.command(f"give {self.name} {item} {count}")
+        await anyio.sleep(0.8)
+        await self._act(f"tosses {count} {item}", "give", {"player": self.emil, "item": item, "count": count})
+
+    async def alex(self) -> None:
+        e = self.emil
+        await self.say(f"Hello {e}!")
+        await self.pause(2, 4)
+        await self.say(f"{e}, my chest is at 12 64 -7")
+        await self.pause(2, 4)
+        await self.say(f"{e}, follow me")
+        await self.pause(3, 5)
+        await self.toss("bread", 3)
+        await self.pause(2, 4)
+        await self.say(f"{e}, stop here")
+        await self.pause(4, 8)
+
+    async def bella(self) -> None:
+        e = self.emil
+        await self.say(f"hi {e}, our farm is at -20 64 15")
+        await self.pause(3, 6)
+        await self.say(f"{e}, can you bring me wood?")
+        await self.pause(3, 6)
+        await self.toss("apple", 2)
+        await self.pause(2, 5)
+        await self._act("whispers", "whisper", {"player": e, "text": "don't tell cody about the farm"})
+        await self.pause(5, 9)
+
+    async def cody(self) -> None:
+        e = self.emil
+        await self.say(f"hey {e}, you look weak")
+        await self.pause(2, 5)
+        await self._act("hits Emil", "attack", {"target": e, "duration_s": 4})  # 1 s can end before the first swing
+        await self.pause(6, 12)
+
+    async def dana(self) -> None:
+        await self.say("anyone around?")
+        await self.pause(3, 6)
+        for i in range(12):  # a flood: faster than the chat debounce
+            await self.say(f"spam {i} {self.emil} look at this")
+            await anyio.sleep(0.15)
+        await self.pause(8, 14)
+
+    async def play(self, script: Callable[[], Awaitable[None]], start_after: float) -> None:
+        await anyio.sleep(start_after)
+        while True:
+            await script()
+
+
+async def play_soak(
+    settings: Settings,
+    *,
+    duration_s: float,
+    recording: Path,
+    data_dir: Path,
+    seed: int = 0,
+    window: int = 16384,
+) -> SoakResult:
+    """Start everything, let the players play for ``duration_s``, stop everything."""
+    result = SoakResult()
+    started = time.monotonic()
+    rng = random.Random(seed)
+    async with EmbeddedServer() as server, VLLMDouble(SoakBrain(), window=window) as llm:
+        s = settings.model_copy(update={
+            "endpoint": llm.base_url, "model": "auto", "mc_host": "127.0.0.1", "mc_port": server.port,
+            "endpoint_wait_s": 30.0, "data_dir": data_dir,
+        })
+        async with open_session(s, recording=recording) as session:
+            result.session = session
+            with anyio.move_on_after(duration_s):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(session.agent.run)
+                    for i, name in enumerate(PLAYERS):
+                        tg.start_soon(_run_player, name, i, server, s, result, random.Random(rng.random()))
+                    await anyio.sleep(duration_s)
+                    tg.cancel_scope.cancel()
+            session.agent.stop()
+            if session.memory is not None:
+                result.notes = Counter(n.topic for n in session.memory.store.notes())
+                result.note_renders = session.memory.block.renders if session.memory.block else 0
+    result.seconds = time.monotonic() - started
+    errors = [r for r in read_recording(recording).records if isinstance(r, ErrorRecord)]
+    result.errors = [f"{r.where}: {r.error_type}: {r.message}" for r in errors]
+    result.fatal = [f"{r.where}: {r.error_type}: {r.message}" for r in errors if r.fatal]
+    return result
+
+
+async def _run_player(name: str, index: int, server: EmbeddedServer, s: Settings, result: SoakResult, rng: random.Random) -> None:
+    # dana joins late: a join while Emil plays; the others arrive a little apart.
+    join_after = 20.0 if name == "dana" else 1.5 * index
+    await anyio.sleep(join_after)
+    player_settings = BotSettings(
+        host="127.0.0.1", port=server.port, username=name, version=s.mc_version,
+        reflexes=ReflexSettings(defend=False, flee=False, eat=False, unstuck=False),
+    )
+    try:
+        async with Bot.connect(player_settings) as bot:
+            player = _Player(name, bot, server, s.bot_name, result, rng)
+            await player.play(getattr(player, name), start_after=2.0)
+    except Exception as e:  # one player's bot failing must not end the soak
+        result.failed_steps.append(f"{name}: {type(e).__name__}: {e}")
+        _log.warning("soak player %s stopped: %s", name, e)

@@ -1,0 +1,149 @@
+"""The summarise rung with its summariser: asked between turns when a trim is near, once per
+trim, folded at the low-water trim, the digest when there is no summary, facts to the notes
+after the trim, and the same lines again in replay.
+
+The model side is the SCRIPTED summariser in-process (emil.testing.brains.ScriptedLLM), or a
+failing or slow stand-in: a unit test of the rung and its source, no server.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from emil.context.budget import Budget
+from emil.context.history import History
+from emil.context.manager import ContextManager
+from emil.context.rungs import Summarise
+from emil.exceptions import EndpointUnavailable
+from emil.llm.types import ChatRequest, Completion
+from emil.memory.store import MemoryStore
+from emil.memory.summariser import Summariser
+from emil.memory.summary import load_summary_prompt
+from emil.offline.synthetic import (
+    SYSTEM_PROMPT,
+    emil_tool_specs,
+    grow,
+    request_steps,
+    synthetic_turns,
+)
+from emil.recording import SummaryRecord
+from emil.replay.summaries import RecordedSummaries
+from emil.testing.brains import ScriptedLLM
+from emil.testing.summaries import SCRIPTED_MARK, scripted_summary
+
+PROMPT = load_summary_prompt(None, name="Emil")
+
+
+class Busy:
+    """A served model that is always busy (a test stand-in)."""
+
+    asked = 0
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        self.asked += 1
+        raise EndpointUnavailable("503 the engine is overloaded")
+
+
+class Slow:
+    """A served model slower than the turns (a test stand-in): the first request never ends."""
+
+    asked = 0
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        self.asked += 1
+        if self.asked == 1:
+            await anyio.sleep_forever()
+        return await ScriptedLLM(scripted_summary).complete(request)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[MemoryStore]:
+    s = MemoryStore.open(tmp_path)
+    yield s
+    s.close()
+
+
+def _manager(source: Summariser | RecordedSummaries) -> ContextManager:
+    return ContextManager(
+        "qwen3.6", Budget(14000, output_reserve=4096), SYSTEM_PROMPT, emil_tool_specs(), rungs=[Summarise(source)],
+    )
+
+
+async def _play(manager: ContextManager, llm: object, turns: int, *, idle: float = 1.0) -> tuple[History, list[list[str]]]:
+    """Synthetic play; between turns the loop idles ``idle`` seconds and the ladder prepares."""
+    history, trims = History(), []
+    for index, turn in enumerate(itertools.islice(synthetic_turns(5), turns)):
+        if history.turns:
+            with anyio.move_on_after(idle):
+                await manager.prepare(history, llm=llm)  # type: ignore[arg-type]
+        for new_turn, messages in request_steps(turn):
+            a = manager.assemble(grow(history, new_turn, messages), now=2e9 + index)
+            history = a.history
+            trims += [[t.rung for t in a.trims]] if a.trims else []
+    return history, trims
+
+
+async def test_summaries_fold_the_oldest_turns_at_the_low_water_trim_once_per_trim(store: MemoryStore) -> None:
+    records: list[SummaryRecord] = []
+    summariser = Summariser(prompt=PROMPT, max_tokens=400, store=store, record=records.append)
+    manager = _manager(summariser)
+    llm = ScriptedLLM(scripted_summary)
+    history, trims = await _play(manager, llm, 160)
+    summarised = [t for t in trims if "summarise" in t]
+    assert len(summarised) >= 3, trims
+    assert len(llm.requests) <= len(trims)  # at most one request per trim
+    for request in llm.requests:  # short, thinking off, no tools, bounded
+        assert request.tools is None and not request.enable_thinking and request.max_completion_tokens == 400
+    assert {r.outcome for r in records} == {"ready"} and len(records) == len(llm.requests)
+    assert history.memory is not None and SCRIPTED_MARK in (history.memory.content or "")
+    # The facts of used summaries reach the notes store between turns, never inside a trim.
+    await manager.prepare(history, llm=llm)
+    assert any(n.source == "summary" for n in store.notes())
+    assert summariser.stats.used == len(summarised)
+
+
+async def test_a_busy_endpoint_leaves_the_digest_and_is_asked_once_per_trim(store: MemoryStore) -> None:
+    records: list[SummaryRecord] = []
+    manager = _manager(Summariser(prompt=PROMPT, store=store, record=records.append))
+    busy = Busy()
+    history, trims = await _play(manager, busy, 120)
+    assert trims and all("summarise" not in t for t in trims) and any("fold" in t for t in trims)
+    assert 1 <= busy.asked <= len(trims)
+    assert {r.outcome for r in records} == {"failed"} and "overloaded" in records[0].reason
+    assert history.memory is not None and SCRIPTED_MARK not in (history.memory.content or "")
+    assert not any(n.source == "summary" for n in store.notes())
+
+
+async def test_a_turn_cancels_a_slow_summary_and_the_digest_folds_those_turns() -> None:
+    records: list[SummaryRecord] = []
+    manager = _manager(Summariser(prompt=PROMPT, record=records.append))
+    slow = Slow()
+    _history, trims = await _play(manager, slow, 160, idle=0.05)
+    assert records[0].outcome == "cancelled" and records[0].reason == "a turn started"
+    assert trims[0] == ["fold"] or "summarise" not in trims[0]  # that trim: the digest
+    assert records[1].outcome == "ready" and records[1].covers[0] != records[0].covers[0]  # the next trim's
+    assert slow.asked == len(records) <= len(trims)  # never asked twice for one trim
+    assert any("summarise" in t for t in trims)
+
+
+async def test_replay_serves_the_recorded_lines_to_the_rung() -> None:
+    records: list[SummaryRecord] = []
+    live = _manager(Summariser(prompt=PROMPT, record=records.append))
+    history, trims = await _play(live, ScriptedLLM(scripted_summary), 160)
+    replayed = _manager(RecordedSummaries(records))
+    again, trims_again = await _play(replayed, None, 160)  # no model in replay
+    assert trims_again == trims
+    assert again.memory is not None and history.memory is not None
+    assert again.memory.content == history.memory.content
+
+
+def test_without_a_model_or_with_max_tokens_0_nothing_is_asked() -> None:
+    manager = _manager(Summariser(prompt=PROMPT, max_tokens=0))
+    llm = ScriptedLLM(scripted_summary)
+    anyio.run(_play, manager, llm, 120)
+    assert not llm.requests
