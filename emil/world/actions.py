@@ -16,15 +16,23 @@ enabled commands and every player whose words are in the turn is an operator, an
 checks the same rule again. Attacking a player needs an operator's order too (self-defence is a
 reflex and needs no permission).
 
-Not offered: ``craft``. flying-squid 1.12 (the embedded server) computes no crafting results,
-so the tool could never be shown to work here; see docs/world.md.
+Crafting, smelting, building, sleeping and chests are tools too (``craft``, ``smelt``,
+``build``, ``sleep``, ``store``, ``take``): each says what is missing or why not in words the
+model can act on ("cannot craft 1 wooden_pickaxe: missing 2 stick (have 0 of 2)").
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import ConfigDict, Field, JsonValue, ValidationError, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    JsonValue,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 from emil.exceptions import EmilError
 from emil.llm.types import ToolCall
@@ -37,7 +45,9 @@ __all__ = [
     "ActionPolicy",
     "Attack",
     "BotLike",
+    "Build",
     "Collect",
+    "Craft",
     "Dig",
     "Eat",
     "Equip",
@@ -51,8 +61,12 @@ __all__ = [
     "Outcome",
     "Place",
     "Say",
+    "Sleep",
+    "Smelt",
     "Status",
     "Stop",
+    "Store",
+    "Take",
     "Tool",
     "Whisper",
     "dispatch",
@@ -314,6 +328,168 @@ class Flee(Tool):
         return f"ran from {result.get('fled_from') or 'danger'} to {_fmt_pos(result.get('position'))}"
 
 
+def _counts(items: Any) -> str:
+    """ "3 oak_planks, 2 stick" from {"oak_planks": 3, "stick": 2} (empty: "")."""
+    if not isinstance(items, dict):
+        return ""
+    return ", ".join(f"{n} {name}" for name, n in items.items() if isinstance(n, int) and n > 0)
+
+
+def _where(spot: Any, phrase: str) -> str:
+    """ " in the chest at (4, 5, 0)" for a result's block position (empty when there is none)."""
+    if not isinstance(spot, dict):
+        return ""
+    placed = " (placed it there from the inventory)" if spot.get("placed") else ""
+    return f" {phrase} at {_fmt_pos(spot)}{placed}"
+
+
+class _Spot(Tool):
+    """Base of tools that may be given one block position (all of x, y, z, or none)."""
+
+    x: int | None = Field(default=None, description="Block x (give x, y and z, or none)")
+    y: int | None = None
+    z: int | None = None
+
+    @model_validator(mode="after")
+    def _all_or_none(self) -> _Spot:
+        given = [c is not None for c in (self.x, self.y, self.z)]
+        if any(given) and not all(given):
+            raise ValueError("give all of x, y and z, or none of them")
+        return self
+
+
+class Craft(Tool):
+    """Craft items from the inventory. For 3x3 recipes uses a crafting table within 32 blocks or places one from the inventory. Says exactly which ingredients are missing."""
+
+    tool_name: ClassVar[str] = "craft"
+    job: ClassVar[bool] = True
+    timeout_s: ClassVar[float] = 90.0
+    item: str = Field(pattern=_NAME, description="What to make, e.g. wooden_pickaxe, stick, torch")
+    count: int = Field(default=1, ge=1, le=64, description="How many to end up with")
+
+    def read(self, result: dict[str, Any]) -> str:
+        made, asked = result.get("count"), result.get("asked")
+        extra = f" (asked for {asked}; the recipe makes several at a time)" if isinstance(made, int) and isinstance(asked, int) and made > asked else ""
+        used = _counts(result.get("used"))
+        return f"crafted {made} {result.get('crafted')}{extra}" + (f" from {used}" if used else "") + _where(result.get("table"), "at the crafting table")
+
+
+class Smelt(Tool):
+    """Smelt or cook items in a furnace within 32 blocks (or one placed from the inventory), with fuel from the inventory. Waits for the output; what is not done by then keeps cooking, and output waiting in the furnace is collected on the next smelt there."""
+
+    tool_name: ClassVar[str] = "smelt"
+    job: ClassVar[bool] = True
+    timeout_s: ClassVar[float] = 150.0
+    item: str = Field(pattern=_NAME, description="What to smelt, e.g. raw_iron, beef, sand")
+    count: int = Field(default=1, ge=1, le=64)
+    fuel: str | None = Field(default=None, pattern=_NAME, description="Fuel item (default: coal, charcoal or wood you carry)")
+    wait_s: int = Field(default=60, ge=5, le=120, description="Seconds to wait for the output (10 s an item); the rest keeps cooking")
+
+    def read(self, result: dict[str, Any]) -> str:
+        fuel = result.get("fuel") if isinstance(result.get("fuel"), dict) else None
+        text = f"got {result.get('count')} {result.get('output')} from {result.get('smelted')}"
+        if fuel and fuel.get("count"):
+            text += f" (burned {fuel.get('count')} {fuel.get('name')})"
+        text += _where(result.get("furnace"), "in the furnace")
+        if result.get("short"):
+            text += f"; {result['short']}"
+        if result.get("took_out"):
+            text += f"; took out of the furnace first: {_counts(result['took_out'])}"
+        if result.get("stalled"):
+            text += "; the furnace stopped burning (out of fuel?)"
+        elif result.get("still_cooking"):
+            text += (
+                f"; {result['still_cooking']} {result.get('smelted')} still cooking there, about "
+                f"{round(result.get('eta_s') or 0)} s more: smelt again there to collect"
+            )
+        return text
+
+
+class Build(_Spot):
+    """Build from blocks in the inventory: `shelter` (walls and a roof around the spot, default where you stand; 10 blocks) or `pillar` (a column, default beside you). Checks the blocks first and says what is missing."""
+
+    tool_name: ClassVar[str] = "build"
+    job: ClassVar[bool] = True
+    timeout_s: ClassVar[float] = 120.0
+    blueprint: Literal["shelter", "pillar"]
+    block: str | None = Field(default=None, pattern=_NAME, description="Block to use (default: the most plentiful, e.g. cobblestone)")
+    height: int = Field(default=3, ge=1, le=10, description="Pillar height")
+
+    def read(self, result: dict[str, Any]) -> str:
+        already = f" ({result['already']} already there)" if result.get("already") else ""
+        return f"built a {result.get('built')} of {result.get('block')} at {_fmt_pos(result.get('at'))}: placed {result.get('placed')}{already}"
+
+
+class Sleep(Tool):
+    """Sleep in a bed (within 32 blocks, or one placed from the inventory) to skip the night. Only at night or in a thunderstorm, with no monsters near; the night passes once every player sleeps."""
+
+    tool_name: ClassVar[str] = "sleep"
+    job: ClassVar[bool] = True
+    timeout_s: ClassVar[float] = 120.0
+    wait_s: int = Field(default=15, ge=0, le=60, description="Seconds to wait in bed for the morning")
+
+    def read(self, result: dict[str, Any]) -> str:
+        where = _where(result.get("bed"), "in the bed") or " in bed"
+        if result.get("woke"):
+            return f"slept{where} and woke up in the morning (time {result.get('time')})"
+        who = f" ({result['players_sleeping']} players asleep)" if result.get("players_sleeping") else ""
+        return (
+            f"lying{where}; still night{who}: it passes when every player sleeps. "
+            "You stay in bed until morning; any movement gets you up"
+        )
+
+
+_ItemCounts = dict[
+    Annotated[str, StringConstraints(pattern=_NAME)], Annotated[int, Field(ge=1, le=2304)]
+]
+
+
+class _ChestTool(_Spot):
+    """Base of store and take: a call that moved nothing failed, whatever the reasons."""
+
+    moved_key: ClassVar[str] = ""
+    timeout_s: ClassVar[float] = 60.0
+    job: ClassVar[bool] = True
+
+    async def run(self, ctx: ToolContext) -> Outcome:
+        out = await super().run(ctx)
+        if out.ok and isinstance(out.data, dict) and not out.data.get(self.moved_key):
+            return Outcome(False, f"{self.tool_name} failed: {out.text}", out.data)
+        return out
+
+
+class Store(_ChestTool):
+    """Put items from your inventory into a chest (the nearest within 32 blocks, or the one at x, y, z). Says what did not fit."""
+
+    tool_name: ClassVar[str] = "store"
+    moved_key: ClassVar[str] = "stored"
+    items: _ItemCounts = Field(min_length=1, max_length=16, description='Item names and counts, e.g. {"cobblestone": 32}')
+
+    def read(self, result: dict[str, Any]) -> str:
+        text = f"stored {_counts(result.get('stored')) or 'nothing'}{_where(result.get('chest'), 'in the chest')}"
+        if result.get("did_not_fit"):
+            text += f"; did not fit (the chest is full): {_counts(result['did_not_fit'])}"
+        if result.get("not_in_inventory"):
+            text += f"; you did not have: {_counts(result['not_in_inventory'])}"
+        return text
+
+
+class Take(_ChestTool):
+    """Take items out of a chest (the nearest within 32 blocks, or the one at x, y, z). Says what was not there."""
+
+    tool_name: ClassVar[str] = "take"
+    moved_key: ClassVar[str] = "took"
+    items: _ItemCounts = Field(min_length=1, max_length=16, description='Item names and counts, e.g. {"oak_log": 10}')
+
+    def read(self, result: dict[str, Any]) -> str:
+        text = f"took {_counts(result.get('took')) or 'nothing'}{_where(result.get('chest'), 'from the chest')}"
+        if result.get("not_in_chest"):
+            text += f"; not in the chest: {_counts(result['not_in_chest'])}"
+        if result.get("no_room"):
+            text += f"; no room in your inventory for: {_counts(result['no_room'])}"
+        return text
+
+
 class Inventory(Query):
     """List what you carry."""
 
@@ -349,6 +525,7 @@ class Status(Query):
             f"health {snap.health}/20, food {snap.food}/20, at {_fmt_pos(snap.position)} "
             f"in the {snap.dimension}, time {snap.time_of_day}"
             + (", raining" if snap.raining else "")
+            + (", asleep in bed" if snap.sleeping else "")
             + (f", busy with {snap.job}" if snap.job else "")
             + (f", following {snap.following}" if snap.following else "")
         )
