@@ -31,6 +31,7 @@ from pydantic import (
     JsonValue,
     StringConstraints,
     ValidationError,
+    WithJsonSchema,
     model_validator,
 )
 
@@ -346,7 +347,7 @@ def _where(spot: Any, phrase: str) -> str:
 class _Spot(Tool):
     """Base of tools that may be given one block position (all of x, y, z, or none)."""
 
-    x: int | None = Field(default=None, description="Block x (give x, y and z, or none)")
+    x: int | None = Field(default=None, description="x, y, z: all or none")
     y: int | None = None
     z: int | None = None
 
@@ -359,13 +360,13 @@ class _Spot(Tool):
 
 
 class Craft(Tool):
-    """Craft items from the inventory. For 3x3 recipes uses a crafting table within 32 blocks or places one from the inventory. Says exactly which ingredients are missing."""
+    """Craft items from your inventory (a 3x3 recipe uses a crafting table within 32 blocks, or places yours). Says which ingredients are missing."""
 
     tool_name: ClassVar[str] = "craft"
     job: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 90.0
-    item: str = Field(pattern=_NAME, description="What to make, e.g. wooden_pickaxe, stick, torch")
-    count: int = Field(default=1, ge=1, le=64, description="How many to end up with")
+    item: str = Field(pattern=_NAME, description="e.g. wooden_pickaxe")
+    count: int = Field(default=1, ge=1, le=64)
 
     def read(self, result: dict[str, Any]) -> str:
         made, asked = result.get("count"), result.get("asked")
@@ -375,15 +376,15 @@ class Craft(Tool):
 
 
 class Smelt(Tool):
-    """Smelt or cook items in a furnace within 32 blocks (or one placed from the inventory), with fuel from the inventory. Waits for the output; what is not done by then keeps cooking, and output waiting in the furnace is collected on the next smelt there."""
+    """Smelt or cook items in a furnace within 32 blocks (or places yours) with fuel you carry. What is not done in time keeps cooking; smelt there again to collect it."""
 
     tool_name: ClassVar[str] = "smelt"
     job: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 150.0
-    item: str = Field(pattern=_NAME, description="What to smelt, e.g. raw_iron, beef, sand")
+    item: str = Field(pattern=_NAME, description="e.g. raw_iron, beef")
     count: int = Field(default=1, ge=1, le=64)
-    fuel: str | None = Field(default=None, pattern=_NAME, description="Fuel item (default: coal, charcoal or wood you carry)")
-    wait_s: int = Field(default=60, ge=5, le=120, description="Seconds to wait for the output (10 s an item); the rest keeps cooking")
+    fuel: str | None = Field(default=None, pattern=_NAME, description="Default: coal or wood you carry")
+    wait_s: int = Field(default=60, ge=5, le=120, description="Seconds to wait (10 per item)")
 
     def read(self, result: dict[str, Any]) -> str:
         fuel = result.get("fuel") if isinstance(result.get("fuel"), dict) else None
@@ -406,13 +407,13 @@ class Smelt(Tool):
 
 
 class Build(_Spot):
-    """Build from blocks in the inventory: `shelter` (walls and a roof around the spot, default where you stand; 10 blocks) or `pillar` (a column, default beside you). Checks the blocks first and says what is missing."""
+    """Build with blocks you carry: shelter (walls and roof around you, 10 blocks) or pillar (a column beside you). Says what is missing first."""
 
     tool_name: ClassVar[str] = "build"
     job: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 120.0
     blueprint: Literal["shelter", "pillar"]
-    block: str | None = Field(default=None, pattern=_NAME, description="Block to use (default: the most plentiful, e.g. cobblestone)")
+    block: str | None = Field(default=None, pattern=_NAME, description="Default: the most plentiful")
     height: int = Field(default=3, ge=1, le=10, description="Pillar height")
 
     def read(self, result: dict[str, Any]) -> str:
@@ -421,12 +422,12 @@ class Build(_Spot):
 
 
 class Sleep(Tool):
-    """Sleep in a bed (within 32 blocks, or one placed from the inventory) to skip the night. Only at night or in a thunderstorm, with no monsters near; the night passes once every player sleeps."""
+    """Sleep in a bed within 32 blocks (or places yours) at night, with no monsters near. The night passes once every player sleeps."""
 
     tool_name: ClassVar[str] = "sleep"
     job: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 120.0
-    wait_s: int = Field(default=15, ge=0, le=60, description="Seconds to wait in bed for the morning")
+    wait_s: int = Field(default=15, ge=0, le=60, description="Seconds to wait for the morning")
 
     def read(self, result: dict[str, Any]) -> str:
         where = _where(result.get("bed"), "in the bed") or " in bed"
@@ -439,8 +440,11 @@ class Sleep(Tool):
         )
 
 
-_ItemCounts = dict[
-    Annotated[str, StringConstraints(pattern=_NAME)], Annotated[int, Field(ge=1, le=2304)]
+# Names and counts; the keys are checked against the item-name pattern all the same, but the
+# schema the model reads is the short form (pydantic's patternProperties cost 35 more tokens).
+_ItemCounts = Annotated[
+    dict[Annotated[str, StringConstraints(pattern=_NAME)], Annotated[int, Field(ge=1, le=2304)]],
+    WithJsonSchema({"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}),
 ]
 
 
@@ -459,11 +463,11 @@ class _ChestTool(_Spot):
 
 
 class Store(_ChestTool):
-    """Put items from your inventory into a chest (the nearest within 32 blocks, or the one at x, y, z). Says what did not fit."""
+    """Put items into a chest (the nearest within 32 blocks, or at x, y, z). Says what did not fit."""
 
     tool_name: ClassVar[str] = "store"
     moved_key: ClassVar[str] = "stored"
-    items: _ItemCounts = Field(min_length=1, max_length=16, description='Item names and counts, e.g. {"cobblestone": 32}')
+    items: _ItemCounts = Field(min_length=1, max_length=16, description='e.g. {"cobblestone": 32}')
 
     def read(self, result: dict[str, Any]) -> str:
         text = f"stored {_counts(result.get('stored')) or 'nothing'}{_where(result.get('chest'), 'in the chest')}"
@@ -475,11 +479,11 @@ class Store(_ChestTool):
 
 
 class Take(_ChestTool):
-    """Take items out of a chest (the nearest within 32 blocks, or the one at x, y, z). Says what was not there."""
+    """Take items from a chest (the nearest within 32 blocks, or at x, y, z). Says what was not there."""
 
     tool_name: ClassVar[str] = "take"
     moved_key: ClassVar[str] = "took"
-    items: _ItemCounts = Field(min_length=1, max_length=16, description='Item names and counts, e.g. {"oak_log": 10}')
+    items: _ItemCounts = Field(min_length=1, max_length=16, description='e.g. {"oak_log": 10}')
 
     def read(self, result: dict[str, Any]) -> str:
         text = f"took {_counts(result.get('took')) or 'nothing'}{_where(result.get('chest'), 'from the chest')}"
