@@ -3,7 +3,7 @@
 // chest with mineflayer's own openContainer (the chest at the given coordinates, or the nearest
 // within 32 blocks), move the named items with window.deposit / window.withdraw, and say what
 // did not fit (the chest, or the inventory, is full) and what was not there.
-const { abortable, blockPos, itemByName, countOf, reach, nearestBlock } = require('./emil_act_common')
+const { abortable, blockPos, itemByName, countOf, reach, nearestBlock, serverView } = require('./emil_act_common')
 
 const CHESTS = ['chest', 'trapped_chest']
 const SEARCH_RADIUS = 32
@@ -71,6 +71,7 @@ async function move (ctl, items, signal, direction) {
       else await window.withdraw(id, null, n)
       moved[name] = n
     }
+    await serverView(bot, window)
     return { moved, no_room: noRoom, missing, chest: blockPos(block.position), contents: contents(window) }
   } finally {
     window.close()

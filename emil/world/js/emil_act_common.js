@@ -90,6 +90,13 @@ async function nearbyLoaded (bot, signal) {
   for (let waited = 0; !loaded() && waited < 3000; waited += 100) await sleep(100, signal)
 }
 
+// mineflayer clicks without waiting for the server (1.17+): before reporting what a window
+// holds, have the server send the whole window (a click with an impossible state id), so the
+// result is the server's, not the client's prediction.
+async function serverView (bot, window) {
+  if (typeof bot._syncWindow === 'function') await bot._syncWindow(window)
+}
+
 const solid = (b) => !!b && b.boundingBox === 'block'
 // Using these opens or toggles them instead of placing against them (as a player without sneaking).
 const INTERACTIVE = /(crafting_table|furnace|smoker|chest|barrel|shulker_box|_bed|door|gate|button|lever|anvil|_table|loom|stonecutter|grindstone|lectern|beacon|hopper|dispenser|dropper|enchanting_table|brewing_stand|note_block|jukebox|bell|repeater|comparator|daylight_detector)$/
@@ -176,6 +183,7 @@ module.exports = {
   reach,
   nearestBlock,
   nearbyLoaded,
+  serverView,
   solid,
   leanable,
   free,

@@ -16,7 +16,7 @@ const { craftingFamilies, needsTable } = require('./emil_recipes')
 const { COOK_TICKS, SMELTING, smeltsTo, burnTicks } = require('./emil_smelting')
 const {
   aborted, abortable, sleep, blockPos, itemByName, countOf, inventoryCounts,
-  reach, nearestBlock, nearbyLoaded, spotNear, placeAt
+  reach, nearestBlock, nearbyLoaded, serverView, spotNear, placeAt
 } = require('./emil_act_common')
 
 const SEARCH_RADIUS = 32
@@ -174,6 +174,7 @@ async function craft (ctl, { item, count }, signal) {
     await abortable(bot.craft(new Recipe(raw), n, table), signal, () => { if (bot.currentWindow) bot.closeWindow(bot.currentWindow) })
     left -= n
   }
+  await serverView(bot, bot.inventory)
   const after = inventoryCounts(bot)
   const used = {}
   for (const [name, n] of Object.entries(before)) if (name !== item && (after[name] || 0) < n) used[name] = n - (after[name] || 0)
@@ -270,6 +271,7 @@ async function smelt (ctl, { item, count, fuel, wait_s: waitS }, signal) {
       // nothing for two smelts' time: the furnace is not burning (out of fuel, or taken over)
       if (Date.now() - lastOutput > 2 * COOK_TICKS * 50 + 2000) { stalled = true; break }
     }
+    await serverView(bot, furnace)
     const remaining = furnace.inputItem() && furnace.inputItem().type === info.id ? furnace.inputItem().count : 0
     return {
       smelted: item,
