@@ -449,11 +449,16 @@ _ItemCounts = Annotated[
 
 
 class _ChestTool(_Spot):
-    """Base of store and take: a call that moved nothing failed, whatever the reasons."""
+    """Base of store and take: what moved, then what did not and why; a call that moved nothing
+    failed, whatever the reasons."""
 
-    moved_key: ClassVar[str] = ""
-    timeout_s: ClassVar[float] = 60.0
     job: ClassVar[bool] = True
+    timeout_s: ClassVar[float] = 60.0
+    moved_key: ClassVar[str] = ""
+    """The result's count of what moved, and the verb that reads it ("stored", "took")."""
+    where: ClassVar[str] = ""
+    notes: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """(result key, how it reads) for what did not move."""
 
     async def run(self, ctx: ToolContext) -> Outcome:
         out = await super().run(ctx)
@@ -461,21 +466,26 @@ class _ChestTool(_Spot):
             return Outcome(False, f"{self.tool_name} failed: {out.text}", out.data)
         return out
 
+    def read(self, result: dict[str, Any]) -> str:
+        moved = _counts(result.get(self.moved_key)) or "nothing"
+        text = f"{self.moved_key} {moved}{_where(result.get('chest'), self.where)}"
+        for key, label in self.notes:
+            if result.get(key):
+                text += f"; {label}: {_counts(result[key])}"
+        return text
+
 
 class Store(_ChestTool):
     """Put items into a chest (the nearest within 32 blocks, or at x, y, z). Says what did not fit."""
 
     tool_name: ClassVar[str] = "store"
     moved_key: ClassVar[str] = "stored"
+    where: ClassVar[str] = "in the chest"
+    notes: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("did_not_fit", "did not fit (the chest is full)"),
+        ("not_in_inventory", "you did not have"),
+    )
     items: _ItemCounts = Field(min_length=1, max_length=16, description='e.g. {"cobblestone": 32}')
-
-    def read(self, result: dict[str, Any]) -> str:
-        text = f"stored {_counts(result.get('stored')) or 'nothing'}{_where(result.get('chest'), 'in the chest')}"
-        if result.get("did_not_fit"):
-            text += f"; did not fit (the chest is full): {_counts(result['did_not_fit'])}"
-        if result.get("not_in_inventory"):
-            text += f"; you did not have: {_counts(result['not_in_inventory'])}"
-        return text
 
 
 class Take(_ChestTool):
@@ -483,15 +493,12 @@ class Take(_ChestTool):
 
     tool_name: ClassVar[str] = "take"
     moved_key: ClassVar[str] = "took"
+    where: ClassVar[str] = "from the chest"
+    notes: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("not_in_chest", "not in the chest"),
+        ("no_room", "no room in your inventory for"),
+    )
     items: _ItemCounts = Field(min_length=1, max_length=16, description='e.g. {"oak_log": 10}')
-
-    def read(self, result: dict[str, Any]) -> str:
-        text = f"took {_counts(result.get('took')) or 'nothing'}{_where(result.get('chest'), 'from the chest')}"
-        if result.get("not_in_chest"):
-            text += f"; not in the chest: {_counts(result['not_in_chest'])}"
-        if result.get("no_room"):
-            text += f"; no room in your inventory for: {_counts(result['no_room'])}"
-        return text
 
 
 class Inventory(Query):

@@ -13,6 +13,7 @@ as the agent loop runs them, and Smith's client checks what they left in the wor
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 import pytest
@@ -124,6 +125,13 @@ async def stock_emil(server: EmbeddedServer, emil: Bot, smith: PlayerBot, at: tu
     await eventually(arrived, timeout=10, what=f"Emil at {at} holds {items} (was at {snap.position} with {snap.inventory})")
 
 
+async def fails(emil: Bot, name: str, fragment: str, **arguments: Any) -> str:
+    """The tool call fails, saying ``fragment``; its text."""
+    out = await dispatch(emil, tool(name, **arguments))
+    assert not out.ok and fragment in out.text, out.text
+    return out.text
+
+
 async def test_craft_tool_mixes_planks_and_places_a_table(server: EmbeddedServer, emil: Bot, smith: PlayerBot) -> None:
     await stock_emil(server, emil, smith, (60.5, 0.5), oak_planks=2, birch_planks=1, stick=2, crafting_table=1)
     # two kinds of planks in one recipe (minecraft-data lists the tag one kind at a time), and a
@@ -153,19 +161,14 @@ async def test_craft_tool_counts_items_and_uses_the_2x2_grid(server: EmbeddedSer
 
 async def test_craft_tool_says_exactly_what_is_missing(server: EmbeddedServer, emil: Bot, smith: PlayerBot) -> None:
     await stock_emil(server, emil, smith, (40.5, -40.5), oak_planks=1, stick=1)
-    out = await dispatch(emil, tool("craft", item="wooden_pickaxe"))
-    assert not out.ok
-    assert "missing 1 stick (have 1 of 2), 2 any planks (11 kinds) (have 1 of 3)" in out.text
-    out = await dispatch(emil, tool("craft", item="iron_ingot"))
-    assert not out.ok and "9 iron_nugget (have 0 of 9)" in out.text and "smelted from raw_iron" in out.text
-    out = await dispatch(emil, tool("craft", item="bedrock"))
-    assert not out.ok and "bedrock has no crafting recipe" in out.text
-    out = await dispatch(emil, tool("craft", item="no_such_thing"))
-    assert not out.ok and "'no_such_thing' is not an item name" in out.text
+    await fails(emil, "craft", "missing 1 stick (have 1 of 2), 2 any planks (11 kinds) (have 1 of 3)", item="wooden_pickaxe")
+    text = await fails(emil, "craft", "9 iron_nugget (have 0 of 9)", item="iron_ingot")
+    assert "smelted from raw_iron" in text
+    await fails(emil, "craft", "bedrock has no crafting recipe", item="bedrock")
+    await fails(emil, "craft", "'no_such_thing' is not an item name", item="no_such_thing")
     # enough for a table recipe, but no table within 32 blocks and none carried
     await stock_emil(server, emil, smith, (-120.5, 0.5), oak_planks=3, stick=2)
-    out = await dispatch(emil, tool("craft", item="wooden_pickaxe"))
-    assert not out.ok and "no crafting_table within 32 blocks and none in the inventory" in out.text
+    await fails(emil, "craft", "no crafting_table within 32 blocks and none in the inventory", item="wooden_pickaxe")
     assert (await emil.snapshot()).inventory == {"oak_planks": 3, "stick": 2}  # nothing was used
 
 
@@ -186,13 +189,9 @@ async def test_smelt_tool_waits_reports_what_still_cooks_and_collects_it(
 
 async def test_smelt_tool_failures(server: EmbeddedServer, emil: Bot, smith: PlayerBot) -> None:
     await stock_emil(server, emil, smith, (40.5, 0.5), raw_iron=1)
-    out = await dispatch(emil, tool("smelt", item="raw_iron"))  # the furnace from the last test is near
-    assert not out.ok and "no fuel in the inventory" in out.text
-    out = await dispatch(emil, tool("smelt", item="stick"))
-    assert not out.ok and "stick cannot be smelted" in out.text
-    out = await dispatch(emil, tool("smelt", item="iron_ingot"))
-    assert not out.ok and "iron_ingot is smelted from raw_iron" in out.text
+    await fails(emil, "smelt", "no fuel in the inventory", item="raw_iron")  # the last test's furnace is near
+    await fails(emil, "smelt", "stick cannot be smelted", item="stick")
+    await fails(emil, "smelt", "iron_ingot is smelted from raw_iron", item="iron_ingot")
     await stock_emil(server, emil, smith, (-120.5, 0.5), raw_iron=1, coal=1)
-    out = await dispatch(emil, tool("smelt", item="raw_iron"))
-    assert not out.ok and "no furnace within 32 blocks and none in the inventory" in out.text
+    await fails(emil, "smelt", "no furnace within 32 blocks and none in the inventory", item="raw_iron")
     assert (await emil.snapshot()).inventory == {"raw_iron": 1, "coal": 1}
