@@ -211,6 +211,12 @@ async function smelt (ctl, { item, count, fuel, wait_s: waitS }, signal) {
   const output = smeltsTo(item)
   if (!output) throw new Error(`${item} cannot be smelted${smeltedFrom(item).replace('it is also', `${item} is`)}`)
   const want = count ?? 1
+  // before a furnace is placed or walked to: is there anything to smelt, and to burn?
+  await nearbyLoaded(bot, signal)
+  if (!nearestBlock(bot, ['furnace'], SEARCH_RADIUS)) {
+    if (countOf(bot, item) === 0) throw new Error(`no ${item} in the inventory`)
+    fuelFor(bot, item, fuel)
+  }
   const found = await findOrPlace(ctl, 'furnace', signal, 'craft one from 8 cobblestone at a crafting table')
   await reach(ctl, found.block.position, signal)
   const outId = bot.registry.itemsByName[output].id
