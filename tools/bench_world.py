@@ -1,6 +1,6 @@
 """Benchmark the world bridge on the embedded server: event latency, action round trip, reflex.
 
-    python3 tools/bench_world.py [--events 60] [--actions 60] [--reflex 15] [--mob 15]
+    python3 tools/bench_world.py [--events 60] [--actions 60] [--reflex 15] [--mob 15] [--craft 10] [--smelt 3]
 
 Prints milliseconds, median and p95:
 - event latency: a server-side cause (a console whisper written to the server) to the GameEvent
@@ -12,11 +12,16 @@ Prints milliseconds, median and p95:
 - mob reflex reaction: a summoned zombie's hit on Emil (its arm swing, sent by the server in the
   same tick as the damage) to Emil's counter-swing, both as the watching player's client sees
   them (zombie hit -> Emil's reflex -> server -> player).
+- craft round trips: the craft tool through dispatch and the bridge, sticks in the 2x2 grid and a
+  wooden pickaxe at a crafting table beside Emil (open the table, click, take, close).
+- smelt round trip: the smelt tool, one raw_iron with coal in a furnace beside Emil, from the call
+  to the ingot in the inventory; 200 server ticks (10 s) of it are the furnace's cooking time.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -30,6 +35,8 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 import anyio
 
 from emil.events import Chat
+from emil.llm.types import ToolCall
+from emil.world.actions import dispatch
 from emil.world.bridge import Bot, BotSettings
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
@@ -128,6 +135,54 @@ async def bench_mob_reflex(server: EmbeddedServer, bot: Bot, alex: PlayerBot, n:
     return out
 
 
+async def _tool(bot: Bot, name: str, **arguments: object) -> float:
+    """One tool call through dispatch, as the agent loop makes it; its wall time in ms."""
+    call = ToolCall(id="b", name=name, raw_arguments=json.dumps(arguments), arguments=dict(arguments))
+    t0 = time.perf_counter()
+    out = await dispatch(bot, call)
+    dt = (time.perf_counter() - t0) * 1000
+    if not out.ok:
+        raise SystemExit(f"bench_world: {name} failed: {out.text}")
+    return dt
+
+
+async def _stock(server: EmbeddedServer, bot: Bot, **items: int) -> None:
+    await server.command("clear Emil")
+    for item, count in items.items():
+        await server.command(f"give Emil {item} {count}")
+    with anyio.fail_after(10):
+        while (await bot.snapshot()).inventory != items:  # noqa: ASYNC110 - the inventory lives in Node
+            await anyio.sleep(0.05)
+
+
+async def bench_craft(server: EmbeddedServer, bot: Bot, alex: PlayerBot, n: int) -> tuple[list[float], list[float]]:
+    grid, table = [], []
+    await bot.act("stop", {})
+    await alex.do("chat", text="/tp Emil 0.5 5 -20.5")
+    await anyio.sleep(1.0)
+    await _stock(server, bot, crafting_table=1)
+    await bot.act("place", {"item": "crafting_table", "x": 2, "y": 5, "z": -20}, timeout=20, job=True)
+    for _ in range(n):
+        await _stock(server, bot, oak_planks=2)
+        grid.append(await _tool(bot, "craft", item="stick", count=4))
+        await _stock(server, bot, oak_planks=3, stick=2)
+        table.append(await _tool(bot, "craft", item="wooden_pickaxe"))
+    return grid, table
+
+
+async def bench_smelt(server: EmbeddedServer, bot: Bot, alex: PlayerBot, n: int) -> list[float]:
+    out = []
+    await bot.act("stop", {})
+    await alex.do("chat", text="/tp Emil 0.5 5 20.5")
+    await anyio.sleep(1.0)
+    await _stock(server, bot, furnace=1)
+    await bot.act("place", {"item": "furnace", "x": 2, "y": 5, "z": 20}, timeout=20, job=True)
+    for _ in range(n):
+        await _stock(server, bot, raw_iron=1, coal=1)
+        out.append(await _tool(bot, "smelt", item="raw_iron", count=1, wait_s=30))
+    return out
+
+
 async def main(args: argparse.Namespace) -> None:
     async with (
         EmbeddedServer() as server,
@@ -139,6 +194,8 @@ async def main(args: argparse.Namespace) -> None:
         wall, overhead, snaps = await bench_actions(bot, args.actions)
         reflex = await bench_reflex(server, bot, alex, args.reflex)
         mob = await bench_mob_reflex(server, bot, alex, args.mob)
+        grid, table = await bench_craft(server, bot, alex, args.craft)
+        smelt = await bench_smelt(server, bot, alex, args.smelt)
     print(summary("event latency (server cause -> Python)", ev_total))
     print(summary("  of which JS emit -> Python", ev_leg))
     print(summary("action round trip act('stop')", wall))
@@ -146,6 +203,9 @@ async def main(args: argparse.Namespace) -> None:
     print(summary("snapshot() round trip", snaps))
     print(summary("reflex: hit -> counter-swing seen", reflex))
     print(summary("mob: zombie hit -> counter-swing seen", mob))
+    print(summary("craft tool: 4 sticks in the 2x2 grid", grid))
+    print(summary("craft tool: pickaxe at a table", table))
+    print(summary("smelt tool: 1 raw_iron (10 s cooking)", smelt))
 
 
 if __name__ == "__main__":
@@ -154,4 +214,6 @@ if __name__ == "__main__":
     parser.add_argument("--actions", type=int, default=60)
     parser.add_argument("--reflex", type=int, default=15)
     parser.add_argument("--mob", type=int, default=15)
+    parser.add_argument("--craft", type=int, default=10)
+    parser.add_argument("--smelt", type=int, default=3)
     anyio.run(main, parser.parse_args())

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -68,9 +69,50 @@ def _demo_double(args: argparse.Namespace) -> Iterator[str]:
     from emil.testing.vllm_double import VLLMDouble
 
     brain = NpcBrain()
+    brain.add_rule(_world_requests, first=True)
     policy = brain if args.demo_double == "clean" else _corrupting(brain, every=4)
     with VLLMDouble(policy, window=65536) as double:
         yield double.base_url
+
+
+_WORDS = r"([a-z][a-z ]*?)"
+_ONE = re.compile(r"\b(?:an?|the|some|these|those|your)\s+")
+
+
+def _item(words: str) -> str:
+    """ "raw iron" -> "raw_iron"; "oak logs" -> "oak_log" (SCRIPTED guesswork for the demo only)."""
+    name = _ONE.sub("", words.strip()).replace(" ", "_")
+    return name[:-1] if name.endswith("s") and not name.endswith("ss") else name
+
+
+def _world_requests(ctx: Any) -> Any:
+    """SCRIPTED rule (not a model): a player asking to craft, smelt, build, sleep, store or take
+    gets the matching tool call, its arguments read off the chat line and the [status] inventory,
+    so the double's run sends every new tool's arguments through the live client and validator."""
+    from emil.testing.script import Reply, ScriptedCall
+
+    if ctx.chat is None:
+        return None
+    text = ctx.chat.text.lower()
+    carried = {m["name"]: int(m["n"]) for m in re.finditer(r"(?P<name>[a-z_]+) x(?P<n>\d+)", ctx.text)}
+
+    def call(name: str, arguments: dict[str, Any]) -> Any:
+        return Reply(tool_calls=(ScriptedCall(name, arguments),)) if ctx.has_tool(name) else None
+
+    if m := re.search(rf"\b(?:make|craft) (?:me )?{_WORDS}\s*[?.!]", text):
+        return call("craft", {"item": _item(m[1])})
+    if m := re.search(rf"\bsmelt (?:these |those )?(\d+ )?{_WORDS} into\b", text):
+        return call("smelt", {"item": _item(m[2]), "count": int(m[1] or 1)})
+    if m := re.search(r"\bbuild (?:us |me )?(?:a |an )?(shelter|pillar)\b", text):
+        return call("build", {"blueprint": m[1]})
+    if re.search(r"\b(sleep|go to bed)\b", text):
+        return call("sleep", {})
+    if m := re.search(rf"\bput (?:your |the )?{_WORDS} in the chest\b", text):
+        names = [_item(w) for w in re.split(r",| and ", m[1]) if w.strip()]
+        return call("store", {"items": {n: carried.get(n, 1) for n in names}})
+    if m := re.search(rf"\b(?:grab|take|get) (\d+ ){_WORDS} from the chest\b", text):
+        return call("take", {"items": {_item(m[2]): int(m[1])}})
+    return None
 
 
 def _corrupting(policy: Callable[[Any], Any], *, every: int) -> Callable[[Any], Any]:

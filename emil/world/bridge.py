@@ -149,6 +149,8 @@ class Snapshot(BaseModel):
     """Notable blocks within 24 blocks: name, count, nearest, distance."""
     job: str | None = None
     following: str | None = None
+    sleeping: bool = False
+    """In a bed (the sleep tool leaves Emil there until morning or the next long job)."""
 
 
 class _Pending:

@@ -3,62 +3,20 @@
 // result (or throws an Error whose message the model will read, e.g. "no oak_log within 32
 // blocks"). Each is the JS half of one tool class in emil/world/actions.py (same name), which
 // validates the arguments before they get here, says whether it is a long job and how its
-// result reads to the model.
+// result reads to the model. The longer ones live in their own files (emil_act_*.js) and are
+// listed here with the rest.
 const { bestFood } = require('./emil_reflexes')
 const { checkChat } = require('./emil_chat_rule')
 
+const {
+  aborted, abortable, sleep, playerEntity, round1, pos, itemByName, countOf, goto, placeAt
+} = require('./emil_act_common')
+const { craft, smelt } = require('./emil_act_crafting')
+const { build } = require('./emil_act_build')
+const { store, take } = require('./emil_act_chests')
+const { sleep: sleepInBed } = require('./emil_act_sleep')
+
 const CHAT_LIMIT = 256
-
-function aborted (signal) {
-  if (signal.aborted) throw new Error(`aborted: ${signal.reason || 'stopped'}`)
-}
-
-// Run a promise but give up (and run onAbort) when the signal fires.
-function abortable (promise, signal, onAbort) {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) { onAbort(); reject(new Error(`aborted: ${signal.reason}`)); return }
-    const listener = () => { onAbort(); reject(new Error(`aborted: ${signal.reason}`)) }
-    signal.addEventListener('abort', listener, { once: true })
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', listener))
-  })
-}
-
-function sleep (ms, signal) {
-  return abortable(new Promise((resolve) => setTimeout(resolve, ms)), signal, () => {})
-}
-
-function playerEntity (bot, name) {
-  const p = bot.players[name]
-  if (!p) throw new Error(`no player named ${name} is online`)
-  if (!p.entity) throw new Error(`${name} is online but too far away to see`)
-  return p.entity
-}
-
-function pos (p) { return { x: round1(p.x), y: round1(p.y), z: round1(p.z) } }
-function round1 (x) { return Math.round(x * 10) / 10 }
-
-function itemByName (bot, name) {
-  const info = bot.registry.itemsByName[name]
-  if (!info) throw new Error(`'${name}' is not an item name (use names like oak_log, cobblestone)`)
-  return info
-}
-
-function countOf (bot, name) {
-  return bot.inventory.items().filter((i) => i.name === name).reduce((n, i) => n + i.count, 0)
-}
-
-async function goto (ctl, goal, signal) {
-  const bot = ctl.bot
-  try {
-    await abortable(bot.pathfinder.goto(goal), signal, () => bot.pathfinder.stop())
-  } catch (err) {
-    aborted(signal)
-    const msg = String(err && err.message)
-    if (/No path|noPath|timeout|Took to long/i.test(msg)) throw new Error('no path there (blocked or too far)')
-    if (/goal was changed|GoalChanged/i.test(msg)) throw new Error('interrupted by another movement')
-    throw err
-  }
-}
 
 function targetPoint (ctl, args) {
   const { Vec3 } = ctl.lib
@@ -189,33 +147,7 @@ const ACTIONS = {
   },
 
   async place (ctl, { item, x, y, z }, signal) {
-    const bot = ctl.bot
-    const { goals, Vec3 } = ctl.lib
-    const at = new Vec3(x, y, z)
-    const existing = bot.blockAt(at)
-    if (!existing) throw new Error(`the spot ${x} ${y} ${z} is not loaded (too far)`)
-    if (existing.boundingBox !== 'empty') throw new Error(`${x} ${y} ${z} is occupied by ${existing.name}`)
-    const stack = bot.inventory.items().find((i) => i.name === item)
-    if (!stack) throw new Error(`no ${item} in the inventory`)
-    const faces = [[0, -1, 0], [0, 1, 0], [1, 0, 0], [-1, 0, 0], [0, 0, 1], [0, 0, -1]]
-    let ref = null
-    let face = null
-    for (const [dx, dy, dz] of faces) {
-      const b = bot.blockAt(at.offset(dx, dy, dz))
-      if (b && b.boundingBox === 'block') { ref = b; face = new Vec3(-dx, -dy, -dz); break }
-    }
-    if (!ref) throw new Error(`nothing solid next to ${x} ${y} ${z} to place against`)
-    const feet = bot.entity.position.floored()
-    if (feet.equals(at) || feet.offset(0, 1, 0).equals(at)) {
-      await goto(ctl, new goals.GoalInvert(new goals.GoalNear(x, y, z, 1.5)), signal)
-    }
-    if (bot.entity.position.distanceTo(at.offset(0.5, 0.5, 0.5)) > 4.5) {
-      await goto(ctl, new goals.GoalNear(x, y, z, 3), signal)
-    }
-    await bot.equip(stack, 'hand')
-    aborted(signal)
-    await bot.placeBlock(ref, face)
-    const now = bot.blockAt(at)
+    const now = await placeAt(ctl, item, new ctl.lib.Vec3(x, y, z), signal)
     return { placed: now ? now.name : item, at: { x, y, z } }
   },
 
@@ -310,7 +242,14 @@ const ACTIONS = {
     const target = me.plus(away.normalize().scaled(distance ?? 16))
     await goto(ctl, new goals.GoalNearXZ(target.x, target.z, 2), signal)
     return { fled_from: threat ? (threat.username || threat.name) : null, position: pos(bot.entity.position) }
-  }
+  },
+
+  craft,
+  smelt,
+  build,
+  sleep: sleepInBed,
+  store,
+  take
 }
 
 module.exports = { ACTIONS, CHAT_LIMIT }

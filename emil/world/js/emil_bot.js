@@ -197,6 +197,8 @@ function createController (optionsJson) {
       ctl.job = { name, controller, id }
     }
     try {
+      // a long job needs Emil out of bed (except the one that keeps him there)
+      if (job && ctl.bot.isSleeping && !fn.inBed) await ctl.wake()
       const result = await fn(ctl, args, controller.signal)
       if (controller.signal.aborted) return finish(false, null, `aborted: ${controller.signal.reason || 'stopped'}`)
       return finish(true, result, null)
@@ -238,7 +240,17 @@ function createController (optionsJson) {
     try { bot.stopDigging() } catch (e) { /* not digging */ }
     try { bot.deactivateItem() } catch (e) { /* not using */ }
     try { bot.clearControlStates() } catch (e) { /* not moving */ }
+    if (bot.isSleeping) bot.wake().catch(() => {})
     ctl.following = null
+  }
+
+  // Get out of bed and wait for the server to say so (mineflayer's 'wake'), at most 3 s.
+  ctl.wake = async () => {
+    const bot = ctl.bot
+    if (!bot || !bot.isSleeping) return
+    const woke = new Promise((resolve) => { bot.once('wake', resolve); setTimeout(resolve, 3000) })
+    await bot.wake()
+    await woke
   }
 
   // Abort one action started through start(id, ...) if it is still running: the job with all

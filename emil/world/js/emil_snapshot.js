@@ -1,9 +1,11 @@
 'use strict'
 // One call that answers "how am I and what is around me" as a small plain object.
 
+const { BEDS } = require('./emil_act_sleep')
+
 const NOTABLE = [
   'oak_log', 'birch_log', 'spruce_log', 'jungle_log', 'acacia_log', 'dark_oak_log', 'cherry_log', 'mangrove_log',
-  'crafting_table', 'furnace', 'chest', 'bed', 'water', 'lava',
+  'crafting_table', 'furnace', 'chest', 'trapped_chest', ...BEDS, 'water', 'lava',
   'coal_ore', 'iron_ore', 'copper_ore', 'gold_ore', 'diamond_ore', 'redstone_ore', 'lapis_ore',
   'deepslate_iron_ore', 'deepslate_diamond_ore', 'stone', 'cobblestone', 'sand', 'gravel'
 ]
@@ -69,6 +71,7 @@ function snapshot (ctl) {
     players: players.slice(0, 10),
     mobs: mobs.slice(0, 10),
     blocks: notableBlocks(ctl, bot, me),
+    sleeping: !!bot.isSleeping,
     job: ctl.job ? ctl.job.name : null,
     following: ctl.following || null,
     reflexes: ctl.reflexState ? ctl.reflexState() : {}

@@ -12,19 +12,28 @@
 //   dead 1.20.2+ players can respawn (client_command's action arrives as a name)
 //   players spawn for other clients as players (flying-squid sends entity type 0 from 1.20.2)
 //   hit sounds as well-formed 1.19.3+ packets
+//   sneaking (1.19+ names the action), so a sneaking player places against a table or chest
+//   moves sent before a teleport's confirmation are ignored, as vanilla does, the chunks around a
+//   teleport's destination are sent, and a teleport just after joining is not undone by the login
 //   every command a player issues is logged as `EMIL_COMMAND <player> "<command>"` on stdout
 // and, one concern per file:
 //   emil_squid_mobs.js      mobs that reach clients, chase, hit and die; /summon; weapon damage
 //   emil_squid_sky.js       day/night clock and weather as vanilla sends them; /weather, /time
 //   emil_squid_windows.js   server-side windows with vanilla's click rules: 2x2 and table crafting,
-//                           furnace windows, tossing; /give, /clear
-//   emil_squid_crafting.js  minecraft-data recipes matched against a grid
+//                           furnace and chest windows, tossing; /give, /clear
+//   emil_recipes.js         minecraft-data recipes as families (tag ingredients) matched against a grid
 //   emil_squid_furnace.js   furnace block entities: fuel, cooking per tick, the lit state
+//   emil_smelting.js        smelting recipes and fuel burn times
+//   emil_squid_chests.js    chest block entities: 27 slots, the lid, dropped when dug
+//   emil_squid_blockentities.js  the per-position store of block entities that hold items
+//   emil_squid_beds.js      beds: both halves, sleeping at night, skipping the night, waking
 const { need } = require('./emil_require')
 const { Vec3 } = need('vec3')
 const mobs = require('./emil_squid_mobs')
 const sky = require('./emil_squid_sky')
 const furnace = require('./emil_squid_furnace')
+const chests = require('./emil_squid_chests')
+const beds = require('./emil_squid_beds')
 const windows = require('./emil_squid_windows')
 
 module.exports.server = function (serv, settings) {
@@ -33,7 +42,9 @@ module.exports.server = function (serv, settings) {
   mobs.install(serv, settings, { sendDamageEvent })
   sky.install(serv)
   const furnaces = furnace.install(serv)
-  serv.emilWindows = windows.install(serv, { furnaces })
+  const chestStore = chests.install(serv)
+  beds.install(serv)
+  serv.emilWindows = windows.install(serv, { furnaces, chests: chestStore })
   serv.once('asap', () => fixSounds(serv))
 
   function findPlayer (name) {
@@ -113,10 +124,13 @@ module.exports.player = function (player, serv) {
   const registry = serv.registry
   mobs.installPlayer(player, serv)
   sky.installPlayer(player, serv)
+  beds.installPlayer(player, serv)
   // after flying-squid's own player plugins (inventory.js loads after this one)
   player.once('asap', () => {
+    awaitTeleports(player)
     windows.installPlayer(player, serv, serv.emilWindows)
     if (serv.emilWindows) furnace.installPlayer(player, serv.emilWindows.furnaces)
+    if (serv.emilWindows) chests.installPlayer(player, serv.emilWindows.chests)
   })
   // flying-squid creates players with entityType null; from 1.20.2 players spawn through
   // spawn_entity, where type 0 makes every other client see an allay instead of a player.
@@ -171,6 +185,14 @@ module.exports.player = function (player, serv) {
     })
   })
 
+  // From 1.19 (or so) entity_action's action arrives as a name ('start_sneaking'), which
+  // flying-squid compares with numbers, so a sneaking player was never crouching and could not
+  // place a block against a crafting table, chest or bed without opening it.
+  player._client.on('entity_action', ({ actionId } = {}) => {
+    if (actionId === 'start_sneaking') player.crouching = true
+    else if (actionId === 'stop_sneaking') player.crouching = false
+  })
+
   // Eating: vanilla finishes a food item 32 ticks after the use starts.
   let eating = null
   player._client.on('use_item', () => {
@@ -205,6 +227,49 @@ module.exports.player = function (player, serv) {
   // the command-authority test reads it to show that a hostile player's tricks ran nothing.
   player.on('command', ({ command } = {}) => {
     process.stdout.write(`EMIL_COMMAND ${player.username} ${JSON.stringify(String(command))}\n`)
+  })
+}
+
+// Teleports. Vanilla ignores a client's moves between a teleport and its teleport_confirm: they
+// were sent from where it stood before. flying-squid took them, so right after a /tp the server put the
+// player back where it came from while the client stood at the destination, and sent its chunks
+// around the wrong spot (a teleported bot saw no blocks at all). Moves are taken again once the
+// client confirms, or after 5 s from a client that never does.
+const TELEPORT_PATIENCE_MS = 5000
+function awaitTeleports (player) {
+  const client = player._client
+  let awaitingSince = 0
+  const awaiting = () => awaitingSince && Date.now() - awaitingSince < TELEPORT_PATIENCE_MS
+  // flying-squid's login ends by sending the login position again, seconds after the spawn: a
+  // teleport in between (a test's /tp right after joining) was undone by it
+  let spawned = false
+  let loginResend = true
+  let teleported = false
+  player.once('spawned', () => { spawned = true })
+  const teleport = player.teleport
+  player.teleport = (...args) => { if (spawned) teleported = true; return teleport(...args) }
+  const sendSelfPosition = player.sendSelfPosition
+  player.sendSelfPosition = (position) => {
+    if (position && spawned && loginResend) {
+      loginResend = false
+      if (teleported) position = undefined
+    }
+    awaitingSince = Date.now()
+    return sendSelfPosition(position)
+  }
+  const [onPosition] = client.listeners('position')
+  const [onPositionLook] = client.listeners('position_look')
+  if (!onPosition || !onPositionLook) return
+  client.removeListener('position', onPosition)
+  client.removeListener('position_look', onPositionLook)
+  client.on('position', (packet) => { if (!awaiting()) onPosition(packet) })
+  client.on('position_look', (packet) => { if (!awaiting()) onPositionLook(packet) })
+  client.on('teleport_confirm', () => {
+    awaitingSince = 0
+    // a teleport far from where the chunks were last sent: send the ones around the destination
+    // (flying-squid only does it on a move, and skips it while still sending the last batch)
+    const last = player.lastPositionChunkUpdated
+    if (last && player.position.distanceTo(last) > 16) player.emit('playerChangeRenderDistance', player.view, true)
   })
 }
 

@@ -8,30 +8,48 @@
 // what mineflayer's bot.craft waits for. Open windows are re-synced every tick (furnace
 // progress as window properties), and closed when the player walks away or the block goes.
 //
-// Menus: the player's own inventory (window 0, 2x2 crafting grid), a crafting table (3x3) and a
-// furnace (js/emil_squid_furnace.js). flying-squid's own click model lost the cursor, computed
+// Menus: the player's own inventory (window 0, 2x2 crafting grid), a crafting table (3x3), a
+// furnace (js/emil_squid_furnace.js) and a chest (js/emil_squid_chests.js). flying-squid's own click model lost the cursor, computed
 // no crafting results and let a client write any slot; its window_click, close_window,
 // set_creative_slot and inventory update listeners are replaced, and so are player.collect and
 // /give, which wrote into the crafting grid and past the stack size. /clear <player> (vanilla's)
 // empties an inventory.
 const { need } = require('./emil_require')
-const { createCrafting } = require('./emil_squid_crafting')
+const { createCrafting } = require('./emil_recipes')
+const { translated } = require('./emil_squid_text')
 
 const ARMOR = { 5: /(_helmet|^carved_pumpkin|_head|_skull)$/, 6: /(_chestplate|^elytra)$/, 7: /_leggings$/, 8: /_boots$/ }
 const MAX_WINDOW_ID = 100 // vanilla cycles container ids 1..100
 const REACH_SQ = 64 // vanilla stillValid: within 8 blocks of the block's centre
 
-function install (serv, { furnaces }) {
+function install (serv, { furnaces, chests }) {
   if (!serv.supportFeature('stateIdUsed')) return // the click packet this model reads is 1.17.1+
   const registry = serv.registry
   const Item = need('prismarine-item')(registry)
   const windows = need('prismarine-windows')(registry).windows
   const crafting = createCrafting(registry)
-  const ctx = { serv, registry, Item, windows, crafting, furnaces }
+  const ctx = { serv, registry, Item, windows, crafting, furnaces, chests }
 
   serv.once('asap', () => {
     serv.onBlockInteraction('crafting_table', ({ block, player }) => openAt(player, block, 'crafting'))
     serv.onBlockInteraction('furnace', ({ block, player }) => openAt(player, block, 'furnace'))
+    // after flying-squid's own chest handlers (registered on 'asap' too), which these replace;
+    // its "registered twice" warning is expected here and would only be noise
+    process.nextTick(() => {
+      const warn = serv.warn
+      serv.warn = () => {}
+      try {
+        for (const name of chests.names) {
+          serv.onBlockInteraction(name, async ({ block, player }) => {
+            if (player.crouching || !player.emilWindows) return false
+            if (!(await chests.blocked(player.world, block.position))) player.emilWindows.open('chest', block.position)
+            return true
+          })
+        }
+      } finally {
+        serv.warn = warn
+      }
+    })
     serv.commands.add({
       base: 'give',
       info: 'Gives an item to a player.',
@@ -81,7 +99,7 @@ function install (serv, { furnaces }) {
 // this replaces).
 function installPlayer (player, serv, ctx) {
   if (!ctx) return
-  const { registry, Item, windows, crafting, furnaces } = ctx
+  const { registry, Item, windows, crafting, furnaces, chests } = ctx
   const inv = player.inventory
   const nameOf = (it) => registry.items[it.type]?.name || ''
   const copy = (it) => (it ? new Item(it.type, it.count, it.metadata, it.nbt) : null)
@@ -225,6 +243,21 @@ function installPlayer (player, serv, ctx) {
     menu.data = () => [f.litTime, f.litDuration, f.cookingProgress, f.cookingTotalTime]
     menu.removed = () => {}
     menu.stillValid = () => blockStill(position, 'furnace')
+    return menu
+  }
+
+  function chestMenu (id, position) {
+    const chest = chests.store.at(player.world, position)
+    const menu = { id, type: 'minecraft:generic_9x3', stateId: 0, remote: [], remoteCarried: null, dataRemote: [], position }
+    menu.slots = [...range(0, chest.items.length).map((k) => boxSlot(chest.items, k)), ...playerRegion()]
+    const size = chest.items.length
+    // vanilla ChestMenu.quickMoveStack: out of the chest into the inventory from its end, or in
+    menu.quickMove = (i) => moveQuick(menu, i, i < size ? [[size, size + 36, true]] : [[0, size, false]])
+    menu.removed = () => chests.closed(chest, player)
+    menu.gone = menu.removed // the player left with the chest open
+    menu.stillValid = async () => chests.store.ids.has(await player.world.getBlockType(position)) &&
+      player.position.distanceSquared(position.offset(0.5, 0.5, 0.5)) <= REACH_SQ
+    chests.opened(chest, player)
     return menu
   }
 
@@ -592,15 +625,20 @@ function installPlayer (player, serv, ctx) {
     broadcast(invMenu)
   }
 
+  const MENUS = {
+    crafting: { build: tableMenu, title: 'container.crafting' },
+    furnace: { build: furnaceMenu, title: 'container.furnace' },
+    chest: { build: chestMenu, title: 'container.chest' }
+  }
+
   function open (kind, position) {
     if (st.menu.id !== 0) close(true)
     player.windowId = (player.windowId || 0) % MAX_WINDOW_ID + 1
-    const menu = kind === 'crafting' ? tableMenu(player.windowId, position) : furnaceMenu(player.windowId, position)
+    const menu = MENUS[kind].build(player.windowId, position)
     st.menu = menu
     player.windowType = kind
     player.windowPos = position
-    const title = { translate: kind === 'crafting' ? 'container.crafting' : 'container.furnace' }
-    write('open_window', { windowId: menu.id, inventoryType: windows[menu.type].type, windowTitle: serv._createChatComponent(title).toNetworkFormat() })
+    write('open_window', { windowId: menu.id, inventoryType: windows[menu.type].type, windowTitle: translated(serv, MENUS[kind].title) })
     fullSync(menu)
   }
 
@@ -654,7 +692,10 @@ function installPlayer (player, serv, ctx) {
   }
   serv.on('tick', onTick)
   player.once('spawned', () => { st.ready = true; fullSync(invMenu) })
-  client.once('end', () => serv.removeListener('tick', onTick))
+  client.once('end', () => {
+    serv.removeListener('tick', onTick)
+    st.menu.gone?.()
+  })
 
   player.emilWindows = {
     open,

@@ -105,9 +105,15 @@ const OPS = {
       furnace.close()
     }
   },
-  place: async ({ item, x, y, z }) => {
+  // on top of the block below; sneaking, as a player does to put a block on a chest or table
+  place: async ({ item, x, y, z, sneak }) => {
     await bot.equip(bot.registry.itemsByName[item].id, 'hand')
-    await bot.placeBlock(bot.blockAt(new Vec3(x, y - 1, z)), new Vec3(0, 1, 0))
+    if (sneak) bot.setControlState('sneak', true)
+    try {
+      await bot.placeBlock(bot.blockAt(new Vec3(x, y - 1, z)), new Vec3(0, 1, 0))
+    } finally {
+      if (sneak) bot.setControlState('sneak', false)
+    }
     return true
   },
   // a hostile client's click: claims an item in the cursor the server never gave it
@@ -119,6 +125,33 @@ const OPS = {
     })
     return true
   },
+  // mineflayer's own chest API on the server's chest block entity
+  chest: async ({ x, y, z, deposit, withdraw }) => {
+    const window = await bot.openContainer(bot.blockAt(new Vec3(x, y, z)))
+    try {
+      for (const [name, count] of Object.entries(deposit || {})) await window.deposit(bot.registry.itemsByName[name].id, null, count)
+      for (const [name, count] of Object.entries(withdraw || {})) await window.withdraw(bot.registry.itemsByName[name].id, null, count)
+      const contents = {}
+      for (const i of window.containerItems()) contents[i.name] = (contents[i.name] || 0) + i.count
+      return contents
+    } finally {
+      window.close()
+    }
+  },
+  // mineflayer's own bed API: the server must send what bot.sleep and the wake event wait for
+  sleep: async ({ x, y, z }) => { await bot.sleep(bot.blockAt(new Vec3(x, y, z))); return bot.isSleeping },
+  wake: async () => {
+    const woke = new Promise((resolve) => bot.once('wake', resolve))
+    await bot.wake()
+    await woke
+    return bot.isSleeping
+  },
+  sleeping: async () => bot.isSleeping,
+  // a bare right click on a block, without mineflayer's own checks (what the server decides)
+  use_block: async ({ x, y, z }) => { await bot.activateBlock(bot.blockAt(new Vec3(x, y, z))); return true },
+  dig: async ({ x, y, z }) => { await bot.dig(bot.blockAt(new Vec3(x, y, z)), true); return true },
+  look: async ({ yaw }) => { await bot.look(yaw, 0, true); return true },
+  time: async () => bot.time.timeOfDay,
   entities: async () => Object.values(bot.entities).filter((e) => e !== bot.entity).map((e) => ({ id: e.id, name: e.name, type: e.type, username: e.username || null, ...v(e.position) })),
   debug: async () => ({ players: Object.fromEntries(Object.entries(bot.players).map(([k, p]) => [k, !!p.entity])), entities: Object.values(bot.entities).map((e) => [e.id, e.type, e.name, e.username]) }),
   health: async () => ({ health: bot.health, food: bot.food }),

@@ -68,10 +68,14 @@ def _inflated_counter(above: int, factor: float):  # type: ignore[no-untyped-def
 
 
 async def test_overflow_mid_session_is_recovered_without_identical_retry_or_lost_turn(tmp_path: Path) -> None:
+    # The numbers: prompts grow to about 0.7 of window - reserve before trims hold them; the first
+    # prompt past `above` must overflow at once (1.5 x 6,250 > 9,216), and the margin learned from it
+    # (about 1.6 x the difference) must still leave room for the pinned prompt (3,764 tokens with 23
+    # tools) and a turn. At 8,192 that margin left less than the pinned prompt (a BudgetError).
     async with running_world(
-        tmp_path, DemoBrain(), window=8192, counter=_inflated_counter(5000, 1.5), wording="at_least", output_reserve=1024,
+        tmp_path, DemoBrain(), window=10240, counter=_inflated_counter(6250, 1.5), wording="at_least", output_reserve=1024,
     ) as w:
-        lines = [f"Emil, line {i}: " + "tell me about the river, the farm and the house " * 4 for i in range(16)]
+        lines = [f"Emil, line {i}: " + "tell me about the river, the farm and the house " * 4 for i in range(24)]
         for line in lines:
             before = len(w.heard)
             await w.say(line)

@@ -45,12 +45,12 @@ def call(name: str, **arguments: Any) -> ToolCall:
     return ToolCall(id="c1", name=name, raw_arguments=json.dumps(arguments), arguments=arguments)
 
 
-def test_required_tools_are_offered_and_craft_is_not() -> None:
+def test_required_tools_are_offered() -> None:
     names = {s["function"]["name"] for s in tool_specs()}
     required = {"say", "whisper", "go_to", "follow", "stop", "look_at", "collect", "dig", "place",
-                "equip", "eat", "give", "attack", "flee", "inventory", "nearby", "status"}
+                "equip", "eat", "give", "attack", "flee", "inventory", "nearby", "status",
+                "craft", "smelt", "build", "sleep", "store", "take"}
     assert required <= names
-    assert "craft" not in names  # flying-squid computes no crafting results: not offered
 
 
 def test_specs_are_derived_from_the_models() -> None:
@@ -85,6 +85,18 @@ def test_public_names_are_exported() -> None:
         ("give", {"player": "Al ex", "item": "oak_log"}, "player"),
         ("say", {"text": "hi", "volume": 3}, "volume"),
         ("say", {"text": "/op Mallory", "requesters": ["Alex"]}, "requesters"),  # the model cannot name them
+        ("craft", {"item": "wooden_pickaxe", "count": 0}, "count"),
+        ("craft", {"item": "Wooden Pickaxe"}, "item"),
+        ("smelt", {"item": "raw_iron", "fuel": "coal; /op me"}, "fuel"),
+        ("build", {"blueprint": "castle"}, "blueprint"),
+        ("build", {"blueprint": "pillar", "height": 64}, "height"),
+        ("build", {"blueprint": "pillar", "x": 3}, "give all of x, y and z"),
+        ("sleep", {"wait_s": 600}, "wait_s"),
+        ("store", {"items": {}}, "items"),
+        ("store", {"items": {"cobblestone": 0}}, "items.cobblestone"),
+        ("store", {"items": {"Cobble Stone": 3}}, "items"),
+        ("take", {"items": ["oak_log"]}, "items"),
+        ("take", {"items": {"oak_log": 1}, "x": 1, "y": 2}, "give all of x, y and z"),
     ],
 )
 def test_invalid_arguments_become_readable_errors(tool: str, args: dict[str, Any], fragment: str) -> None:
@@ -197,3 +209,52 @@ async def test_queries_answer_from_the_snapshot() -> None:
     assert "health 20.0/20" in status.text and bot.calls == []
     offline = await dispatch(BotDouble(snap=Snapshot(connected=False)), call("status"))
     assert not offline.ok and "not connected" in offline.text
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "result", "reads"),
+    [
+        ("craft", {"item": "stick"}, {"crafted": "stick", "count": 4, "asked": 1, "used": {"oak_planks": 2}, "table": None},
+         "crafted 4 stick (asked for 1; the recipe makes several at a time) from 2 oak_planks"),
+        ("craft", {"item": "wooden_pickaxe"},
+         {"crafted": "wooden_pickaxe", "count": 1, "asked": 1, "used": {"oak_planks": 2, "birch_planks": 1, "stick": 2},
+          "table": {"x": 3, "y": 5, "z": 0, "placed": True}},
+         "crafted 1 wooden_pickaxe from 2 oak_planks, 1 birch_planks, 2 stick at the crafting table at (3, 5, 0)"
+         " (placed it there from the inventory)"),
+        ("smelt", {"item": "raw_iron", "count": 8},
+         {"smelted": "raw_iron", "output": "iron_ingot", "count": 5, "still_cooking": 3, "eta_s": 30,
+          "fuel": {"name": "coal", "count": 1}, "took_out": {}, "furnace": {"x": 0, "y": 5, "z": 3, "placed": False}},
+         "got 5 iron_ingot from raw_iron (burned 1 coal) in the furnace at (0, 5, 3); 3 raw_iron still cooking there,"
+         " about 30 s more: smelt again there to collect"),
+        ("build", {"blueprint": "shelter"}, {"built": "shelter", "block": "dirt", "placed": 9, "already": 1,
+                                             "at": {"x": 1, "y": 5, "z": 1}},
+         "built a shelter of dirt at (1, 5, 1): placed 9 (1 already there)"),
+        ("sleep", {}, {"bed": {"x": 2, "y": 5, "z": 2, "placed": False}, "woke": False, "players_sleeping": "1 of 2"},
+         "lying in the bed at (2, 5, 2); still night (1 of 2 players asleep): it passes when every player sleeps."),
+        ("store", {"items": {"dirt": 64, "diamond": 1}},
+         {"stored": {"dirt": 10}, "did_not_fit": {"dirt": 54}, "not_in_inventory": {"diamond": 1},
+          "chest": {"x": 4, "y": 5, "z": 0}},
+         "stored 10 dirt in the chest at (4, 5, 0); did not fit (the chest is full): 54 dirt; you did not have: 1 diamond"),
+        ("take", {"items": {"oak_log": 8}}, {"took": {"oak_log": 5}, "not_in_chest": {"oak_log": 3}, "no_room": {},
+                                             "chest": {"x": 4, "y": 5, "z": 0}},
+         "took 5 oak_log from the chest at (4, 5, 0); not in the chest: 3 oak_log"),
+    ],
+)
+async def test_new_tools_say_what_happened(tool: str, args: dict[str, Any], result: dict[str, Any], reads: str) -> None:
+    bot = BotDouble({tool: ActionResult(ok=True, result=result)})
+    out = await dispatch(bot, call(tool, **args))
+    assert out.ok and out.text.startswith(reads), out.text
+    assert bot.jobs == [True]  # each walks or waits: a long job that stop and abort reach
+
+
+def test_build_blueprints_are_the_js_blueprints() -> None:
+    import subprocess
+    import typing
+
+    from emil.world.setup import JS_SOURCE_DIR, node_bin
+
+    script = "console.log(JSON.stringify(Object.keys(require(process.argv[1]).BLUEPRINTS)))"
+    out = subprocess.run([str(node_bin()), "-e", script, str(JS_SOURCE_DIR / "emil_blueprints.js")],
+                         capture_output=True, text=True, check=True, timeout=30)
+    literal = actions.Build.model_fields["blueprint"].annotation
+    assert set(typing.get_args(literal)) == set(json.loads(out.stdout))
