@@ -105,8 +105,10 @@ async def test_a_failed_turn_is_recorded_and_the_next_event_starts_a_new_one(
     ]
     if isinstance(error, ServerFault):
         assert errors[0].detail == "<html>"
-    if where == "turn":
+    elif where == "turn":
         assert "KeyError" in errors[0].detail and "Traceback" in errors[0].detail
+    else:  # a known failure that carries no body: nothing more to say than the message
+        assert errors[0].detail == ""
     turns = [r for r in _records(tmp_path) if isinstance(r, TurnRecord)]
     assert turns[0].failed and not turns[1].failed
     assert "one" in _last_user(requests[1]) or any(
@@ -413,8 +415,9 @@ async def test_failures_are_counted_logged_and_recorded_word_for_word(
     assert bug_log.exc_info is not None and bug_log.exc_info[0] is KeyError
     errors = [r for r in _records(tmp_path) if isinstance(r, ErrorRecord)]
     assert (errors[0].message, errors[0].detail) == (f"garbage {long}", "<html>")
+    # The detail is the traceback as Python prints it: the header, then the frames.
     assert errors[1].message == "'a bug'" and errors[1].detail.startswith(
-        "Traceback (most recent call last):\n"
+        "Traceback (most recent call last):\n  File "
     )
     assert errors[1].detail.endswith("KeyError: 'a bug'\n")
 
@@ -449,12 +452,14 @@ async def test_outages_are_recorded_in_their_turn_and_step(tmp_path: Path) -> No
     await world.send.send(Chat(sender="alex", text="hi"))
     with anyio.fail_after(10):
         await agent.run(max_turns=1)
+    # After the turn ended, a retry belongs to no turn and no step (not the last turn's).
+    agent.record_outage(OutageEvent("retry", "minecraft server", 2, "refused", 1.0, 3.0))
     rec.close()
     records = _records(tmp_path)
     service = next(r for r in records if isinstance(r, ServiceRecord))
-    retry = next(r for r in records if isinstance(r, RetryRecord))
-    seen = [(service.turn, None), (retry.turn, retry.step)]
-    assert seen == [(None, None), (1, 1)]
+    retries = [r for r in records if isinstance(r, RetryRecord)]
+    seen = [(service.turn, None), *((r.turn, r.step) for r in retries)]
+    assert seen == [(None, None), (1, 1), (None, None)]
 
 
 async def test_tool_results_are_recorded_whole(tmp_path: Path) -> None:
@@ -834,6 +839,37 @@ async def test_events_are_recorded_with_their_priority_turn_and_echoes(tmp_path:
     assert len(stats.turns) == 2
 
 
+async def test_each_dispatched_action_absorbs_one_echo(tmp_path: Path) -> None:
+    from emil.events import ActionFinished
+    from emil.recording import EventRecord
+
+    echoed = anyio.Event()
+
+    async def step(request: ChatRequest) -> Completion:
+        if request.messages[-1]["role"] == "user":
+            return answer(tool("say", '{"text": "hi"}', "c1"), tool("say", '{"text": "ho"}', "c2"))
+        await echoed.wait()
+        return answer(content="ok")
+
+    agent, world, _, rec = _agent(tmp_path, step)
+
+    async def script() -> None:
+        await world.send.send(Chat(sender="alex", text="hello"))
+        await world.action_started.wait()
+        for _ in range(3):  # two echoes of Emil's two says, then one that is news
+            await world.send.send(ActionFinished(action="say", ok=True))
+        await anyio.sleep(0.1)
+        echoed.set()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(script)
+            await agent.run(max_turns=2)
+    rec.close()
+    events = [r for r in _records(tmp_path) if isinstance(r, EventRecord)]
+    assert [r.priority for r in events if r.event["kind"] == "action_finished"] == ["echo", "echo", "normal"]
+
+
 async def test_the_first_stop_reason_stands(tmp_path: Path) -> None:
     agent, _world, _, rec = _agent(tmp_path, _slow_then(0, answer(content="ok")))
     assert (agent.stopped, agent.stop_reason) == (False, "")
@@ -842,6 +878,13 @@ async def test_the_first_stop_reason_stands(tmp_path: Path) -> None:
     assert agent.stopped and agent.stop_reason == "signal SIGTERM"
     with anyio.fail_after(5):
         await agent.run()
+    rec.close()
+
+
+async def test_a_stop_without_a_reason_is_recorded_as_requested(tmp_path: Path) -> None:
+    agent, _world, _, rec = _agent(tmp_path, _slow_then(0, answer(content="ok")))
+    agent.stop()
+    assert agent.stopped and agent.stop_reason == "stop requested"
     rec.close()
 
 
