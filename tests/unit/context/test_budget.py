@@ -54,3 +54,25 @@ def test_calibration_forgets_old_errors() -> None:
     calibration.observe(10, 10)
     assert calibration.margin == 0
     assert Calibration().report().samples == 0
+
+
+def test_a_report_without_samples_says_nothing_went_wrong() -> None:
+    report = Calibration(base_margin=100).report()
+    assert (report.samples, report.exact, report.mean_error) == (0, 0, 0.0)
+    assert (report.worst_under, report.worst_over, report.margin) == (0, 0, 100)
+
+
+def test_a_report_of_exact_predictions_has_no_worst_case() -> None:
+    calibration = Calibration(base_margin=100)
+    calibration.observe(500, 500)
+    report = calibration.report()
+    assert (report.worst_under, report.worst_over, report.mean_error, report.margin) == (0, 0, 0.0, 100)
+
+
+def test_one_token_off_either_way_is_reported() -> None:
+    calibration = Calibration(base_margin=10, widen=2.0)
+    calibration.observe(500, 501)  # one under
+    calibration.observe(500, 499)  # one over
+    report = calibration.report()
+    assert (report.worst_under, report.worst_over) == (1, 1)
+    assert report.margin == calibration.margin == 12
