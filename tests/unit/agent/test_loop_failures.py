@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from emil.agent import Agent, AgentOptions
-from emil.events import Chat, Damage, Health, HostileNearby
+from emil.events import Chat, Damage, Death, Health, HostileNearby
 from emil.exceptions import ContextOverflowError, PatienceExhausted, ServerFault
 from emil.llm.recovery import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion
@@ -203,7 +203,7 @@ async def test_an_answer_that_lands_within_the_grace_is_kept(tmp_path: Path) -> 
             stats = await agent.run(max_turns=1)
     rec.close()
     # the call was not cancelled; the pending hit then skips the planned action (as before)
-    assert stats.turns[0].interrupted and "model call" not in stats.turns[0].interrupted_by
+    assert stats.turns[0].interrupted and stats.turns[0].interrupted_by == "hit by zombie"
     assert len(requests) == 1
 
 
@@ -769,8 +769,9 @@ async def test_every_record_of_a_recovered_step_whole(tmp_path: Path) -> None:
         ),
         (HostileNearby(name="zombie", distance=3), HostileNearby(name="creeper", distance=3)),
         (Chat(sender="alex", text="Emil, go"), Chat(sender="bob", text="Emil, help me")),
+        (Death(), Health(health=5, food=20)),
     ],
-    ids=["another attacker", "another hostile", "another player"],
+    ids=["another attacker", "another hostile", "another player", "low health after a death"],
 )
 async def test_a_different_emergency_interrupts_the_answer_to_the_first(
     tmp_path: Path, first: object, second: object
@@ -905,3 +906,57 @@ async def test_a_players_quiet_interval_ends_exactly_on_time(
     other = Triaged(Chat(sender="bob", text="Emil!"), "urgent", "bob spoke to Emil", 0.0)
     assert agent._claim(other)  # another player's interval is their own
     rec.close()
+
+
+@pytest.mark.parametrize("fault", ["raises", "hangs"])
+async def test_a_failed_snapshot_costs_the_status_not_the_turn(tmp_path: Path, fault: str) -> None:
+    agent, world, requests, rec = _agent(
+        tmp_path, _slow_then(0, answer(content="ok")), snapshot_timeout_s=0.1
+    )
+
+    async def snapshot() -> dict[str, object]:
+        if fault == "raises":
+            raise ConnectionError("bridge gone")
+        await anyio.sleep(3600)
+        return {}
+
+    world.snapshot = snapshot  # type: ignore[method-assign]
+    await world.send.send(Chat(sender="alex", text="Emil, hi"))
+    with anyio.fail_after(5):
+        stats = await agent.run(max_turns=1)
+    rec.close()
+    assert not stats.turns[0].failed and len(requests) == 1
+    assert 'alex says: "Emil, hi"' in _last_user(requests[0])
+    errors = [r for r in _records(tmp_path) if isinstance(r, ErrorRecord)]
+    expected = ("ConnectionError", "bridge gone") if fault == "raises" else ("TimeoutError", "")
+    assert [(e.turn, e.where, e.error_type, e.message) for e in errors] == [(1, "snapshot", *expected)]
+    observation = next(r for r in _records(tmp_path) if isinstance(r, ObservationRecord))
+    assert observation.snapshot is None
+
+
+async def test_an_outcome_without_a_time_gets_the_dispatch_time_in_ms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from emil.agent.ports import Outcome
+    from emil.recording import ToolResultRecord
+
+    replies = [answer(tool("say", '{"text": "hi"}')), answer(content="done")]
+    agent, world, _, rec = _agent(tmp_path, lambda request: _now(replies.pop(0)))
+    clock = [100.0]
+    monkeypatch.setattr("emil.agent.loop.time.monotonic", lambda: clock[0])
+
+    async def run_tool(call, *, limit_s, requesters=frozenset()):  # type: ignore[no-untyped-def]
+        clock[0] += 0.25  # the action takes a quarter of a second
+        return Outcome(True, "said it", {"heard_by": ["alex"]})
+
+    world.run_tool = run_tool  # type: ignore[method-assign]
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(5):
+        await agent.run(max_turns=1)
+    rec.close()
+    result = next(r for r in _records(tmp_path) if isinstance(r, ToolResultRecord))
+    assert (result.data, result.elapsed_ms) == ({"heard_by": ["alex"]}, 250.0)
+
+
+async def _now(completion: Completion) -> Completion:
+    return completion
