@@ -13,7 +13,7 @@ import pytest
 
 from emil.agent import Agent, AgentOptions
 from emil.events import Chat, Damage, Death, Health, HostileNearby
-from emil.exceptions import ContextOverflowError, PatienceExhausted, ServerFault
+from emil.exceptions import ContextOverflowError, PatienceExhausted, ServerFault, WorldError
 from emil.llm.recovery import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion
 from emil.perception import PerceptionPolicy
@@ -73,6 +73,7 @@ def _records(tmp_path: Path) -> list[object]:
         (ServerFault("the LLM server answered 200 with html", body="<html>"), "llm"),
         (ContextOverflowError("this turn cannot fit the prompt budget"), "llm"),
         (KeyError("a bug"), "turn"),
+        (WorldError("the bridge went away"), "world"),
     ],
 )
 async def test_a_failed_turn_is_recorded_and_the_next_event_starts_a_new_one(
@@ -960,3 +961,50 @@ async def test_an_outcome_without_a_time_gets_the_dispatch_time_in_ms(
 
 async def _now(completion: Completion) -> Completion:
     return completion
+
+
+async def test_a_turn_is_named_by_its_urgent_reasons_and_observes_the_snapshot(tmp_path: Path) -> None:
+    from emil.perception import Triaged
+
+    agent, world, _, rec = _agent(tmp_path, _slow_then(0, answer(content="ok")))
+    triaged = [
+        Triaged(Chat(sender="bob", text="nice day"), "normal", "chat from bob", 1.0),
+        Triaged(Damage(amount=1, health=19, attacker="zombie"), "urgent", "hit by zombie", 2.0),
+        Triaged(Chat(sender="alex", text="Emil!"), "urgent", "alex spoke to Emil", 3.0),
+        Triaged(Damage(amount=1, health=18, attacker="zombie"), "urgent", "hit by zombie", 4.0),
+    ]
+    with anyio.fail_after(5):
+        await agent._turn(triaged)
+    rec.close()
+    records = _records(tmp_path)
+    turn = next(r for r in records if isinstance(r, TurnRecord))
+    observation = next(r for r in records if isinstance(r, ObservationRecord))
+    assert turn.reason == "hit by zombie; alex spoke to Emil"  # urgent reasons, once each, in order
+    assert (observation.reason, observation.urgent, observation.events) == (turn.reason, True, 4)
+    assert observation.snapshot == world.snapshot_data
+
+
+async def test_an_outage_before_a_turns_first_step_is_at_step_zero(tmp_path: Path) -> None:
+    from emil.backoff import OutageEvent
+    from emil.perception import Triaged
+    from emil.recording import RetryRecord
+
+    replies = [answer(tool("say", '{"text": "hi"}')), answer(content="done"), answer(content="ok")]
+    agent, world, _, rec = _agent(tmp_path, lambda request: _now(replies.pop(0)))
+    snapshots = 0
+
+    async def snapshot() -> dict[str, object]:
+        nonlocal snapshots
+        snapshots += 1
+        if snapshots == 2:  # the second turn's world retries while it observes
+            agent.record_outage(OutageEvent("retry", "minecraft server", 1, "refused", 0.5, 0.0))
+        return {}
+
+    world.snapshot = snapshot  # type: ignore[method-assign]
+    line = Triaged(Chat(sender="alex", text="Emil"), "urgent", "alex spoke to Emil", 0.0)
+    with anyio.fail_after(5):
+        await agent._turn([line])  # two steps
+        await agent._turn([line])
+    rec.close()
+    retry = next(r for r in _records(tmp_path) if isinstance(r, RetryRecord))
+    assert (retry.turn, retry.step) == (2, 0)
