@@ -139,11 +139,11 @@ async def test_count_prompt_tokens_sends_the_tools_within_the_clients_time_limit
 
     monkeypatch.setattr(httpx, "AsyncClient", client)
     tools = [{"type": "function", "function": {"name": "say", "parameters": {"type": "object"}}}]
-    llm = OpenAIClient("http://127.0.0.1:9/v1", model="m", timeout=7.5)
+    llm = OpenAIClient("http://127.0.0.1:9/v1/", model="m", timeout=7.5)  # a trailing slash too
     request = ChatRequest(messages=[{"role": "user", "content": "x"}], tools=tools)
     assert await llm.count_prompt_tokens(request) == 77
     assert json.loads(sent[0].content)["tools"] == tools  # tools are part of the prompt
-    assert timeouts == [7.5]
+    assert timeouts == [7.5] and str(sent[0].url) == "http://127.0.0.1:9/tokenize"
 
 
 async def test_a_failing_tokenize_keeps_the_lower_bound(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
