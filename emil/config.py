@@ -187,7 +187,7 @@ class Settings(BaseModel):
     @field_validator("model_family")
     @classmethod
     def _known_family(cls, v: str) -> str:
-        from emil.context.family import family_names
+        from emil.model.family import family_names
 
         v = v.strip().lower()
         if v not in ("auto", "server", *family_names()):

@@ -30,10 +30,10 @@ from emil._bootstrap import use_project_python
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 from emil.context.budget import Budget
-from emil.context.family import ModelFamily, family_for_model
 from emil.context.history import History
 from emil.context.manager import ContextManager
-from emil.context.tokens import TokenCounter
+from emil.model.family import ModelFamily, family_for_model
+from emil.model.tokens import TokenCounter
 from emil.offline.synthetic import (
     SYSTEM_PROMPT,
     emil_tool_specs,

@@ -37,9 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=2000, help="bound of the pinned block (2000, the setting's default)")
     args = parser.parse_args(argv)
 
-    from emil.context.tokens import get_token_counter
     from emil.events import Chat, ItemCollected
     from emil.memory import Learner, MemoryStore, PinnedNotes
+    from emil.model.tokens import get_token_counter
 
     counter = get_token_counter("qwen3.6")
     with tempfile.TemporaryDirectory(prefix="emil-bench-memory-") as d:

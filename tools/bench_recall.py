@@ -31,7 +31,7 @@ from emil._bootstrap import use_project_python
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 from emil.context.budget import Budget
-from emil.context.tokens import get_token_counter
+from emil.model.tokens import get_token_counter
 from emil.offline.budget_sweep import BudgetPoint
 from emil.offline.day_recall import SETUPS, Setup, restart_recall, run_day
 from emil.offline.recall import WHERE

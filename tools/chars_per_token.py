@@ -4,7 +4,7 @@
     python3 tools/chars_per_token.py RECORDING.jsonl [...] [--tokenizer qwen3.6 ...]
                                     [--assume 4.0] [--json] [--synthetic-hours H]
 
---tokenizer takes what emil.context.tokens.get_token_counter takes: a model name ("qwen3.6",
+--tokenizer takes what emil.model.tokens.get_token_counter takes: a model name ("qwen3.6",
 "Qwen/Qwen3.6-35B-A3B-NVFP4-Fast"), a tokenizer.json path, a model directory, or "heuristic".
 Shows per category the exact tokens, chars/token, what --assume chars/token predicts and its
 error (negative = the estimate under-counts). Recordings and --synthetic-hours together are also

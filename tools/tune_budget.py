@@ -32,9 +32,9 @@ from emil._bootstrap import use_project_python
 
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
-from emil.context.family import family_for_model
-from emil.context.tokens import get_token_counter
 from emil.exceptions import ConfigurationError, NotARecordingError
+from emil.model.family import family_for_model
+from emil.model.tokens import get_token_counter
 from emil.offline.budget_report import format_side_by_side, format_sweep, plot_sweep
 from emil.offline.budget_sweep import BudgetPoint, SweepResult, sweep
 from emil.offline.summaries import SummaryTiming

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import NoReturn
 
 from emil.config import load_settings
-from emil.context.tokens import get_token_counter
 from emil.exceptions import ConfigurationError
 from emil.memory.render import render_notes
 from emil.memory.store import MemoryStore
+from emil.model.tokens import get_token_counter
 
 __all__ = ["cli_main"]
 

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from emil.agent.model_family import resolve_family, verify_family
-from emil.context.family import FAMILIES, ModelFamily, server_family
 from emil.context.history import History
 from emil.context.manager import Assembly
-from emil.context.tokens import ServerCounting, ServerTokenizeCounter
 from emil.llm.client import OpenAIClient
 from emil.llm.types import LLM
+from emil.model.family import FAMILIES, ModelFamily, server_family
+from emil.model.tokens import ServerCounting, ServerTokenizeCounter
 from emil.recording import read_recording
 from emil.replay.engine import Replayer, ReplayOptions
 from emil.replay.session import RecordedSession

@@ -19,16 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emil.context.budget import Budget
-from emil.context.family import ModelFamily
 from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
 from emil.context.rungs import RefreshNotes, Summarise
-from emil.context.template import TemplateError
-from emil.context.tokens import TokenCounter
 from emil.events import ActionFinished, Death, parse_event
 from emil.exceptions import BudgetError, EmilError
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
 from emil.memory.summary import load_summary_prompt
+from emil.model.family import ModelFamily
+from emil.model.template import TemplateError
+from emil.model.tokens import TokenCounter
 from emil.offline.tokenizer import family_for
 from emil.perception import Perception, PerceptionPolicy, format_events, format_status_line
 from emil.recording import EventRecord, HeaderRecord

@@ -75,8 +75,8 @@ def test_excerpt_is_one_line_and_bounded() -> None:
 async def test_tokenize_failures_are_classified_like_every_other_exchange(status: int, transient: bool) -> None:
     import httpx
 
-    from emil.context.tokens import ServerTokenizeCounter
     from emil.exceptions import EndpointConfigError, EndpointUnavailable
+    from emil.model.tokens import ServerTokenizeCounter
 
     def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, text="nope")
