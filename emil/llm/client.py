@@ -43,6 +43,7 @@ from emil.exceptions import (
     EndpointConfigError,
     EndpointUnavailable,
     ModelNotServedError,
+    RequestRejected,
     ServerFault,
 )
 from emil.llm.classify import OverflowRejected, classify_failure, config_hint
@@ -107,6 +108,9 @@ def _map_error(exc: Exception, *, model: str | None) -> Exception:
         if kind == "transient":
             return EndpointUnavailable(f"LLM server answered HTTP {status}: {message}",
                                        status=status)
+        if kind == "rejected":
+            return RequestRejected(f"the LLM server rejected this request (HTTP {status}): {message}",
+                                   status=status, server_message=message)
         return EndpointConfigError(config_hint(status, message, model=model), status=status,
                                    server_message=message)
     if isinstance(exc, openai.APITimeoutError):
