@@ -41,6 +41,9 @@ from emil.world.bridge import Snapshot
 from emil.world.chat import CHAT_LIMIT, clean_chat, reads_as_command, split_chat
 from emil.world.tool import TOOLS, ActionPolicy, BotLike, Outcome, Query, Tool, ToolContext
 
+if TYPE_CHECKING:
+    from emil.config import Settings
+
 __all__ = [
     "TOOLS",
     "ActionPolicy",
@@ -543,12 +546,10 @@ class Status(Query):
         return Outcome(True, text, snap.model_dump(mode="json"))
 
 
-def tool_specs(settings: object = None) -> list[dict[str, Any]]:
-    """OpenAI tool specs for every registered tool, derived from the classes.
-
-    ``settings`` may carry ``disabled_tools`` (names) to leave some out.
-    """
-    disabled = set(getattr(settings, "disabled_tools", ()) or ())
+def tool_specs(settings: Settings | None = None) -> list[dict[str, Any]]:
+    """OpenAI tool specs for every registered tool, derived from the classes, less the
+    settings' ``disabled_tools``."""
+    disabled = set(settings.disabled_tools) if settings is not None else set()
     return [cls.spec() for name, cls in TOOLS.items() if name not in disabled]
 
 
@@ -587,10 +588,13 @@ def validate_tool_call(call: ToolCall) -> ToolCall:
 
 async def dispatch(bot: BotLike, call: ToolCall, policy: ActionPolicy | None = None) -> Outcome:
     """Run one tool call. Model mistakes and failed actions become text, never exceptions."""
+    policy = policy or ActionPolicy()
+    if call.name in policy.disabled:  # not offered; a model may still call it from memory
+        return Outcome(False, f"error: {call.name} is switched off on this server; use another tool")
     tool = parse_tool(call)
     if isinstance(tool, str):
         return Outcome(False, f"error: {tool}")
     try:
-        return await tool.run(ToolContext(bot, policy or ActionPolicy()))
+        return await tool.run(ToolContext(bot, policy))
     except EmilError as exc:
         return Outcome(False, f"{tool.tool_name} failed: {exc}")

@@ -62,6 +62,8 @@ class ActionPolicy(BaseModel):
     """Player names allowed to order operator-only behaviour (exact names)."""
     requesters: frozenset[str] = frozenset()
     """Every player whose words are in this turn (empty: Emil acts on its own)."""
+    disabled: frozenset[str] = frozenset()
+    """Tools the operator switched off (``disabled_tools``): not offered, refused if called."""
     max_chat_messages: int = Field(default=3, ge=1, le=10)
     """A long say() is split into at most this many chat messages; the rest is cut."""
 
