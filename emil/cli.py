@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from emil import __version__
+from emil.cli_args import positive_seconds
 from emil.config import (
     LoadedSettings,
     add_settings_flags,
@@ -47,16 +48,6 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return value
-
-
 def _parser() -> _Parser:
     p = _Parser(
         prog="run_emil.py",
@@ -70,7 +61,7 @@ def _parser() -> _Parser:
     p.add_argument("--print-config", action="store_true", help="print every effective setting and its source, then exit")
     p.add_argument("--recording", metavar="PATH", type=Path, help="write the session recording here (default: recording_dir/emil-<time>.jsonl)")
     demo = p.add_argument_group("demo")
-    demo.add_argument("--duration", metavar="SECONDS", type=_positive_seconds, default=60.0, help="demo length in seconds (default: 60)")
+    demo.add_argument("--duration", metavar="SECONDS", type=positive_seconds, default=60.0, help="demo length in seconds (default: 60)")
     add_settings_flags(p)
     return p
 

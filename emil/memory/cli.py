@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from emil.cli_args import positive_int
 from emil.config import load_settings
 from emil.exceptions import ConfigurationError
 from emil.memory.render import render_notes
@@ -50,7 +51,7 @@ def _parser() -> _Parser:
     p.add_argument("--config", metavar="PATH", help="settings file (default ./emil.toml if present)")
     sub = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
     show = sub.add_parser("show", help="the pinned block as the model reads it, then every note")
-    show.add_argument("--tokens", type=int, default=None, help="bound of the block (default: the memory_tokens setting)")
+    show.add_argument("--tokens", type=positive_int, default=None, help="bound of the block (default: the memory_tokens setting)")
     show.add_argument("--tokenizer", default="qwen3.6", help="counter for the bound (default qwen3.6)")
     forget = sub.add_parser("forget", help="delete every note about NAME (player, place or goal)")
     forget.add_argument("name")

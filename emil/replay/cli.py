@@ -8,10 +8,11 @@ import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import anyio
 
+from emil.cli_args import OneLineParser, non_negative_float, non_negative_int, positive_int
 from emil.exceptions import ConfigurationError, EmilError, NotARecordingError
 from emil.llm.types import LLM
 from emil.recording import check_recording_file, read_recording
@@ -24,15 +25,8 @@ __all__ = ["build_parser", "cli_main", "replay_file"]
 EXIT_OK, EXIT_DIFFERENT, EXIT_CONFIG = 0, 1, 2
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        # One line naming the problem and where to look, like the rest of run_emil.py.
-        sys.stderr.write(f"error: {message} (see run_emil.py replay --help)\n")
-        raise SystemExit(EXIT_CONFIG)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineParser(
         prog="run_emil.py replay",
         description="Replay recorded sessions offline through today's perception and context "
         "manager, with the recorded completions as the model and the recorded tool results as "
@@ -42,12 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--endpoint", help="also ask a live OpenAI-compatible model (e.g. http://127.0.0.1:8000/v1) every step")
     p.add_argument("--model", help="model name at --endpoint (default: the one it serves)")
     p.add_argument("--world", choices=["embedded"], help="play the recorded actions into an embedded Minecraft server")
-    p.add_argument("--hold", type=float, default=0.0, help="with --world: keep the server open this many seconds to watch")
+    p.add_argument("--hold", type=non_negative_float, default=0.0, help="with --world: keep the server open this many seconds to watch")
     p.add_argument("--tokenizer", help="count as this model's family (a model name), or a model directory with its template (default: the recording's family)")
-    p.add_argument("--window", type=int, help="served window (default: the recorded one)")
-    p.add_argument("--output-reserve", type=int, help="output reserve (default: the recorded one)")
-    p.add_argument("--prompt-budget", type=int, help="prompt budget (default: the recorded one)")
-    p.add_argument("--details", type=int, default=10, help="differing requests to show (10)")
+    p.add_argument("--window", type=positive_int, help="served window (default: the recorded one)")
+    p.add_argument("--output-reserve", type=positive_int, help="output reserve (default: the recorded one)")
+    p.add_argument("--prompt-budget", type=positive_int, help="prompt budget (default: the recorded one)")
+    p.add_argument("--details", type=non_negative_int, default=10, help="differing requests to show (10)")
     p.add_argument("--json", action="store_true", help="print JSON reports")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--strict", action="store_true", help="exit 1 when any request differs or replay stopped early")
