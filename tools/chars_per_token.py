@@ -24,9 +24,8 @@ from emil._bootstrap import use_project_python
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
 from emil.cli_args import OneLineParser, positive_float, recording_path
-from emil.exceptions import ConfigurationError, NotARecordingError
+from emil.exceptions import ConfigurationError
 from emil.offline.chars_per_token import format_table, measure_chars_per_token
-from emil.recording import check_recording_file
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,12 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.recordings and not args.synthetic_hours:
         parser.error("give recordings and/or --synthetic-hours")
-    try:
-        for path in args.recordings:
-            check_recording_file(path)
-    except NotARecordingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     try:
         report = measure_chars_per_token(
             args.recordings, args.tokenizers or ["qwen3.6"], assume=args.assume,

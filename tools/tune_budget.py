@@ -40,7 +40,7 @@ from emil.cli_args import (
     positive_int,
     recording_path,
 )
-from emil.exceptions import ConfigurationError, NotARecordingError
+from emil.exceptions import ConfigurationError
 from emil.model.family import family_for_model
 from emil.model.tokens import get_token_counter
 from emil.offline.budget_report import format_side_by_side, format_sweep, plot_sweep
@@ -48,7 +48,6 @@ from emil.offline.budget_sweep import BudgetPoint, SweepResult, sweep
 from emil.offline.summaries import SummaryTiming
 from emil.offline.tokenizer import counter_for
 from emil.offline.trace import SessionTrace
-from emil.recording import check_recording_file
 
 
 def _budgets(text: str) -> list[int]:
@@ -116,12 +115,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.recordings and not args.synthetic_hours:
         parser.error("give recordings and/or --synthetic-hours")
-    try:
-        for path in args.recordings:
-            check_recording_file(path)
-    except NotARecordingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     try:
         recorded = [SessionTrace.from_recording(p) for p in args.recordings]
         for t in recorded:
