@@ -41,62 +41,47 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_MISTAKE)
 
 
-def _number(text: str, kind: Callable[[str], float], what: str) -> float:
+def _checked(text: str, kind: Callable[[str], float], what: str, ok: Callable[[float], bool], rule: str) -> float:
+    """``text`` read as ``kind`` (``what`` names it), finite, and ``ok``; else why not."""
     try:
         value = kind(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}")
     return value
 
 
 def positive_int(text: str) -> int:
     """A count or a size: an integer > 0."""
-    value = int(_number(text, int, "an integer"))
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+    return int(_checked(text, int, "an integer", lambda v: v > 0, "a positive integer"))
 
 
 def non_negative_int(text: str) -> int:
     """A count that may be zero (warm-up requests, rows to show)."""
-    value = int(_number(text, int, "an integer"))
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be zero or a positive integer, got {text!r}")
-    return value
+    return int(_checked(text, int, "an integer", lambda v: v >= 0, "zero or a positive integer"))
 
 
 def positive_float(text: str) -> float:
     """A length (hours, a ratio such as chars per token): a finite number > 0."""
-    value = _number(text, float, "a number")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
+    return _checked(text, float, "a number", lambda v: v > 0, "a positive number")
 
 
 def non_negative_float(text: str) -> float:
     """A pause that may be zero (seconds to hold, idle gap)."""
-    value = _number(text, float, "a number")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be zero or a positive number, got {text!r}")
-    return value
+    return _checked(text, float, "a number", lambda v: v >= 0, "zero or a positive number")
 
 
 def positive_seconds(text: str) -> float:
     """A duration in seconds: a finite number > 0."""
-    value = _number(text, float, "a number of seconds")
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return value
+    return _checked(text, float, "a number of seconds", lambda v: v > 0, "a positive number of seconds")
 
 
 def fraction(text: str) -> float:
     """A share of something: a number in (0, 1]."""
-    value = _number(text, float, "a number")
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction in (0, 1], got {text!r}")
-    return value
+    return _checked(text, float, "a number", lambda v: 0 < v <= 1, "a fraction in (0, 1]")
 
 
 def positive_ints(text: str) -> list[int]:
