@@ -88,6 +88,10 @@ class ReplayReport:
     """Why replay stopped before the end (damage, a missing completion or tool result)."""
     seconds: float = 0.0
     settings: dict[str, Any] = field(default_factory=dict)
+    session: int = 1
+    """Which session of the file was replayed (1-based); ``recording_append`` makes several."""
+    sessions: int = 1
+    """How many sessions the file holds."""
 
     @property
     def identical(self) -> int:
@@ -96,6 +100,8 @@ class ReplayReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path,
+            "session": self.session,
+            "sessions": self.sessions,
             "settings": self.settings,
             "turns_total": self.turns_total,
             "steps_total": self.steps_total,

@@ -39,7 +39,17 @@ from emil.exceptions import EmilError
 from emil.llm.types import ToolCall
 from emil.world.bridge import Snapshot
 from emil.world.chat import CHAT_LIMIT, clean_chat, reads_as_command, split_chat
-from emil.world.tool import TOOLS, ActionPolicy, BotLike, Outcome, Query, Tool, ToolContext
+from emil.world.tool import (
+    TOOLS,
+    ActionPolicy,
+    BotLike,
+    Gives,
+    Outcome,
+    Query,
+    Speaks,
+    Tool,
+    ToolContext,
+)
 
 if TYPE_CHECKING:
     from emil.config import Settings
@@ -110,6 +120,7 @@ class _Chat(Tool):
     piece passes the command rule (:mod:`emil.world.chat`) before any is sent."""
 
     timeout_s: ClassVar[float] = 10.0
+    speaks: ClassVar[Speaks | None] = Speaks()
     if TYPE_CHECKING:  # a field of each chat tool, declared there to keep its place in the spec
         text: str
 
@@ -165,6 +176,7 @@ class Whisper(_Chat):
     """Whisper privately to one player."""
 
     tool_name: ClassVar[str] = "whisper"
+    speaks: ClassVar[Speaks | None] = Speaks(to="player")
     player: str = Field(pattern=_PLAYER, description="Who to whisper to")
     text: str = Field(min_length=1, max_length=1000, description="What to say")
 
@@ -287,6 +299,7 @@ class Give(Tool):
 
     tool_name: ClassVar[str] = "give"
     job: ClassVar[bool] = True
+    gives: ClassVar[Gives | None] = Gives()
     player: str = Field(pattern=_PLAYER, description="Who receives the items")
     item: str = Field(pattern=_NAME, description="Item name, e.g. oak_log")
     count: int = Field(default=1, ge=1, le=64)

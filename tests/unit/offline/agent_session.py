@@ -81,9 +81,11 @@ def _brain(request: ChatRequest, n: int) -> Completion:
 
 
 async def record_session(
-    path: Path, *, turns: int = 8, window: int = 8192, output_reserve: int = 1024, prompt_budget: int = 4000
+    path: Path, *, turns: int = 8, window: int = 8192, output_reserve: int = 1024, prompt_budget: int = 4000,
+    append: bool = False,
 ) -> Path:
-    """Run the real agent over ``turns`` events and write its recording to ``path``."""
+    """Run the real agent over ``turns`` events and write its recording to ``path`` (``append``:
+    continue it, as ``recording_append`` does)."""
     budget = Budget(window, output_reserve=output_reserve, margin=window - output_reserve - prompt_budget)
     manager = ContextManager("qwen3.6", budget, SYSTEM, TOOLS)
     context = ManagedContext(manager, SYSTEM, TOOLS)
@@ -94,7 +96,7 @@ async def record_session(
         calls += 1
         return _brain(assemble(None), calls)
 
-    with Recorder(path) as recorder:
+    with Recorder(path, append=append) as recorder:
         recorder.write(
             HeaderRecord(
                 model="Qwen/Qwen3.6-35B-A3B", tokenizer=manager.counter.name, window=window,

@@ -97,3 +97,31 @@ def _with_header_preserve(path: Path, preserve: bool | None) -> RecordedSession:
 async def test_the_replay_renders_with_the_recorded_preserve_thinking(recording: Path, preserve: bool | None) -> None:
     replayer = Replayer(_with_header_preserve(recording, preserve))
     assert replayer.manager.incremental.preserve_thinking is bool(preserve)
+
+
+async def test_an_appended_recording_replays_one_session_at_a_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """recording_append puts several sessions in one file, each numbering its turns from 1:
+    replay takes one (default the last), says how many there are, and never merges them."""
+    path = await record_session(tmp_path / "two.jsonl", turns=8)
+    await record_session(path, turns=3, prompt_budget=5000, append=True)
+    last = await replay_file(path)
+    assert (last.session, last.sessions) == (2, 2)
+    assert last.turns_total == last.turns_replayed == 3 and last.settings["prompt_budget"] == 5000
+    assert last.identical == len(last.diffs) == last.steps_total and not last.errors
+    first = await replay_file(path, session=1)
+    assert (first.session, first.turns_total, first.steps_total) == (1, 8, 16)
+    assert first.identical == 16 and first.settings["prompt_budget"] == 4000
+    assert "session 2 of 2 in this file" in format_report(last)
+
+    assert await anyio.to_thread.run_sync(cli_main, [str(path), "--json", "--session", "1", "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["session"], out["sessions"], out["turns_total"]) == (1, 2, 8)
+    assert await anyio.to_thread.run_sync(cli_main, [str(path), "--session", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds 2 sessions; --session 3 is not one of them (give 1..2)" in err
+
+
+async def test_a_recording_of_one_session_reports_one(recording: Path) -> None:
+    report = await replay_file(recording)
+    assert (report.session, report.sessions) == (1, 1)
+    assert "session 1 of" not in format_report(report)
