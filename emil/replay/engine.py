@@ -84,8 +84,12 @@ class ReplayReport:
     live: list[LiveStep] = field(default_factory=list)
     summaries: list[SummaryVerdict] = field(default_factory=list)
     """With a live model: each recorded summary request asked again (facts kept, dropped, new)."""
+    unanswered: int = 0
+    """Requests the recording has no answer to: the turn was interrupted (an urgent event, a
+    stop) or failed during the model call, or the session ended in it. Each is compared like
+    any request, and its turn ends there, as it did live."""
     stopped: str | None = None
-    """Why replay stopped before the end (damage, a missing completion or tool result)."""
+    """Why replay stopped before the end (damage: a missing request or tool result)."""
     seconds: float = 0.0
     settings: dict[str, Any] = field(default_factory=dict)
     session: int = 1
@@ -111,6 +115,7 @@ class ReplayReport:
             "differing_requests": len(self.diffs) - self.identical,
             "trims_recorded": self.trims_recorded,
             "trims_today": self.trims_today,
+            "unanswered_requests": self.unanswered,
             "stopped": self.stopped,
             "errors": self.errors,
             "observation_diffs": [vars(o) for o in self.observation_diffs],
@@ -272,12 +277,17 @@ class Replayer:
         self.history = self.history.start_turn(self._observe(turn))
         self.report.turns_replayed += 1
         for step in turn.steps:
-            if step.request is None or step.completion is None:
-                self.report.stopped = (
-                    f"turn {turn.turn} step {step.step} has no "
-                    f"{'request' if step.request is None else 'completion'} in the recording"
-                )
+            if step.request is None:
+                self.report.stopped = f"turn {turn.turn} step {step.step} has no request in the recording"
                 return False
+            if step.completion is None:
+                # Sent, never answered (interrupted, failed, or the session's end): compare the
+                # request; the turn ended there, and so does its replay.
+                if (assembly := self._assemble(turn, step)) is not None:
+                    self.report.diffs.append(self._diff(turn, step, assembly))
+                self.report.unanswered += 1
+                self.report.steps_replayed += 1
+                return True
             if not await self._step(turn, step):
                 return False
             self.report.steps_replayed += 1
@@ -298,7 +308,7 @@ class Replayer:
         return assembly
 
     def _diff(self, turn: RecordedTurn, step: RecordedStep, assembly: Assembly) -> RequestDiff:
-        assert step.request is not None and step.completion is not None
+        assert step.request is not None
         recorded = step.messages
         today = assembly.messages
         changes: tuple[Any, ...] = ()
@@ -312,7 +322,7 @@ class Replayer:
             turn=turn.turn, step=step.step,
             recorded_messages=len(recorded), today_messages=len(today),
             recorded_predicted=step.request.predicted_tokens,
-            recorded_actual=step.completion.prompt_tokens,
+            recorded_actual=step.completion.prompt_tokens if step.completion is not None else None,
             today_tokens=assembly.predicted_tokens,
             changes=changes,
         )

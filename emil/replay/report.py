@@ -28,6 +28,8 @@ def format_report(report: ReplayReport, *, details: int = 10) -> str:
     differing = [d for d in report.diffs if not d.identical]
     lines.append(
         f"requests: {report.identical} identical to the recording, {len(differing)} built differently today"
+        + (f"; {report.unanswered} unanswered in the recording (a turn interrupted or failed during the "
+           "call, or the session's end)" if report.unanswered else "")
     )
     for d in differing[:details]:
         actual = f", server {_n(d.recorded_actual)}" if d.recorded_actual is not None else ""

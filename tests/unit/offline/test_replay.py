@@ -46,6 +46,19 @@ async def test_a_smaller_budget_today_shows_which_messages_change_and_by_how_muc
     assert report.trims_today > report.trims_recorded
 
 
+async def test_a_request_never_answered_ends_its_turn_and_replay_goes_on(tmp_path: Path) -> None:
+    """A turn interrupted or failed during the model call leaves a request without a completion
+    (as does a session stopped in one): replay compares it and goes on with the next turn."""
+    path = await record_session(tmp_path / "failed.jsonl", turns=8, unanswered=frozenset({3}))
+    report = await replay_file(path)
+    assert report.stopped is None and not report.errors
+    assert report.turns_replayed == report.turns_total == 8
+    assert report.unanswered == 1
+    assert report.steps_replayed == report.steps_total == len(report.diffs) == report.identical
+    assert "1 unanswered in the recording" in format_report(report)
+    assert report.to_json()["unanswered_requests"] == 1
+
+
 async def test_a_truncated_recording_replays_up_to_the_damage_and_says_where(recording: Path) -> None:
     data = await anyio.Path(recording).read_bytes()
     await anyio.Path(recording).write_bytes(data[: int(len(data) * 0.6)])  # cut mid-line, as a killed process does
