@@ -9,7 +9,9 @@
 - ``memory show | forget NAME | export``: Emil's notes that survive a restart (emil.memory.cli).
 
 Every problem the operator must fix (bad flag, unreadable config, unknown model...) is one line
-on stderr and exit code 2.
+on stderr and exit code 2. ``live`` and ``demo`` end the same way (emil.agent.session): 0 done or
+stopped, 1 a failure Emil names or a bug, 2 a configuration error, 3 a service (the world, the
+endpoint) gone past its patience; 130 for Ctrl-C outside a session.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from emil import __version__
+from emil.cli_args import positive_seconds
 from emil.config import (
     LoadedSettings,
     add_settings_flags,
@@ -47,16 +50,6 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return value
-
-
 def _parser() -> _Parser:
     p = _Parser(
         prog="run_emil.py",
@@ -70,7 +63,7 @@ def _parser() -> _Parser:
     p.add_argument("--print-config", action="store_true", help="print every effective setting and its source, then exit")
     p.add_argument("--recording", metavar="PATH", type=Path, help="write the session recording here (default: recording_dir/emil-<time>.jsonl)")
     demo = p.add_argument_group("demo")
-    demo.add_argument("--duration", metavar="SECONDS", type=_positive_seconds, default=60.0, help="demo length in seconds (default: 60)")
+    demo.add_argument("--duration", metavar="SECONDS", type=positive_seconds, default=60.0, help="demo length in seconds (default: 60)")
     add_settings_flags(p)
     return p
 
@@ -112,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Replay owns its flags (--endpoint, --world ...): hand it the rest verbatim.
         replay = _hook("emil.replay", "cli_main")
         if replay is None:
-            return _fail("replay is not part of this build (emil/replay.py missing); update the checkout")
+            return _fail("replay is not part of this build (the emil/replay package is missing); update the checkout")
         return replay(args[1:])
     if args[:1] == ["memory"]:
         # Like replay: its own subcommands and flags (show | forget NAME | export).
@@ -161,10 +154,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _failed(e: EmilError) -> int:
-    """A run that failed for a reason Emil names (a world past its patience...): one line, exit 1."""
-    one_line = " ".join(str(e).split())
-    print(f"emil: {type(e).__name__}: {one_line}", file=sys.stderr)
-    return 1
+    """A run that failed for a reason Emil names: one line, and the exit code live gives the
+    same cause (emil.agent.session.ending_of: 3 for a service gone past its patience)."""
+    from emil.agent.session import EXIT_BUG, ending_of
+
+    ending = ending_of(e)
+    if ending.exit_code != EXIT_BUG:
+        print(ending.line, file=sys.stderr)
+        return ending.exit_code
+    # A named failure that is no bug of Emil's (the embedded server would not start...).
+    print(f"emil: {type(e).__name__}: {' '.join(str(e).split())}", file=sys.stderr)
+    return EXIT_BUG
 
 
 def _reason(group: BaseExceptionGroup[BaseException]) -> BaseException | None:

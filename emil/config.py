@@ -129,6 +129,9 @@ class Settings(BaseModel):
     in the turn is one of ``operators`` (docs/world.md, "Commands and authority")."""
     reflexes: tuple[Literal["defend", "flee", "eat", "unstuck"], ...] = ("defend", "flee", "eat", "unstuck")
     """Reflexes switched on in the bot module; they act without the model (comma-separated)."""
+    disabled_tools: tuple[str, ...] = ()
+    """Tools the model is not offered and cannot run, e.g. attack,store,take (comma-separated);
+    each leaves its spec out of every prompt."""
     world_patience_s: float | None = Field(default=None, gt=0)
     """How long to wait for the Minecraft server (at start and after losing it) before the
     session stops with exit code 3; unset = wait until stopped."""
@@ -187,7 +190,7 @@ class Settings(BaseModel):
     @field_validator("model_family")
     @classmethod
     def _known_family(cls, v: str) -> str:
-        from emil.context.family import family_names
+        from emil.model.family import family_names
 
         v = v.strip().lower()
         if v not in ("auto", "server", *family_names()):
@@ -219,7 +222,21 @@ class Settings(BaseModel):
     def _known_rungs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         return check_rungs(v)
 
-    @field_validator("operators", "reflexes", "trim_rungs", mode="before")
+    @field_validator("disabled_tools")
+    @classmethod
+    def _known_tools(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        from emil.world.actions import TOOLS  # the registry imports settings' neighbours
+
+        for name in v:
+            if name not in TOOLS:
+                close = difflib.get_close_matches(name, list(TOOLS), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"unknown tool {name!r}{hint} Tools: {', '.join(TOOLS)}")
+        if "say" in v:
+            raise ValueError("say cannot be disabled: it is how Emil answers players")
+        return tuple(dict.fromkeys(v))
+
+    @field_validator("operators", "reflexes", "trim_rungs", "disabled_tools", mode="before")
     @classmethod
     def _comma_list(cls, v: Any) -> Any:
         if isinstance(v, str):

@@ -38,6 +38,7 @@ __all__ = [
     "ModelNotServedError",
     "NotARecordingError",
     "PatienceExhausted",
+    "RequestRejected",
     "ServerFault",
     "TransientError",
     "UnknownTokenizerError",
@@ -129,6 +130,18 @@ class ServerFault(EmilError):
     def __init__(self, message: str, *, body: str = "") -> None:
         super().__init__(message)
         self.body = body
+
+
+class RequestRejected(EmilError):
+    """The server refused one request as invalid (a 4xx that says nothing about the setup:
+    a 400, 413, 422... about this request's content). Retrying the same request cannot help
+    and stopping Emil would let one bad turn end the session: this turn fails, the next event
+    starts a new one. ``server_message`` is what the server said."""
+
+    def __init__(self, message: str, *, status: int | None = None, server_message: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.server_message = server_message
 
 
 class PatienceExhausted(EmilError):

@@ -28,19 +28,28 @@ metric                                                record
 ``emil:trim_freed_tokens_total{rung}``                trim
 ``emil:overflows_total``                              overflow (a 400 or a clamped length finish)
 ``emil:overflow_recoveries_total``                    recovery (a strictly smaller retry)
-``emil:overflow_gave_up_total``                       error overflow_gave_up
+``emil:overflow_gave_up_total``                       error ContextOverflowError (where=llm): a turn
+                                                      whose prompt could not be made to fit
 ``emil:llm_requests_total``                           request (every attempt)
 ``emil:llm_request_duration_seconds`` (histogram)     completion: model wall time
 ``emil:completion_tokens_total``                      completion
 ``emil:llm_endpoint_up`` (gauge)                      0 at service down (llm endpoint), 1 at up or a completion
 ``emil:llm_endpoint_outages_total``                   service down (llm endpoint)
+``emil:service_retries_total{service}``               retry: a failed attempt while a service is
+                                                      away (service: llm, world)
+``emil:summary_requests_total{outcome}``              summary: the summarise rung's requests
+                                                      (ready, invalid, failed, cancelled)
+``emil:summary_prompt_tokens_total``,                 summary: tokens of those requests (they
+``emil:summary_completion_tokens_total``              load vLLM like turns do)
 ``emil:llm_errors_total{error}``                      error where=llm
 ``emil:tool_calls_total{tool,outcome}``               tool_result
 ``emil:events_total{priority}``                       event
 ``emil:reflex_firings_total{reflex}``                 event kind=reflex
 ``emil:world_connected`` (gauge)                      0 at disconnected/kicked or service down (minecraft
-                                                      server), 1 at spawn/respawn or service up
+                                                      server), 1 at respawn or service up
 ``emil:world_disconnects_total{kind}``                event kind=disconnected|kicked
+``emil:world_reconnects_total``                       service up (minecraft server): back after an
+                                                      outage
 ``emil:errors_total{where}``                          error
 ``emil:session_info{bot_name,model_name,...}``        header
 ====================================================  ===========================================
@@ -70,7 +79,9 @@ from emil.recording import (
     OverflowRecord,
     RecoveryRecord,
     RequestRecord,
+    RetryRecord,
     ServiceRecord,
+    SummaryRecord,
     ToolResultRecord,
     TrimRecord,
     TurnRecord,
@@ -86,6 +97,8 @@ MAX_LABEL_VALUES = 32
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 _REQUEST_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
 _ERROR_BUCKETS = (-1024.0, -256.0, -64.0, -16.0, -4.0, -1.0, 0.0, 1.0, 4.0, 16.0, 64.0, 256.0, 1024.0)
+_SERVICES = {"llm endpoint": "llm", "minecraft server": "world"}
+"""The services of the one backoff (emil.backoff), as label values."""
 _SAFE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
 
@@ -142,6 +155,19 @@ class Metrics:
         self.completion_tokens = Counter("emil:completion_tokens", "Completion tokens generated.", registry=r)
         self.endpoint_up = Gauge("emil:llm_endpoint_up", "1 while the LLM endpoint answers, 0 after it failed.", registry=r)
         self.outages = Counter("emil:llm_endpoint_outages", "Times the LLM endpoint became unavailable.", registry=r)
+        self.retries = Counter(
+            "emil:service_retries", "Failed attempts while a service was away.", ["service"], registry=r
+        )
+        self.summaries = Counter(
+            "emil:summary_requests", "Summary requests of the summarise rung, by outcome.", ["outcome"], registry=r
+        )
+        self.summary_prompt = Counter("emil:summary_prompt_tokens", "Prompt tokens of summary requests.", registry=r)
+        self.summary_completion = Counter(
+            "emil:summary_completion_tokens", "Completion tokens of summary requests.", registry=r
+        )
+        self.reconnects = Counter(
+            "emil:world_reconnects", "Times the Minecraft server was back after an outage.", registry=r
+        )
         self.llm_errors = Counter("emil:llm_errors", "Errors of the model side, by type.", ["error"], registry=r)
         self.tool_calls = Counter("emil:tool_calls", "Tool calls by tool and outcome.", ["tool", "outcome"], registry=r)
         self.events = Counter("emil:events", "Game events by the priority perception gave them.", ["priority"], registry=r)
@@ -226,7 +252,7 @@ class Metrics:
 
     def _error_record(self, r: ErrorRecord) -> None:
         self.errors.labels(where=self._where(r.where or "none")).inc()
-        if r.error_type == "overflow_gave_up":
+        if r.error_type == "ContextOverflowError" and r.where == "llm":
             self.gave_up.inc()
         if r.where == "llm":
             self.llm_errors.labels(error=self._error(r.error_type)).inc()
@@ -241,6 +267,18 @@ class Metrics:
             self.endpoint_up.set(1 if r.state == "up" else 0)
         elif r.service == "minecraft server":
             self.world_connected.set(1 if r.state == "up" else 0)
+            if r.state == "up":
+                self.reconnects.inc()
+
+    def _retry(self, r: RetryRecord) -> None:
+        self.retries.labels(service=_SERVICES.get(r.service, "other")).inc()
+
+    def _summary(self, r: SummaryRecord) -> None:
+        self.summaries.labels(outcome=r.outcome).inc()
+        if r.prompt_tokens:
+            self.summary_prompt.inc(r.prompt_tokens)
+        if r.completion_tokens:
+            self.summary_completion.inc(r.completion_tokens)
 
     def _event(self, r: EventRecord) -> None:
         self.events.labels(priority=self._priority(r.priority or "none")).inc()
@@ -250,7 +288,7 @@ class Metrics:
         elif kind in ("disconnected", "kicked"):
             self.disconnects.labels(kind=str(kind)).inc()
             self.world_connected.set(0)
-        elif kind in ("spawn", "respawn", "connected", "reconnected"):
+        elif kind == "respawn":
             self.world_connected.set(1)
 
     def _turn(self, r: TurnRecord) -> None:
@@ -271,6 +309,8 @@ _HANDLERS: dict[type[BaseModel], Any] = {
     ErrorRecord: Metrics._error_record,
     EventRecord: Metrics._event,
     ServiceRecord: Metrics._service,
+    RetryRecord: Metrics._retry,
+    SummaryRecord: Metrics._summary,
     TurnRecord: Metrics._turn,
 }
 

@@ -97,7 +97,7 @@ class HeaderRecord(_Record):
     chat_template: str | None = None
     """Chat template source when it came from local files (None: the model family's own)."""
     model_family: str | None = None
-    """The model family the session counted with (emil.context.family; None in files written
+    """The model family the session counted with (emil.model.family; None in files written
     before families existed, which were all Qwen3.5/3.6)."""
     window: int | None = None
     """The served window (``max_model_len``)."""

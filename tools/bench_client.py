@@ -39,6 +39,7 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 
 import anyio
 
+from emil.cli_args import OneLineParser, non_negative_float, non_negative_int, positive_int
 from emil.context import count_prompt_tokens
 from emil.llm.client import OpenAIClient
 from emil.llm.types import ChatRequest
@@ -167,12 +168,12 @@ async def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
+    p = OneLineParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--requests", type=int, default=30, help="measured requests per path and mode (default 30)")
-    p.add_argument("--warmup", type=int, default=3, help="unmeasured requests first (default 3)")
-    p.add_argument("--history-tokens", type=int, default=36000, help="prompt size in real tokens (default 36000)")
-    p.add_argument("--gap", type=float, default=0.2, help="idle seconds before each request (default 0.2)")
+    p.add_argument("--requests", type=positive_int, default=30, help="measured requests per path and mode (default 30)")
+    p.add_argument("--warmup", type=non_negative_int, default=3, help="unmeasured requests first (default 3)")
+    p.add_argument("--history-tokens", type=positive_int, default=36000, help="prompt size in real tokens (default 36000)")
+    p.add_argument("--gap", type=non_negative_float, default=0.2, help="idle seconds before each request (default 0.2)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = p.parse_args(argv)
     rows = anyio.run(run, args)

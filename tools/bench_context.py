@@ -29,11 +29,12 @@ from emil._bootstrap import use_project_python
 
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
+from emil.cli_args import OneLineParser, positive_float, positive_int
 from emil.context.budget import Budget
-from emil.context.family import ModelFamily, family_for_model
 from emil.context.history import History
 from emil.context.manager import ContextManager
-from emil.context.tokens import TokenCounter
+from emil.model.family import ModelFamily, family_for_model
+from emil.model.tokens import TokenCounter
 from emil.offline.synthetic import (
     SYSTEM_PROMPT,
     emil_tool_specs,
@@ -245,14 +246,14 @@ def _print_accuracy(rows: list[dict[str, Any]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=300, help="timed requests for table 1")
-    parser.add_argument("--history-tokens", type=int, default=36000)
-    parser.add_argument("--hours", type=float, default=4.0, help="game time of the prefix-reuse session (4: long enough to trim at 36k)")
-    parser.add_argument("--accuracy-turns", type=int, default=300)
+    parser.add_argument("--steps", type=positive_int, default=300, help="timed requests for table 1")
+    parser.add_argument("--history-tokens", type=positive_int, default=36000)
+    parser.add_argument("--hours", type=positive_float, default=4.0, help="game time of the prefix-reuse session (4: long enough to trim at 36k)")
+    parser.add_argument("--accuracy-turns", type=positive_int, default=300)
     parser.add_argument("--tokenizer", default="qwen3.6")
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object instead of tables"

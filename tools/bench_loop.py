@@ -42,6 +42,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from emil.agent.ports import Outcome
 from emil.agent.startup import build_agent, check_model, new_client
+from emil.cli_args import OneLineParser, positive_int, positive_ints
 from emil.config import Settings
 from emil.context.history import History
 from emil.events import Chat, GameEvent
@@ -204,13 +205,16 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--turns", type=int, default=30, help="turns per Emil (default 30)")
-    p.add_argument("--emils", type=lambda v: [int(x) for x in v.split(",")], default=[1, 4, 8], help="Emils per run, comma-separated (default 1,4,8)")
-    p.add_argument("--history-tokens", type=int, default=36000, help="starting history size in real tokens (default 36000)")
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--turns", type=positive_int, default=30, help="turns per Emil (default 30)")
+    p.add_argument("--emils", type=positive_ints, default=[1, 4, 8], help="Emils per run, comma-separated (default 1,4,8)")
+    p.add_argument("--history-tokens", type=positive_int, default=36000, help="starting history size in real tokens (default 36000)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--double-in-process", action="store_true", help="run the double in this process (its prompt counting then competes for the GIL)")
     args = p.parse_args(argv)
+    if args.turns < 2:
+        # Each Emil's first turn is the cold one, reported apart: the steady state needs a second.
+        p.error(f"--turns must be at least 2 (the first turn of each Emil is the cold one), got {args.turns}")
     results = anyio.run(main_async, args)
     if args.json:
         print(json.dumps(results, indent=2))

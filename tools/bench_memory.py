@@ -12,7 +12,6 @@ disk; they are printed, never asserted.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -24,6 +23,8 @@ from emil._bootstrap import use_project_python
 
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
+from emil.cli_args import OneLineParser, positive_int
+
 
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
@@ -31,15 +32,15 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("--events", type=int, default=2000, help="chat events to learn from (2000)")
-    parser.add_argument("--players", type=int, default=40, help="distinct players (40)")
-    parser.add_argument("--tokens", type=int, default=2000, help="bound of the pinned block (2000, the setting's default)")
+    parser = OneLineParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--events", type=positive_int, default=2000, help="chat events to learn from (2000)")
+    parser.add_argument("--players", type=positive_int, default=40, help="distinct players (40)")
+    parser.add_argument("--tokens", type=positive_int, default=2000, help="bound of the pinned block (2000, the setting's default)")
     args = parser.parse_args(argv)
 
-    from emil.context.tokens import get_token_counter
     from emil.events import Chat, ItemCollected
     from emil.memory import Learner, MemoryStore, PinnedNotes
+    from emil.model.tokens import get_token_counter
 
     counter = get_token_counter("qwen3.6")
     with tempfile.TemporaryDirectory(prefix="emil-bench-memory-") as d:

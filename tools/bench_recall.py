@@ -18,7 +18,6 @@ a new session on the same data_dir, the planted player and place facts in its fi
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -30,8 +29,9 @@ from emil._bootstrap import use_project_python
 
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
+from emil.cli_args import OneLineParser, positive_float, positive_int, positive_ints
 from emil.context.budget import Budget
-from emil.context.tokens import get_token_counter
+from emil.model.tokens import get_token_counter
 from emil.offline.budget_sweep import BudgetPoint
 from emil.offline.day_recall import SETUPS, Setup, restart_recall, run_day
 from emil.offline.recall import WHERE
@@ -56,19 +56,19 @@ def _span(values: list[float], fmt: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("--hours", type=float, default=24.0, help="length of the synthetic day (24)")
+    parser = OneLineParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--hours", type=positive_float, default=24.0, help="length of the synthetic day (24)")
     parser.add_argument("--seeds", type=_ints, default=[1, 2, 3], help="seeds, one run each (1,2,3)")
-    parser.add_argument("--budgets", type=_ints, default=[12000, 24000, 36000, 48000], help="prompt budgets")
-    parser.add_argument("--window", type=int, default=65536)
-    parser.add_argument("--output-reserve", type=int, default=6144)
-    parser.add_argument("--memory-tokens", type=int, default=2000, help="bound of the notes block (the setting's default)")
-    parser.add_argument("--cut", type=float, default=12.0, help="hours before the restart (12)")
-    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--budgets", type=positive_ints, default=[12000, 24000, 36000, 48000], help="prompt budgets")
+    parser.add_argument("--window", type=positive_int, default=65536)
+    parser.add_argument("--output-reserve", type=positive_int, default=6144)
+    parser.add_argument("--memory-tokens", type=positive_int, default=2000, help="bound of the notes block (the setting's default)")
+    parser.add_argument("--cut", type=positive_float, default=12.0, help="hours before the restart (12)")
+    parser.add_argument("--jobs", "-j", type=positive_int, default=os.cpu_count() or 1)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
-    if args.hours <= 0 or not args.seeds or not args.budgets:
-        parser.error("give a positive --hours, at least one seed and one budget")
+    if not args.seeds:
+        parser.error("give at least one seed")
     jobs = [
         (args.hours, seed, args.window, args.output_reserve, budget, args.memory_tokens, setup)
         for budget in args.budgets for seed in args.seeds for setup in SETUPS

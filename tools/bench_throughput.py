@@ -28,6 +28,7 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 
 from tqdm import tqdm
 
+from emil.cli_args import OneLineParser, non_negative_int, positive_int
 from emil.exceptions import EmilError
 from emil.serving.bench import (
     DEFAULT_PROMPT,
@@ -84,11 +85,11 @@ def _demo_doubles() -> Iterator[list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("endpoints", nargs="*", help="[LABEL=]URL (OpenAI base or server root)")
-    parser.add_argument("-n", "--requests", type=int, default=10, help="measured requests")
-    parser.add_argument("--warmups", type=int, default=3, help="discarded warm-up requests")
-    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("-n", "--requests", type=positive_int, default=10, help="measured requests")
+    parser.add_argument("--warmups", type=non_negative_int, default=3, help="discarded warm-up requests")
+    parser.add_argument("--max-tokens", type=positive_int, default=256)
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--thinking", action="store_true", help="enable thinking (default off)")
     parser.add_argument("--no-ignore-eos", action="store_true")

@@ -34,6 +34,7 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 
 import anyio
 
+from emil.cli_args import OneLineParser, positive_int
 from emil.events import Chat
 from emil.llm.types import ToolCall
 from emil.world.actions import dispatch
@@ -209,11 +210,11 @@ async def main(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=int, default=60)
-    parser.add_argument("--actions", type=int, default=60)
-    parser.add_argument("--reflex", type=int, default=15)
-    parser.add_argument("--mob", type=int, default=15)
-    parser.add_argument("--craft", type=int, default=10)
-    parser.add_argument("--smelt", type=int, default=3)
+    parser = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=positive_int, default=60)
+    parser.add_argument("--actions", type=positive_int, default=60)
+    parser.add_argument("--reflex", type=positive_int, default=15)
+    parser.add_argument("--mob", type=positive_int, default=15)
+    parser.add_argument("--craft", type=positive_int, default=10)
+    parser.add_argument("--smelt", type=positive_int, default=3)
     anyio.run(main, parser.parse_args())

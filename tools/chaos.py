@@ -13,7 +13,6 @@ runs, the player lines the recording lost, and whether every run was the documen
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -25,6 +24,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from emil.cli_args import OneLineParser, positive_int
 from emil.testing.chaos import ScenarioResult, chaos_rig
 from emil.testing.chaos_scenarios import ALIVE, EXITS
 from emil.world.setup import ensure_js_deps
@@ -86,8 +86,8 @@ def table(runs: list[list[ScenarioResult]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3, help="runs of every scenario (default 3)")
+    parser = OneLineParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=positive_int, default=3, help="runs of every scenario (default 3)")
     parser.add_argument("--only", help="comma-separated scenario names: " + ", ".join([*ALIVE, *EXITS]))
     parser.add_argument("--json-out", type=Path, help="also write every result as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the work folders (recordings, stderr)")

@@ -4,7 +4,7 @@
     python3 tools/chars_per_token.py RECORDING.jsonl [...] [--tokenizer qwen3.6 ...]
                                     [--assume 4.0] [--json] [--synthetic-hours H]
 
---tokenizer takes what emil.context.tokens.get_token_counter takes: a model name ("qwen3.6",
+--tokenizer takes what emil.model.tokens.get_token_counter takes: a model name ("qwen3.6",
 "Qwen/Qwen3.6-35B-A3B-NVFP4-Fast"), a tokenizer.json path, a model directory, or "heuristic".
 Shows per category the exact tokens, chars/token, what --assume chars/token predicts and its
 error (negative = the estimate under-counts). Recordings and --synthetic-hours together are also
@@ -14,7 +14,6 @@ See docs/offline.md.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -24,31 +23,25 @@ from emil._bootstrap import use_project_python
 
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
-from emil.exceptions import ConfigurationError, NotARecordingError
+from emil.cli_args import OneLineParser, positive_float, recording_path
+from emil.exceptions import ConfigurationError
 from emil.offline.chars_per_token import format_table, measure_chars_per_token
-from emil.recording import check_recording_file
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("recordings", nargs="*", type=Path, help="session recordings (JSONL)")
-    parser.add_argument("--synthetic-hours", type=float, help="also measure a synthetic session this long")
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("recordings", nargs="*", type=recording_path, help="session recordings (JSONL)")
+    parser.add_argument("--synthetic-hours", type=positive_float, help="also measure a synthetic session this long")
     parser.add_argument("--seed", type=int, default=7, help="seed of the synthetic session")
     parser.add_argument(
         "--tokenizer", "-t", action="append", dest="tokenizers",
         help="tokenizer spec (repeatable; default qwen3.6)",
     )
-    parser.add_argument("--assume", type=float, default=4.0, help="estimated chars/token (4.0)")
+    parser.add_argument("--assume", type=positive_float, default=4.0, help="estimated chars/token (4.0)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
     if not args.recordings and not args.synthetic_hours:
         parser.error("give recordings and/or --synthetic-hours")
-    try:
-        for path in args.recordings:
-            check_recording_file(path)
-    except NotARecordingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     try:
         report = measure_chars_per_token(
             args.recordings, args.tokenizers or ["qwen3.6"], assume=args.assume,

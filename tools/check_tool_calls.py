@@ -31,6 +31,7 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 import anyio
 from tqdm import tqdm
 
+from emil.cli_args import OneLineParser, fraction, positive_int, recording_path
 from emil.config import load_settings
 from emil.exceptions import EmilError
 from emil.llm.types import ToolCall
@@ -212,25 +213,25 @@ async def _run(args: argparse.Namespace, endpoint: str) -> ToolCheckReport:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--endpoint", default=None, help="OpenAI base URL (default: settings)")
     parser.add_argument("--model", default=None, help="model id (default: settings / first)")
     parser.add_argument("--config", type=Path, default=None, help="emil.toml to read settings")
-    parser.add_argument("-n", "--repeats", type=int, default=10, help="tries per situation")
+    parser.add_argument("-n", "--repeats", type=positive_int, default=10, help="tries per situation")
     parser.add_argument("--situations", type=Path, default=DEFAULT_SITUATIONS)
     parser.add_argument(
         "--recording",
-        type=Path,
+        type=recording_path,
         action="append",
         default=[],
         help="use a recording's requests as situations (repeatable)",
     )
     parser.add_argument(
-        "--max-situations", type=int, default=20, help="requests sampled per recording"
+        "--max-situations", type=positive_int, default=20, help="requests sampled per recording"
     )
     parser.add_argument(
         "--threshold",
-        type=float,
+        type=fraction,
         default=1.0,
         help="minimum share of valid attempts (and per tool); default 1.0 = N/N",
     )

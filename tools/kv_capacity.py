@@ -9,7 +9,6 @@ linear-attention state). --cache accepts 8GiB / 8GB, or vLLM's own 8G (binary) /
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from emil._bootstrap import use_project_python
 
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
+from emil.cli_args import OneLineParser, positive_int
 from emil.exceptions import ConfigurationError
 from emil.serving.kv import KVCapacity, KVLayout, kv_capacity, parse_bytes
 
@@ -75,13 +75,13 @@ def _describe(layout: KVLayout, cap: KVCapacity, with_draft: bool) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("config", type=Path, help="model dir or its config.json")
     parser.add_argument("--cache", required=True, help="KV cache size: 8GiB, 8GB, 8G, bytes")
     parser.add_argument(
-        "--window", type=int, action="append", help="served window(s); default 32768 and 65536"
+        "--window", type=positive_int, action="append", help="served window(s); default 32768 and 65536"
     )
-    parser.add_argument("--concurrency", type=int, default=1, help="sequences resident at once")
+    parser.add_argument("--concurrency", type=positive_int, default=1, help="sequences resident at once")
     parser.add_argument(
         "--kv-dtype", default="auto", help="auto (model dtype), bfloat16, fp8, ... as in vLLM"
     )

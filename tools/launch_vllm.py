@@ -11,7 +11,6 @@ Exit: 0 stopped by the operator (Ctrl-C / SIGTERM), 2 configuration error, 1 gav
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import shutil
 import signal
@@ -24,6 +23,7 @@ from emil._bootstrap import use_project_python
 
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
+from emil.cli_args import OneLineParser
 from emil.exceptions import ConfigurationError
 from emil.serving.launcher import Supervisor
 from emil.serving.profile import build_command, load_profile, preflight
@@ -40,7 +40,7 @@ def _missing_executable(program: str, profile: Path) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("profile", type=Path, help="serve profile (TOML)")
     parser.add_argument("--dry-run", action="store_true", help="print the command and checks")
     parser.add_argument("--log", type=Path, default=None, help="append server output here")

@@ -10,7 +10,6 @@ checks that chars_per_token, tune_budget and replay all run on it.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 from emil._bootstrap import use_project_python
 
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
+
+from emil.cli_args import OneLineParser, positive_int, positive_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "emil" / "data" / "samples" / "demo-session.jsonl"
@@ -31,10 +32,10 @@ def _run(*args: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--duration", type=float, default=45.0, help="demo length in seconds (45)")
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=positive_seconds, default=45.0, help="demo length in seconds (45)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the sample goes")
-    parser.add_argument("--max-kb", type=int, default=300, help="refuse a sample larger than this")
+    parser.add_argument("--max-kb", type=positive_int, default=300, help="refuse a sample larger than this")
     args = parser.parse_args(argv)
     out: Path = args.out.resolve()
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -21,24 +21,27 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 
 import anyio
 
+from emil.cli_args import OneLineParser, positive_int, recording_path
+from emil.exceptions import ConfigurationError
 from emil.offline.swap_drill import drill, format_drill
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("recording", type=Path)
+    parser.add_argument("recording", type=recording_path)
     parser.add_argument(
         "--family", action="append", help="a family to drill (repeatable; default: all + unknown)"
     )
     parser.add_argument(
-        "--window", type=int, help="served window for every family (default: per family, one that makes it trim)"
+        "--window", type=positive_int, help="served window for every family (default: per family, one that makes it trim)"
     )
     args = parser.parse_args(argv)
-    if not args.recording.is_file():
-        parser.error(f"no such recording: {args.recording}")
-    rows = anyio.run(lambda: drill(args.recording, args.family, window=args.window))
+    try:
+        rows = anyio.run(lambda: drill(args.recording, args.family, window=args.window))
+    except ConfigurationError as e:
+        parser.error(str(e))
     print(format_drill(rows))
     return 0 if rows and all(r.ok for r in rows) else 1
 

@@ -13,7 +13,6 @@ Exit 1 when the session recorded a fatal error or the recording is incomplete.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import subprocess
 import sys
@@ -27,19 +26,21 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 
 import anyio
 
+from emil.cli_args import OneLineParser, positive_int, positive_seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "emil" / "data" / "samples" / "soak-session.jsonl"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("--duration", type=float, default=120.0, help="seconds of play (120)")
+    parser = OneLineParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    parser.add_argument("--duration", type=positive_seconds, default=120.0, help="seconds of play (120)")
     parser.add_argument("--out", type=Path, default=None, help="recording path (default recordings/soak-<seed>.jsonl)")
     parser.add_argument("--data-dir", type=Path, default=None, help="notes directory (default: a fresh temporary one)")
     parser.add_argument("--seed", type=int, default=0, help="the players' schedule (0)")
-    parser.add_argument("--window", type=int, default=16384, help="the double's served window (16384: trims in a short soak)")
+    parser.add_argument("--window", type=positive_int, default=16384, help="the double's served window (16384: trims in a short soak)")
     parser.add_argument("--sample", action="store_true", help=f"write the shipped sample ({SAMPLE.relative_to(ROOT)}) and check the offline tools on it")
-    parser.add_argument("--max-kb", type=int, default=300, help="with --sample: refuse a sample larger than this")
+    parser.add_argument("--max-kb", type=positive_int, default=300, help="with --sample: refuse a sample larger than this")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 

@@ -32,15 +32,22 @@ from emil._bootstrap import use_project_python
 
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
-from emil.context.family import family_for_model
-from emil.context.tokens import get_token_counter
-from emil.exceptions import ConfigurationError, NotARecordingError
+from emil.cli_args import (
+    OneLineParser,
+    fraction,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    recording_path,
+)
+from emil.exceptions import ConfigurationError
+from emil.model.family import family_for_model
+from emil.model.tokens import get_token_counter
 from emil.offline.budget_report import format_side_by_side, format_sweep, plot_sweep
 from emil.offline.budget_sweep import BudgetPoint, SweepResult, sweep
 from emil.offline.summaries import SummaryTiming
 from emil.offline.tokenizer import counter_for
 from emil.offline.trace import SessionTrace
-from emil.recording import check_recording_file
 
 
 def _budgets(text: str) -> list[int]:
@@ -66,22 +73,22 @@ def _progress(p: BudgetPoint) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("recordings", nargs="*", type=Path, help="session recordings (JSONL)")
-    parser.add_argument("--synthetic-hours", type=float, help="also sweep a synthetic session this long")
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("recordings", nargs="*", type=recording_path, help="session recordings (JSONL)")
+    parser.add_argument("--synthetic-hours", type=positive_float, help="also sweep a synthetic session this long")
     parser.add_argument("--seed", type=int, default=7, help="seed of the synthetic session")
-    parser.add_argument("--window", type=int, action="append", help="served window (repeatable; default: recorded, else 65536)")
-    parser.add_argument("--output-reserve", type=int, action="append", help="output reserve (repeatable; default: recorded, else 6144)")
+    parser.add_argument("--window", type=positive_int, action="append", help="served window (repeatable; default: recorded, else 65536)")
+    parser.add_argument("--output-reserve", type=positive_int, action="append", help="output reserve (repeatable; default: recorded, else 6144)")
     parser.add_argument("--budgets", type=_budgets, help="prompt budgets: a,b,c or lo:hi:step (default: 10 up to window - reserve)")
-    parser.add_argument("--slack", type=int, default=4096, help="tokens to keep free under window - output reserve (4096)")
-    parser.add_argument("--low-water", type=float, help="fraction of the budget a trim goes down to (the manager's default)")
+    parser.add_argument("--slack", type=non_negative_int, default=4096, help="tokens to keep free under window - output reserve (4096)")
+    parser.add_argument("--low-water", type=fraction, help="fraction of the budget a trim goes down to (the manager's default)")
     parser.add_argument(
         "--tokenizer",
         help="a model name of a shipped family to count as (default: the recording's family, "
         "else qwen3.6 for the synthetic session)",
     )
     parser.add_argument(
-        "--estimate", type=float, metavar="CHARS_PER_TOKEN",
+        "--estimate", type=positive_float, metavar="CHARS_PER_TOKEN",
         help="budget in estimated tokens (chars / this, e.g. 4.0 as the field notes' harness "
         "did); peak and overflow stay in real tokens of --tokenizer",
     )
@@ -94,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         "--summaries", action=argparse.BooleanOptionalAction, default=True,
         help="run the summarise rung between turns with the SCRIPTED summariser (default: on, as the default ladder)",
     )
-    parser.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1, help="processes (default: one per CPU)")
+    parser.add_argument("--jobs", "-j", type=positive_int, default=os.cpu_count() or 1, help="processes (default: one per CPU)")
     parser.add_argument("--replot", type=Path, help="only redraw --plot (and the table) from a --json output file")
     parser.add_argument("--plot", type=Path, help="write a PNG of horizon and trim rate against budget")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -108,12 +115,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.recordings and not args.synthetic_hours:
         parser.error("give recordings and/or --synthetic-hours")
-    try:
-        for path in args.recordings:
-            check_recording_file(path)
-    except NotARecordingError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     try:
         recorded = [SessionTrace.from_recording(p) for p in args.recordings]
         for t in recorded:

@@ -9,7 +9,6 @@ and every mtp.* tensor is present and BF16; 1 on any difference; 2 when a file i
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -19,12 +18,13 @@ from emil._bootstrap import use_project_python
 
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
+from emil.cli_args import OneLineParser
 from emil.exceptions import ConfigurationError
 from emil.serving.checkpoint import format_report, verify_checkpoint
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("base", type=Path, help="base checkpoint dir (or one .safetensors file)")
     parser.add_argument("candidate", type=Path, help="merged or quantized checkpoint to check")
     parser.add_argument(

@@ -11,14 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from emil.context.family import FAMILIES
 from emil.context.history import History, Message
 from emil.context.ladder import TrimRecord
 from emil.context.manager import Assembly, ContextManager
-from emil.context.tokens import TokenCounter
 from emil.context.untrusted import Neutraliser
 from emil.exceptions import BudgetError, ContextOverflowError
 from emil.llm.types import LLM
+from emil.model.family import FAMILIES
+from emil.model.tokens import TokenCounter
 
 __all__ = ["ContextAssembly", "ManagedContext", "served_specials"]
 

@@ -45,11 +45,14 @@ from emil.events import ActionFinished, Chat, Damage, Death, GameEvent, Health, 
 from emil.exceptions import (
     ConfigurationError,
     ContextOverflowError,
+    EndpointConfigError,
     EndpointUnavailable,
     PatienceExhausted,
+    RequestRejected,
     ServerFault,
     WorldError,
 )
+from emil.llm.classify import config_hint
 from emil.llm.recovery import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion, ToolCall
 from emil.observation import compose_events
@@ -70,6 +73,10 @@ from emil.recording import (
 __all__ = ["Agent", "AgentOptions"]
 
 _log = logging.getLogger("emil.agent")
+
+REJECTED_TURNS_LIMIT = 3
+"""Turns in a row whose request the server refuses as invalid before Emil stops (exit 2): one
+refused request is that turn's content; every request refused is the setup."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +164,8 @@ class Agent:
         a "stop" from any of them cancels a model call)."""
         self._in_turn = False
         self._step = 0
+        self._rejected_in_a_row = 0
+        """Turns in a row whose request the server rejected as invalid (RequestRejected)."""
         self._turn_scope: anyio.CancelScope | None = None
         self._call_scope: anyio.CancelScope | None = None
         self._call_interrupted_by = ""
@@ -332,10 +341,13 @@ class Agent:
                 try:
                     await self._observe(stats, triaged, reason, bool(urgent))
                     await self._steps(stats)
+                    self._rejected_in_a_row = 0
                 except _Interrupted as e:
                     self._interrupted(stats, e.reason)
                 except (ConfigurationError, PatienceExhausted):
                     raise
+                except RequestRejected as e:
+                    self._rejected(stats, e)
                 except (ContextOverflowError, ServerFault, EndpointUnavailable) as e:
                     self._fail_turn(stats, e, where="llm")
                 except WorldError as e:
@@ -387,6 +399,19 @@ class Agent:
         stats.interrupted = True
         stats.interrupted_by = why
         self._log.info("turn %d interrupted: %s", stats.turn, why)
+
+    def _rejected(self, stats: TurnStats, error: RequestRejected) -> None:
+        """A request the server refused as invalid fails its turn; when every request of
+        REJECTED_TURNS_LIMIT turns in a row is refused, it is the setup (a sampling option the
+        server does not take, say), not one turn's content: a configuration error."""
+        self._rejected_in_a_row += 1
+        if self._rejected_in_a_row >= REJECTED_TURNS_LIMIT:
+            raise EndpointConfigError(
+                f"the server rejected the request of {self._rejected_in_a_row} turns in a row: "
+                + config_hint(error.status, error.server_message),
+                status=error.status, server_message=error.server_message,
+            ) from error
+        self._fail_turn(stats, error, where="llm")
 
     def _fail_turn(self, stats: TurnStats, error: Exception, *, where: str, bug: bool = False) -> None:
         stats.failed = f"{type(error).__name__}: {error}"[:200]

@@ -3,7 +3,7 @@
 Order: the ``model_family`` setting; else explicit local files (the ``tokenizer`` and
 ``chat_template`` settings: a model directory or tokenizer.json and its template); else the
 served model's ``root`` in ``/v1/models``, then its ``id``; else the server's ``/tokenize``.
-Never another family's template (see :mod:`emil.context.family`). A family is then checked
+Never another family's template (see :mod:`emil.model.family`). A family is then checked
 against the server's own count of a probe prompt (:func:`verify_family`).
 """
 
@@ -17,21 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from emil.config import Settings
-from emil.context.family import (
-    ModelFamily,
-    family_by_name,
-    family_for_model,
-    family_names,
-    template_family,
-)
-from emil.context.template import ChatTemplate
-from emil.context.tokens import ServerTokenizeCounter, get_token_counter
 from emil.exceptions import (
     ConfigurationError,
     EndpointConfigError,
     EndpointUnavailable,
     UnknownTokenizerError,
 )
+from emil.model.family import (
+    ModelFamily,
+    family_by_name,
+    family_for_model,
+    family_names,
+    template_family,
+)
+from emil.model.template import ChatTemplate
+from emil.model.tokens import ServerTokenizeCounter, get_token_counter
 
 __all__ = [
     "ResolvedFamily",

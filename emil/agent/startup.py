@@ -11,7 +11,7 @@ The checks run in order, each with a message that says what to change:
 2. Model served: a configured model the server does not list is a configuration error that
    lists what it serves; "auto" takes the served one.
 3. Window from the server (``max_model_len``); a configured window may only lower it.
-4. Model family resolved once (emil.context.family): the ``model_family`` setting, else the
+4. Model family resolved once (emil.model.family): the ``model_family`` setting, else the
    tokenizer/chat_template settings, else the served model's root then id, else the server's
    /tokenize; then checked against the server's /tokenize of a probe prompt (a mismatch: exit
    2 for a family set by the operator, the server's counting for one guessed from the name).
@@ -43,16 +43,16 @@ from emil.agent.turnstats import SessionStats
 from emil.backoff import Backoff, OutageEvent, Patience, wait_out
 from emil.config import Settings
 from emil.context.budget import Budget
-from emil.context.family import ModelFamily, server_family
 from emil.context.history import History, Message
 from emil.context.ladder import LadderConfig
 from emil.context.manager import ContextManager
 from emil.context.rungs import NotesSource, RefreshNotes, Summarise, SummarySource
-from emil.context.tokens import ServerCounting, ServerTokenizeCounter, TokenCounter
 from emil.exceptions import ConfigurationError, ServerFault, TransientError
 from emil.llm.client import OpenAIClient, ServedModel
 from emil.llm.recovery import Assembler, RecoveryEvent, complete_with_recovery
 from emil.llm.types import ChatRequest, Completion, ToolCall
+from emil.model.family import ModelFamily, server_family
+from emil.model.tokens import ServerCounting, ServerTokenizeCounter, TokenCounter
 from emil.perception import PerceptionPolicy
 from emil.recording import HeaderRecord, Recorder
 

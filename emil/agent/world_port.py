@@ -22,7 +22,8 @@ class BotWorld:
 
     def __init__(self, bot: Bot, settings: Settings) -> None:
         self.bot = bot
-        self.policy = ActionPolicy(allow_commands=settings.allow_commands, operators=frozenset(settings.operators))
+        self.policy = ActionPolicy(allow_commands=settings.allow_commands, operators=frozenset(settings.operators),
+                                   disabled=frozenset(settings.disabled_tools))
 
     async def events(self) -> AsyncIterator[GameEvent]:
         async for event in self.bot.events:

@@ -28,10 +28,10 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from emil.context.family import ModelFamily, ThinkRule, generic_family
 from emil.context.history import Message
-from emil.context.template import ChatTemplate, TemplateError, prepare_messages, prepare_tools
-from emil.context.tokens import TokenCounter
+from emil.model.family import ModelFamily, ThinkRule, generic_family
+from emil.model.template import ChatTemplate, TemplateError, prepare_messages, prepare_tools
+from emil.model.tokens import TokenCounter
 
 __all__ = ["BlockKey", "IncrementalCounter", "MessageLike"]
 

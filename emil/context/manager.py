@@ -22,15 +22,15 @@ from operator import ne
 from typing import Any
 
 from emil.context.budget import Budget, Calibration, CalibrationReport
-from emil.context.family import ModelFamily, family_for_model
 from emil.context.history import History, Message
 from emil.context.incremental import BlockKey, IncrementalCounter
 from emil.context.ladder import LadderConfig, Preparation, Rung, TrimRecord, run_ladder
 from emil.context.rungs import build_rungs
-from emil.context.template import ChatTemplate
-from emil.context.tokens import TokenCounter, get_token_counter
 from emil.exceptions import BudgetError
 from emil.llm.types import LLM
+from emil.model.family import ModelFamily, family_for_model
+from emil.model.template import ChatTemplate
+from emil.model.tokens import TokenCounter, get_token_counter
 
 __all__ = ["Assembly", "ContextManager"]
 

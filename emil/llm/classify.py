@@ -1,13 +1,18 @@
 """Classification: what a failed exchange with the LLM server means, and what to tell the operator.
 
-Four classes (docs/llm.md has the table):
+Five classes (docs/llm.md has the table):
 
 - **overflow**: a 400 (or a proxy's 502) in any vLLM wording: information, handled by the
   recovery flow (:mod:`emil.llm.recovery`) with a strictly smaller request.
 - **transient**: no response at all (refused, reset, timed out), 408/425/429, 5xx, "loading":
   :class:`~emil.exceptions.EndpointUnavailable`, waited out with :mod:`emil.backoff`.
-- **configuration**: 401, 403, 404, any other 4xx: :class:`~emil.exceptions.EndpointConfigError`
+- **configuration**: 401, 403, 404, 405, 407, a 5xx that is not transient (501...), a 4xx whose wording names the server's setup (tool
+  parser, reasoning parser, no chat template): :class:`~emil.exceptions.EndpointConfigError`
   whose message says what to change. Never retried.
+- **rejected**: any other 4xx (a 400, 413, 422... about this one request's content):
+  :class:`~emil.exceptions.RequestRejected`. Not retried, and not the operator's to fix: the
+  turn fails, the session goes on (every request of three turns in a row refused: the setup,
+  a configuration error; emil.agent.loop ``REJECTED_TURNS_LIMIT``).
 - **server fault**: a 200 that is not a valid completion (:mod:`emil.llm.response` decides):
   :class:`~emil.exceptions.ServerFault`, retried a bounded number of times.
 """
@@ -20,6 +25,7 @@ from emil.exceptions import ContextOverflowError
 from emil.llm.overflow import Overflow, parse_overflow
 
 __all__ = [
+    "CONFIG_STATUSES",
     "TRANSIENT_STATUSES",
     "FailureClass",
     "OverflowRejected",
@@ -28,13 +34,19 @@ __all__ = [
     "excerpt",
 ]
 
-FailureClass = Literal["overflow", "transient", "config"]
+FailureClass = Literal["overflow", "transient", "config", "rejected"]
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 """HTTP statuses that say "come back later": request timeout, too early, too many requests,
 and the server-side errors a restarting or overloaded vLLM (or its proxy) answers with."""
 
 _LOADING_WORDS = ("loading", "not ready", "starting up", "warming up")
+
+CONFIG_STATUSES = frozenset({401, 403, 404, 405, 407})
+"""The API key refused, the model or the endpoint path wrong: the operator must change a setting."""
+
+_SETUP_WORDS = ("enable-auto-tool-choice", "parser", "chat template", "chat_template")
+"""Wordings of a 4xx that names the server's setup, not the request's content."""
 
 
 class OverflowRejected(ContextOverflowError):
@@ -66,7 +78,9 @@ def classify_failure(status: int | None, message: str) -> FailureClass:
     lowered = message.lower()
     if any(word in lowered for word in _LOADING_WORDS):
         return "transient"
-    return "config"
+    if status in CONFIG_STATUSES or status >= 500 or any(word in lowered for word in _SETUP_WORDS):
+        return "config"  # a 5xx not in TRANSIENT_STATUSES (501, 505...): the server cannot do it
+    return "rejected"
 
 
 def config_hint(status: int | None, message: str, *, model: str | None = None) -> str:

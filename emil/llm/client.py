@@ -38,18 +38,19 @@ import httpx
 import openai
 from openai import AsyncOpenAI, AsyncStream, RequestOptions
 
-from emil.context.tokens import ServerTokenizeCounter
 from emil.exceptions import (
     EmilError,
     EndpointConfigError,
     EndpointUnavailable,
     ModelNotServedError,
+    RequestRejected,
     ServerFault,
 )
 from emil.llm.classify import OverflowRejected, classify_failure, config_hint
 from emil.llm.overflow import extract_error_message, parse_overflow
 from emil.llm.response import StreamAssembler, parse_completion, parse_models
 from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, root_url_of
+from emil.model.tokens import ServerTokenizeCounter
 
 __all__ = ["OpenAIClient", "ServedModel", "parse_tool_call"]
 
@@ -107,6 +108,9 @@ def _map_error(exc: Exception, *, model: str | None) -> Exception:
         if kind == "transient":
             return EndpointUnavailable(f"LLM server answered HTTP {status}: {message}",
                                        status=status)
+        if kind == "rejected":
+            return RequestRejected(f"the LLM server rejected this request (HTTP {status}): {message}",
+                                   status=status, server_message=message)
         return EndpointConfigError(config_hint(status, message, model=model), status=status,
                                    server_message=message)
     if isinstance(exc, openai.APITimeoutError):
@@ -352,7 +356,7 @@ class OpenAIClient:
     async def count_prompt_tokens(self, request: ChatRequest) -> int | None:
         """The server's exact count of ``request``'s prompt (``POST /tokenize``), or None.
 
-        The HTTP side is the context area's :class:`~emil.context.tokens.ServerTokenizeCounter`.
+        The HTTP side is the context area's :class:`~emil.model.tokens.ServerTokenizeCounter`.
 
         Suitable as ``count_exact`` for :func:`emil.llm.recovery.complete_with_recovery`: a failure
         to count is not an error, the policy then shrinks past the lower bound instead.

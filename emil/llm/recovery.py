@@ -31,6 +31,7 @@ from emil.exceptions import (
     ContextOverflowError,
     EndpointConfigError,
     EndpointUnavailable,
+    RequestRejected,
     ServerFault,
 )
 from emil.llm.classify import OverflowRejected
@@ -438,7 +439,7 @@ async def complete_with_recovery(
                     value = await llm.complete(step.request)
                 except (EndpointUnavailable, ServerFault) as exc:
                     value = exc
-                except (OverflowRejected, EndpointConfigError) as exc:
+                except (OverflowRejected, EndpointConfigError, RequestRejected) as exc:
                     value = exc
                     if patience is not None:
                         patience.succeeded()  # it answered: the server is up

@@ -1,7 +1,7 @@
 """``run_emil.py memory show | forget NAME | export``: the operator's view of Emil's notes.
 
-- ``show``: the notes as the model reads them (the pinned block, at ``--tokens``), then every
-  note, one a line.
+- ``show``: the notes as the model reads them (the pinned block, at ``--tokens``, counted in
+  tokens of the family the settings name, else qwen3.6, said so), then every note, one a line.
 - ``forget NAME``: delete every note about NAME (a player, place or goal; any case) and every
   note that player told. Allowed while Emil runs (SQLite locks the write); the running Emil
   drops them from its prompt at its next trim.
@@ -23,15 +23,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from emil.config import load_settings
-from emil.context.tokens import get_token_counter
+from emil.agent.model_family import resolve_family
+from emil.cli_args import positive_int
+from emil.config import Settings, load_settings
 from emil.exceptions import ConfigurationError
 from emil.memory.render import render_notes
 from emil.memory.store import MemoryStore
+from emil.model.tokens import TokenCounter, get_token_counter
 
 __all__ = ["cli_main"]
 
 EXIT_MISTAKE = 2
+_FALLBACK = "qwen3.6"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -50,8 +53,8 @@ def _parser() -> _Parser:
     p.add_argument("--config", metavar="PATH", help="settings file (default ./emil.toml if present)")
     sub = p.add_subparsers(dest="action", required=True, parser_class=_Parser)
     show = sub.add_parser("show", help="the pinned block as the model reads it, then every note")
-    show.add_argument("--tokens", type=int, default=None, help="bound of the block (default: the memory_tokens setting)")
-    show.add_argument("--tokenizer", default="qwen3.6", help="counter for the bound (default qwen3.6)")
+    show.add_argument("--tokens", type=positive_int, default=None, help="bound of the block (default: the memory_tokens setting)")
+    show.add_argument("--tokenizer", default=None, help="counter for the bound: a model name or directory (default: the family the settings name, else qwen3.6)")
     forget = sub.add_parser("forget", help="delete every note about NAME (player, place or goal)")
     forget.add_argument("name")
     sub.add_parser("export", help="every note as JSON on stdout")
@@ -84,22 +87,45 @@ def cli_main(argv: Sequence[str]) -> int:
         return _fail(f"{e} (see run_emil.py memory --help)")
     try:
         settings = load_settings({"data_dir": args.data_dir}, config_file=args.config).settings
-        return _run(args, settings.data_dir, settings.memory_tokens)
+        return _run(args, settings)
     except ConfigurationError as e:
         return _fail(str(e))
 
 
-def _run(args: argparse.Namespace, data_dir: Path, memory_tokens: int) -> int:
-    store = MemoryStore.open_existing(data_dir, readonly=args.action != "forget")
+def _run(args: argparse.Namespace, settings: Settings) -> int:
+    counter, why = _counter(args.tokenizer, settings) if args.action == "show" else (None, "")
+    store = MemoryStore.open_existing(settings.data_dir, readonly=args.action != "forget")
     try:
         if args.action == "export":
             _out(json.dumps(store.export(), ensure_ascii=False, indent=2))
             return 0
         if args.action == "forget":
             return _forget(store, args.name)
-        return _show(store, memory_tokens if args.tokens is None else args.tokens, args.tokenizer)
+        assert counter is not None
+        return _show(store, settings.memory_tokens if args.tokens is None else args.tokens, counter, why)
     finally:
         store.close()
+
+
+def _counter(tokenizer: str | None, s: Settings) -> tuple[TokenCounter, str]:
+    """The counter of the bound and where it came from: ``--tokenizer``, else the family the
+    settings name, resolved as startup's check 0 does from the settings alone (model_family,
+    tokenizer, model), else qwen3.6, said so: the served model is not asked."""
+    if tokenizer is not None:
+        return get_token_counter(tokenizer), f"--tokenizer {tokenizer}"
+    try:
+        resolved = resolve_family(
+            setting=s.model_family, served=(None, None if s.model == "auto" else s.model),
+            tokenizer=s.tokenizer, chat_template=str(s.chat_template) if s.chat_template else None,
+        )
+    except ConfigurationError as e:
+        if s.model_family.strip().lower() != "server" and "no model family matches" not in str(e):
+            raise  # a family named wrongly: the same error as at start
+        return get_token_counter(_FALLBACK), (
+            f"the settings name no model family (model_family, tokenizer or model): counted as {_FALLBACK}; "
+            "set one of them or pass --tokenizer for the served model's count"
+        )
+    return resolved.family.tokenizer(), f"model family {resolved.family.name}, {resolved.source}"
 
 
 def _forget(store: MemoryStore, name: str) -> int:
@@ -113,11 +139,11 @@ def _forget(store: MemoryStore, name: str) -> int:
     return 0
 
 
-def _show(store: MemoryStore, tokens: int, tokenizer: str) -> int:
+def _show(store: MemoryStore, tokens: int, counter: TokenCounter, why: str) -> int:
     notes = store.notes()
-    counter = get_token_counter(tokenizer)
     block = render_notes(notes, max_tokens=tokens, tokens_of=counter.count) if tokens > 0 else None
     _out(f"# {store.path}: {len(notes)} notes")
+    _out(f"# counted by {counter.name} ({why})")
     if block is None:
         _out("# pinned block: none")
     else:

@@ -184,21 +184,30 @@ class Learner:
     def tool_done(
         self, name: str, arguments: Mapping[str, Any] | None, ok: bool, requesters: frozenset[str] = frozenset()
     ) -> None:
-        """Learn from a tool call's outcome: gifts Emil gave, promises Emil made (to the
-        whisper's addressee, else to each player who asked in the turn)."""
+        """Learn from a tool call's outcome, as its class declares (``gives``, ``speaks``): gifts
+        Emil gave, promises Emil made (to the addressee of private words, else to each player
+        who asked in the turn)."""
+        tool = TOOLS.get(name)
+        if tool is None or not ok:
+            return
         args = dict(arguments or {})
         facts: list[Fact] = []
-        player = args.get("player")
-        if name == "give" and ok and isinstance(player, str) and _NAME_CHARS.match(player):
-            count = args.get("count")
+        gift = tool.gives
+        player = args.get(gift.to) if gift else None
+        if gift and isinstance(player, str) and _NAME_CHARS.match(player):
+            count = args.get(gift.count) if gift.count else None
             n = count if isinstance(count, int) and count >= 1 else 1
-            facts.append(Fact(about="player", subject=player, topic="i_gave", detail=clip(str(args.get("item", "?")), 64), count=n))
-            self.store.keep_promises(player, str(args.get("item", "")), since=self.clock() - PROMISE_KEPT_WITHIN_S)
-        text = args.get("text")
-        if name in ("say", "whisper") and ok and isinstance(text, str) and _PROMISE.search(text):
-            # To the whisper's addressee; else to the requesters the words name, else to all of them.
+            raw = args.get(gift.item)
+            item = "" if raw is None else str(raw)
+            facts.append(Fact(about="player", subject=player, topic="i_gave", detail=clip(item or "?", 64), count=n))
+            self.store.keep_promises(player, item, since=self.clock() - PROMISE_KEPT_WITHIN_S)
+        speech = tool.speaks
+        text = args.get(speech.text) if speech else None
+        if speech and isinstance(text, str) and _PROMISE.search(text):
+            # To the addressee; else to the requesters the words name, else to all of them.
+            addressee = args.get(speech.to) if speech.to else None
             named = [p for p in sorted(requesters) if re.search(rf"(?<!\w){re.escape(p)}(?!\w)", text, re.I)]
-            to = [player] if name == "whisper" and isinstance(player, str) else named or sorted(requesters)
+            to = [addressee] if isinstance(addressee, str) else named or sorted(requesters)
             facts += [
                 Fact(about="player", subject=who, topic="promised", detail=clip(text, 160))
                 for who in to if _NAME_CHARS.match(who)

@@ -1,8 +1,10 @@
 """Untrusted text (player names, chat quotes, item names) on its way into the notes block.
 
-Every such string the notes render goes through :func:`as_data`, the one point to switch to
-the project-wide neutraliser when it lands (engineer "reliability" builds it for perception);
-until then this does what the prompt needs of it:
+Every such string the notes render goes through :func:`as_data`, which keeps the note lines
+readable and shaped (below). The served vocabulary's special tokens are broken afterwards, on
+every rendered line, by the project-wide :class:`~emil.context.untrusted.Neutraliser`
+(``neutralise`` of emil.memory.render.render_notes; emil/agent/session.py passes it); this
+module's rules hold whatever vocabulary is served:
 
 - it can never become a control token: ``<`` and ``>`` become look-alikes, so no
   ``<|im_start|>``, ``<think>`` or ``<tool_call>`` survives, and neither does a Mistral-style

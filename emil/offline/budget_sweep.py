@@ -21,13 +21,13 @@ from typing import Any
 import anyio
 
 from emil.context.budget import Budget
-from emil.context.family import ModelFamily
 from emil.context.history import History, Message
 from emil.context.incremental import IncrementalCounter
 from emil.context.manager import ContextManager
 from emil.context.rungs import RefreshNotes, Summarise
-from emil.context.tokens import TokenCounter
 from emil.exceptions import BudgetError
+from emil.model.family import ModelFamily
+from emil.model.tokens import TokenCounter
 from emil.offline.piece_counter import CachedCounter
 from emil.offline.recall import WHERE, recall
 from emil.offline.summaries import SummaryTiming, SweepSummaries

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emil.context.tokens import TokenCounter, get_token_counter
+from emil.model.tokens import TokenCounter, get_token_counter
 from emil.offline.content import CATEGORIES, INSIDE_OTHERS, Piece, iter_pieces
 from emil.recording import read_recording
 

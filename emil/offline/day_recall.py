@@ -23,8 +23,8 @@ from typing import Literal
 
 from emil.context.budget import Budget
 from emil.context.history import History, Message
-from emil.context.tokens import TokenCounter
 from emil.memory.session import open_memory
+from emil.model.tokens import TokenCounter
 from emil.offline.budget_sweep import BudgetPoint, simulate
 from emil.offline.recall import Recall, recall
 from emil.offline.summaries import SummaryTiming

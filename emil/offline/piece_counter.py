@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from emil.context.tokens import QwenTiktokenCounter, TokenCounter
+from emil.model.tokens import QwenTiktokenCounter, TokenCounter
 
 __all__ = ["CachedCounter", "line_pieces"]
 

@@ -19,10 +19,10 @@ import anyio
 
 from emil.context.history import History
 from emil.context.manager import ContextManager
-from emil.context.tokens import TokenCounter
 from emil.llm.types import ChatRequest, Completion, Usage
 from emil.memory.summariser import Summariser
 from emil.memory.summary import load_summary_prompt
+from emil.model.tokens import TokenCounter
 from emil.recording import SummaryRecord
 from emil.testing.script import ScriptRequest
 from emil.testing.summaries import scripted_summary

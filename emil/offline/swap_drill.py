@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from emil.agent.model_family import resolve_family, verify_family
-from emil.context.family import FAMILIES, ModelFamily, server_family
 from emil.context.history import History
 from emil.context.manager import Assembly
-from emil.context.tokens import ServerCounting, ServerTokenizeCounter
+from emil.exceptions import ConfigurationError
 from emil.llm.client import OpenAIClient
 from emil.llm.types import LLM
-from emil.recording import read_recording
+from emil.model.family import FAMILIES, ModelFamily, server_family
+from emil.model.tokens import ServerCounting, ServerTokenizeCounter
+from emil.recording import check_recording_file, read_recording
 from emil.replay.engine import Replayer, ReplayOptions
 from emil.replay.session import RecordedSession
 from emil.testing.brains import echo_brain
@@ -165,7 +166,12 @@ async def drill(
 ) -> list[DrillRow]:
     """Replay ``recording`` under each family (default: every shipped one, then unknown) with a
     window that makes each family's ladder trim (or ``window`` for all)."""
-    names = families or [*(f.name for f in FAMILIES), UNKNOWN]
+    check_recording_file(recording)  # "not an Emil recording", not a FAIL table
+    known = [*(f.name for f in FAMILIES), UNKNOWN]
+    names = families or known
+    wrong = [n for n in names if n not in known]
+    if wrong:
+        raise ConfigurationError(f"unknown family {', '.join(map(repr, wrong))}; the drill knows {', '.join(known)}")
     return [await _one(recording, name, window) for name in names]
 
 

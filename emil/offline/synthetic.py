@@ -33,7 +33,6 @@ from typing import Any, Literal
 from emil.agent.persona import load_system_prompt
 from emil.config import Settings
 from emil.context.history import History, Message
-from emil.context.tokens import get_token_counter
 from emil.events import (
     Chat,
     Damage,
@@ -52,6 +51,7 @@ from emil.llm.types import ToolCall
 from emil.memory.learn import Learner
 from emil.memory.pinned import PinnedNotes
 from emil.memory.store import MemoryStore
+from emil.model.tokens import get_token_counter
 from emil.offline.content import Piece, message_pieces
 from emil.offline.recall import PlantedFact
 from emil.offline.trace import SessionTrace

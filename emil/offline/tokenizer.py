@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emil.context.family import (
+from emil.exceptions import ConfigurationError, UnknownTokenizerError
+from emil.model.family import (
     ModelFamily,
     family_by_name,
     family_for_model,
     template_family,
 )
-from emil.context.template import ChatTemplate
-from emil.context.tokens import TokenCounter, get_token_counter
-from emil.exceptions import ConfigurationError, UnknownTokenizerError
+from emil.model.template import ChatTemplate
+from emil.model.tokens import TokenCounter, get_token_counter
 from emil.recording import HeaderRecord
 
 __all__ = ["counter_for", "family_for"]

@@ -8,31 +8,25 @@ import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import anyio
 
-from emil.exceptions import ConfigurationError, EmilError, NotARecordingError
+from emil.cli_args import OneLineParser, non_negative_float, non_negative_int, positive_int
+from emil.exceptions import ConfigurationError, EmilError
 from emil.llm.types import LLM
 from emil.recording import check_recording_file, read_recording
 from emil.replay.engine import Replayer, ReplayOptions, ReplayReport
 from emil.replay.report import format_report
-from emil.replay.session import RecordedSession
+from emil.replay.session import RecordedSession, pick_session
 
 __all__ = ["build_parser", "cli_main", "replay_file"]
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_CONFIG = 0, 1, 2
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        # One line naming the problem and where to look, like the rest of run_emil.py.
-        sys.stderr.write(f"error: {message} (see run_emil.py replay --help)\n")
-        raise SystemExit(EXIT_CONFIG)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineParser(
         prog="run_emil.py replay",
         description="Replay recorded sessions offline through today's perception and context "
         "manager, with the recorded completions as the model and the recorded tool results as "
@@ -42,12 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--endpoint", help="also ask a live OpenAI-compatible model (e.g. http://127.0.0.1:8000/v1) every step")
     p.add_argument("--model", help="model name at --endpoint (default: the one it serves)")
     p.add_argument("--world", choices=["embedded"], help="play the recorded actions into an embedded Minecraft server")
-    p.add_argument("--hold", type=float, default=0.0, help="with --world: keep the server open this many seconds to watch")
+    p.add_argument("--hold", type=non_negative_float, default=0.0, help="with --world: keep the server open this many seconds to watch")
     p.add_argument("--tokenizer", help="count as this model's family (a model name), or a model directory with its template (default: the recording's family)")
-    p.add_argument("--window", type=int, help="served window (default: the recorded one)")
-    p.add_argument("--output-reserve", type=int, help="output reserve (default: the recorded one)")
-    p.add_argument("--prompt-budget", type=int, help="prompt budget (default: the recorded one)")
-    p.add_argument("--details", type=int, default=10, help="differing requests to show (10)")
+    p.add_argument("--window", type=positive_int, help="served window (default: the recorded one)")
+    p.add_argument("--output-reserve", type=positive_int, help="output reserve (default: the recorded one)")
+    p.add_argument("--prompt-budget", type=positive_int, help="prompt budget (default: the recorded one)")
+    p.add_argument(
+        "--session", type=positive_int, metavar="N",
+        help="which session of a file continued with recording_append (1 = the oldest; default: the last)",
+    )
+    p.add_argument("--details", type=non_negative_int, default=10, help="differing requests to show (10)")
     p.add_argument("--json", action="store_true", help="print JSON reports")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--strict", action="store_true", help="exit 1 when any request differs or replay stopped early")
@@ -60,22 +58,26 @@ async def replay_file(
     options: ReplayOptions | None = None,
     live: LLM | None = None,
     progress: bool = False,
+    session: int | None = None,
 ) -> ReplayReport:
-    """Replay one recording (up to any damage) and return the report."""
-    read = read_recording(path)
-    session = RecordedSession.from_read(read)
+    """Replay one session of a recording (``session``, 1-based; None: the last one) up to any
+    damage, and return the report."""
+    read, number, count = pick_session(read_recording(path), session, name=str(path))
+    recorded = RecordedSession.from_read(read)
     bar: Any = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=session.steps, unit="step", desc=Path(path).name, file=sys.stderr, leave=False)
+        bar = tqdm(total=recorded.steps, unit="step", desc=Path(path).name, file=sys.stderr, leave=False)
 
     def tick(done: int, total: int) -> None:
         if bar is not None:
             bar.update(1)
 
     try:
-        return await Replayer(session, path=str(path), options=options, live=live, progress=tick).run()
+        report = await Replayer(recorded, path=str(path), options=options, live=live, progress=tick).run()
+        report.session, report.sessions = number, count
+        return report
     finally:
         if bar is not None:
             bar.close()
@@ -111,7 +113,7 @@ async def _replay_all(ns: argparse.Namespace, options: ReplayOptions, live: LLM 
     reports: list[ReplayReport] = []
     out: list[dict[str, Any]] = []
     for path in ns.files:
-        report = await replay_file(path, options=options, live=live, progress=progress)
+        report = await replay_file(path, options=options, live=live, progress=progress, session=ns.session)
         reports.append(report)
         data = report.to_json()
         if not ns.json:
@@ -119,7 +121,7 @@ async def _replay_all(ns: argparse.Namespace, options: ReplayOptions, live: LLM 
         if ns.world == "embedded":
             from emil.replay.world import play_into_embedded
 
-            playback = await play_into_embedded(path, hold_s=ns.hold)
+            playback = await play_into_embedded(path, hold_s=ns.hold, session=ns.session)
             data["world"] = playback.to_json()
             if not ns.json:
                 sys.stdout.write(playback.summary(details=ns.details) + "\n")
@@ -137,7 +139,9 @@ def cli_main(argv: Sequence[str] | None = None) -> int:
     try:
         for path in ns.files:
             check_recording_file(path)
-    except NotARecordingError as e:
+            if ns.session is not None:  # a session the file does not hold: before any service starts
+                pick_session(read_recording(path), ns.session, name=str(path))
+    except ConfigurationError as e:
         sys.stderr.write(f"error: {e}\n")
         return EXIT_CONFIG
     try:

@@ -19,16 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emil.context.budget import Budget
-from emil.context.family import ModelFamily
 from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
 from emil.context.rungs import RefreshNotes, Summarise
-from emil.context.template import TemplateError
-from emil.context.tokens import TokenCounter
 from emil.events import ActionFinished, Death, parse_event
 from emil.exceptions import BudgetError, EmilError
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
 from emil.memory.summary import load_summary_prompt
+from emil.model.family import ModelFamily
+from emil.model.template import TemplateError
+from emil.model.tokens import TokenCounter
 from emil.offline.tokenizer import family_for
 from emil.perception import Perception, PerceptionPolicy, format_events, format_status_line
 from emil.recording import EventRecord, HeaderRecord
@@ -84,10 +84,18 @@ class ReplayReport:
     live: list[LiveStep] = field(default_factory=list)
     summaries: list[SummaryVerdict] = field(default_factory=list)
     """With a live model: each recorded summary request asked again (facts kept, dropped, new)."""
+    unanswered: int = 0
+    """Requests the recording has no answer to: the turn was interrupted (an urgent event, a
+    stop) or failed during the model call, or the session ended in it. Each is compared like
+    any request, and its turn ends there, as it did live."""
     stopped: str | None = None
-    """Why replay stopped before the end (damage, a missing completion or tool result)."""
+    """Why replay stopped before the end (damage: a missing request or tool result)."""
     seconds: float = 0.0
     settings: dict[str, Any] = field(default_factory=dict)
+    session: int = 1
+    """Which session of the file was replayed (1-based); ``recording_append`` makes several."""
+    sessions: int = 1
+    """How many sessions the file holds."""
 
     @property
     def identical(self) -> int:
@@ -96,6 +104,8 @@ class ReplayReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "path": self.path,
+            "session": self.session,
+            "sessions": self.sessions,
             "settings": self.settings,
             "turns_total": self.turns_total,
             "steps_total": self.steps_total,
@@ -105,6 +115,7 @@ class ReplayReport:
             "differing_requests": len(self.diffs) - self.identical,
             "trims_recorded": self.trims_recorded,
             "trims_today": self.trims_today,
+            "unanswered_requests": self.unanswered,
             "stopped": self.stopped,
             "errors": self.errors,
             "observation_diffs": [vars(o) for o in self.observation_diffs],
@@ -266,12 +277,17 @@ class Replayer:
         self.history = self.history.start_turn(self._observe(turn))
         self.report.turns_replayed += 1
         for step in turn.steps:
-            if step.request is None or step.completion is None:
-                self.report.stopped = (
-                    f"turn {turn.turn} step {step.step} has no "
-                    f"{'request' if step.request is None else 'completion'} in the recording"
-                )
+            if step.request is None:
+                self.report.stopped = f"turn {turn.turn} step {step.step} has no request in the recording"
                 return False
+            if step.completion is None:
+                # Sent, never answered (interrupted, failed, or the session's end): compare the
+                # request; the turn ended there, and so does its replay.
+                if (assembly := self._assemble(turn, step)) is not None:
+                    self.report.diffs.append(self._diff(turn, step, assembly))
+                self.report.unanswered += 1
+                self.report.steps_replayed += 1
+                return True
             if not await self._step(turn, step):
                 return False
             self.report.steps_replayed += 1
@@ -292,7 +308,7 @@ class Replayer:
         return assembly
 
     def _diff(self, turn: RecordedTurn, step: RecordedStep, assembly: Assembly) -> RequestDiff:
-        assert step.request is not None and step.completion is not None
+        assert step.request is not None
         recorded = step.messages
         today = assembly.messages
         changes: tuple[Any, ...] = ()
@@ -306,7 +322,7 @@ class Replayer:
             turn=turn.turn, step=step.step,
             recorded_messages=len(recorded), today_messages=len(today),
             recorded_predicted=step.request.predicted_tokens,
-            recorded_actual=step.completion.prompt_tokens,
+            recorded_actual=step.completion.prompt_tokens if step.completion is not None else None,
             today_tokens=assembly.predicted_tokens,
             changes=changes,
         )

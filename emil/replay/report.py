@@ -20,9 +20,16 @@ def format_report(report: ReplayReport, *, details: int = 10) -> str:
         f"(window {_n(s.get('window'))}, output reserve {_n(s.get('output_reserve'))}, "
         f"prompt budget {_n(s.get('prompt_budget'))}; {s.get('tokenizer')})",
     ]
+    if report.sessions > 1:
+        lines.append(
+            f"session {report.session} of {report.sessions} in this file (appended runs; "
+            "--session N replays another, 1 = the oldest)"
+        )
     differing = [d for d in report.diffs if not d.identical]
     lines.append(
         f"requests: {report.identical} identical to the recording, {len(differing)} built differently today"
+        + (f"; {report.unanswered} unanswered in the recording (a turn interrupted or failed during the "
+           "call, or the session's end)" if report.unanswered else "")
     )
     for d in differing[:details]:
         actual = f", server {_n(d.recorded_actual)}" if d.recorded_actual is not None else ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from emil.exceptions import ConfigurationError
 from emil.recording import (
     CompletionRecord,
     EventRecord,
@@ -27,7 +28,35 @@ from emil.recording import (
     TurnRecord,
 )
 
-__all__ = ["RecordedSession", "RecordedStep", "RecordedTurn"]
+__all__ = ["RecordedSession", "RecordedStep", "RecordedTurn", "pick_session", "sessions_in"]
+
+
+def sessions_in(read: RecordingRead) -> list[RecordingRead]:
+    """The recording cut at each header record: one read per session, oldest first.
+
+    ``recording_append`` continues a file with a new header per run, and turn numbers start
+    again in each, so sessions are replayed one at a time. Damage (a torn last line) belongs to
+    the last session.
+    """
+    starts = [i for i, r in enumerate(read.records) if isinstance(r, HeaderRecord)]
+    starts = [0, *starts[1:]] if starts else [0]
+    ends = [*starts[1:], len(read.records)]
+    parts = [RecordingRead(read.records[a:b], None, None) for a, b in zip(starts, ends, strict=True)]
+    parts[-1] = RecordingRead(parts[-1].records, read.stopped_at_line, read.problem)
+    return parts
+
+
+def pick_session(read: RecordingRead, session: int | None, *, name: str) -> tuple[RecordingRead, int, int]:
+    """Session ``session`` (1-based; None: the last) of ``read``, its number and the count.
+
+    A number the file does not hold raises :class:`~emil.exceptions.ConfigurationError`.
+    """
+    parts = sessions_in(read)
+    n = len(parts) if session is None else session
+    if not 1 <= n <= len(parts):
+        held = "1 session" if len(parts) == 1 else f"{len(parts)} sessions"
+        raise ConfigurationError(f"{name} holds {held}; --session {session} is not one of them (give 1..{len(parts)})")
+    return parts[n - 1], n, len(parts)
 
 
 def _dispatched(call: RecordedToolCall, result: ToolResultRecord | None) -> bool:
@@ -89,10 +118,10 @@ class RecordedSession:
     trims: int = 0
     """Trim-ladder rungs the recorded session fired."""
     timeline: list[EventRecord | str] = field(default_factory=list)
-    summaries: list[SummaryRecord] = field(default_factory=list)
-    """The ``summarise`` rung's summary requests and their answers, in order."""
     """Events and dispatched actions (their tool name) in the order they happened: the agent
     loop treats an ``action_finished`` of an action it dispatched and awaited as an echo."""
+    summaries: list[SummaryRecord] = field(default_factory=list)
+    """The ``summarise`` rung's summary requests and their answers, in order."""
 
     @property
     def steps(self) -> int:

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from emil.recording import ToolResultRecord, read_recording
+from emil.replay.session import pick_session
 
 __all__ = ["PlayedAction", "WorldPlayback", "play_into_embedded", "recorded_actions"]
 
@@ -112,9 +113,10 @@ class WorldPlayback:
         }
 
 
-def recorded_actions(path: str | Path) -> tuple[list[ToolResultRecord], int]:
-    """The tool calls that reached the world in the recording, in order, and how many did not."""
-    read = read_recording(path)
+def recorded_actions(path: str | Path, session: int | None = None) -> tuple[list[ToolResultRecord], int]:
+    """The tool calls that reached the world in one session of the recording (1-based; None:
+    the last), in order, and how many did not."""
+    read, _, _ = pick_session(read_recording(path), session, name=str(path))
     played: list[ToolResultRecord] = []
     skipped = 0
     for r in read.records:
@@ -135,16 +137,18 @@ async def play_into_embedded(
     version: str = "1.20.4",
     action_timeout_s: float = 60.0,
     hold_s: float = 0.0,
+    session: int | None = None,
 ) -> WorldPlayback:
-    """Start an embedded server, connect the bot and send it every recorded action."""
+    """Start an embedded server, connect the bot and send it every recorded action of one
+    session (1-based; None: the last)."""
     # Imported here: the bridge loads the JS runtime, which only this mode needs.
     from emil.llm.types import ToolCall
     from emil.world.actions import Outcome, dispatch
     from emil.world.bridge import Bot, BotSettings
     from emil.world.server import EmbeddedServer
 
-    header = read_recording(path).header
-    actions, skipped = recorded_actions(path)
+    header = pick_session(read_recording(path), session, name=str(path))[0].header
+    actions, skipped = recorded_actions(path, session)
     playback = WorldPlayback(str(path), skipped=skipped)
     username = (header.bot_name if header and header.bot_name else "Emil")[:16]
     async with EmbeddedServer(port=0, version=version) as server:

@@ -61,6 +61,7 @@ CHAOS_SETTINGS: dict[str, str] = {
     "EMIL_REFLEXES": "defend,flee,eat",
     "EMIL_OPERATORS": "alex",
     "EMIL_OBSERVATION_CAP_TOKENS": "1500",
+    "EMIL_METRICS_ADDRESS": "127.0.0.1:0",  # any free port: never the default a live Emil holds
 }
 """Emil's settings under chaos: short time limits so a scenario takes seconds, not minutes."""
 

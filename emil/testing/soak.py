@@ -185,6 +185,7 @@ async def play_soak(
         s = settings.model_copy(update={
             "endpoint": llm.base_url, "model": "auto", "mc_host": "127.0.0.1", "mc_port": server.port,
             "endpoint_wait_s": 30.0, "data_dir": data_dir,
+            "metrics_address": "off",  # a live Emil (or another soak) may hold the default port
         })
         async with open_session(s, recording=recording) as session:
             result.session = session

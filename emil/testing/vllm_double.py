@@ -133,9 +133,9 @@ def _served_counting(
 ) -> tuple[_PreservingCounter, Any]:
     """(prompt counter, text counter) of the model this double serves."""
     # Resolved at start, not import, so the double can be imported before emil.context exists.
-    families = importlib.import_module("emil.context.family")
-    tokens = importlib.import_module("emil.context.tokens")
-    templates = importlib.import_module("emil.context.template")
+    families = importlib.import_module("emil.model.family")
+    tokens = importlib.import_module("emil.model.tokens")
+    templates = importlib.import_module("emil.model.template")
     if chat_template is not None:
         counter = tokens.get_token_counter(tokenizer)
         template = templates.ChatTemplate(chat_template, origin="the double's chat template")

@@ -39,7 +39,20 @@ from emil.exceptions import EmilError
 from emil.llm.types import ToolCall
 from emil.world.bridge import Snapshot
 from emil.world.chat import CHAT_LIMIT, clean_chat, reads_as_command, split_chat
-from emil.world.tool import TOOLS, ActionPolicy, BotLike, Outcome, Query, Tool, ToolContext
+from emil.world.tool import (
+    TOOLS,
+    ActionPolicy,
+    BotLike,
+    Gives,
+    Outcome,
+    Query,
+    Speaks,
+    Tool,
+    ToolContext,
+)
+
+if TYPE_CHECKING:
+    from emil.config import Settings
 
 __all__ = [
     "TOOLS",
@@ -107,6 +120,7 @@ class _Chat(Tool):
     piece passes the command rule (:mod:`emil.world.chat`) before any is sent."""
 
     timeout_s: ClassVar[float] = 10.0
+    speaks: ClassVar[Speaks | None] = Speaks()
     if TYPE_CHECKING:  # a field of each chat tool, declared there to keep its place in the spec
         text: str
 
@@ -162,6 +176,7 @@ class Whisper(_Chat):
     """Whisper privately to one player."""
 
     tool_name: ClassVar[str] = "whisper"
+    speaks: ClassVar[Speaks | None] = Speaks(to="player")
     player: str = Field(pattern=_PLAYER, description="Who to whisper to")
     text: str = Field(min_length=1, max_length=1000, description="What to say")
 
@@ -284,6 +299,7 @@ class Give(Tool):
 
     tool_name: ClassVar[str] = "give"
     job: ClassVar[bool] = True
+    gives: ClassVar[Gives | None] = Gives()
     player: str = Field(pattern=_PLAYER, description="Who receives the items")
     item: str = Field(pattern=_NAME, description="Item name, e.g. oak_log")
     count: int = Field(default=1, ge=1, le=64)
@@ -543,12 +559,10 @@ class Status(Query):
         return Outcome(True, text, snap.model_dump(mode="json"))
 
 
-def tool_specs(settings: object = None) -> list[dict[str, Any]]:
-    """OpenAI tool specs for every registered tool, derived from the classes.
-
-    ``settings`` may carry ``disabled_tools`` (names) to leave some out.
-    """
-    disabled = set(getattr(settings, "disabled_tools", ()) or ())
+def tool_specs(settings: Settings | None = None) -> list[dict[str, Any]]:
+    """OpenAI tool specs for every registered tool, derived from the classes, less the
+    settings' ``disabled_tools``."""
+    disabled = set(settings.disabled_tools) if settings is not None else set()
     return [cls.spec() for name, cls in TOOLS.items() if name not in disabled]
 
 
@@ -587,10 +601,13 @@ def validate_tool_call(call: ToolCall) -> ToolCall:
 
 async def dispatch(bot: BotLike, call: ToolCall, policy: ActionPolicy | None = None) -> Outcome:
     """Run one tool call. Model mistakes and failed actions become text, never exceptions."""
+    policy = policy or ActionPolicy()
+    if call.name in policy.disabled:  # not offered; a model may still call it from memory
+        return Outcome(False, f"error: {call.name} is switched off on this server; use another tool")
     tool = parse_tool(call)
     if isinstance(tool, str):
         return Outcome(False, f"error: {tool}")
     try:
-        return await tool.run(ToolContext(bot, policy or ActionPolicy()))
+        return await tool.run(ToolContext(bot, policy))
     except EmilError as exc:
         return Outcome(False, f"{tool.tool_name} failed: {exc}")

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from emil.world.bridge import ActionResult, Snapshot
 
-__all__ = ["TOOLS", "ActionPolicy", "BotLike", "Outcome", "Query", "Tool", "ToolContext"]
+__all__ = ["TOOLS", "ActionPolicy", "BotLike", "Gives", "Outcome", "Query", "Speaks", "Tool", "ToolContext"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,8 @@ class ActionPolicy(BaseModel):
     """Player names allowed to order operator-only behaviour (exact names)."""
     requesters: frozenset[str] = frozenset()
     """Every player whose words are in this turn (empty: Emil acts on its own)."""
+    disabled: frozenset[str] = frozenset()
+    """Tools the operator switched off (``disabled_tools``): not offered, refused if called."""
     max_chat_messages: int = Field(default=3, ge=1, le=10)
     """A long say() is split into at most this many chat messages; the rest is cut."""
 
@@ -99,6 +101,25 @@ class ToolContext:
     policy: ActionPolicy
 
 
+@dataclass(frozen=True)
+class Gives:
+    """A tool that gives items to a player, by the names of its arguments: who receives them,
+    which item and how many (None: one). The notes learn the gift when the call succeeds."""
+
+    to: str = "player"
+    item: str = "item"
+    count: str | None = "count"
+
+
+@dataclass(frozen=True)
+class Speaks:
+    """A tool whose argument ``text`` is Emil's words in chat, heard by the player its argument
+    ``to`` names (None: everyone nearby). The notes learn the promises in them."""
+
+    text: str = "text"
+    to: str | None = None
+
+
 TOOLS: dict[str, type[Tool]] = {}
 """Every tool class defined so far, by ``tool_name``, in definition order (the registry)."""
 
@@ -114,6 +135,10 @@ class Tool(BaseModel):
     """A long job: pre-empts the running job; stop, abort and the time limit reach it."""
     timeout_s: ClassVar[float] = 60.0
     """The bridge's time limit for one run (the agent loop has its own backstop)."""
+    gives: ClassVar[Gives | None] = None
+    """What it gives to whom, when it gives items (what Emil learns from a call: emil.memory)."""
+    speaks: ClassVar[Speaks | None] = None
+    """Which argument is speech and to whom, when it speaks."""
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from emil.context.budget import Budget
-from emil.context.family import family_by_name
 from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
-from emil.context.tokens import get_token_counter
 from emil.exceptions import BudgetError
+from emil.model.family import family_by_name
+from emil.model.tokens import get_token_counter
 from emil.offline.synthetic import emil_tool_specs
 
 QWEN36 = family_by_name("qwen3.6")

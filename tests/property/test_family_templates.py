@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from emil.context.counting import count_prompt_tokens
-from emil.context.family import FAMILIES, ModelFamily, family_by_name
 from emil.context.incremental import IncrementalCounter
-from emil.context.template import ChatTemplate, TemplateError
+from emil.model.counting import count_prompt_tokens
+from emil.model.family import FAMILIES, ModelFamily, family_by_name
+from emil.model.template import ChatTemplate, TemplateError
 from emil.offline.synthetic import emil_tool_specs
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "chat_templates"

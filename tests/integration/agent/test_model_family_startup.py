@@ -11,9 +11,9 @@ import pytest
 
 from emil.agent.startup import build_agent, check_model, new_client
 from emil.config import Settings
-from emil.context.family import FAMILIES
 from emil.context.history import Message
 from emil.exceptions import ConfigurationError
+from emil.model.family import FAMILIES
 from emil.recording import HeaderRecord, Recorder, read_recording
 from emil.testing.brains import echo_brain
 from emil.testing.vllm_double import TERN, VLLMDouble

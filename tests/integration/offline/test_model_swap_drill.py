@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from emil.context.family import FAMILIES
+from emil.model.family import FAMILIES
 from emil.offline.swap_drill import UNKNOWN, drill, format_drill
 
 pytestmark = pytest.mark.slow

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from emil.cli import main
+from emil.exceptions import ConfigurationError, PatienceExhausted, WorldError
 
 
 @pytest.fixture(autouse=True)
@@ -52,3 +53,31 @@ def test_unreadable_toml_is_one_line(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["--print-config"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not valid TOML" in err
+
+
+def _raise(exc: BaseException) -> object:
+    def run_demo(*args: object, **kwargs: object) -> str:
+        raise exc
+
+    return run_demo
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "words"),
+    [
+        (PatienceExhausted("minecraft server unreachable for 30 s", service="minecraft server", waited_s=30), 3, "emil: gave up waiting: minecraft server"),
+        (ExceptionGroup("tasks", [PatienceExhausted("llm endpoint down for 9 s", service="llm endpoint", waited_s=9)]), 3, "emil: gave up waiting: llm endpoint"),
+        (ExceptionGroup("tasks", [ConfigurationError("mc_port 1 refused")]), 2, "emil: mc_port 1 refused"),
+        (WorldError("the embedded server did not start"), 1, "emil: WorldError: the embedded server did not start"),
+    ],
+)
+def test_the_demo_ends_as_live_does(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], exc: BaseException, code: int, words: str,
+) -> None:
+    """The same cause gives the same exit code in demo and live (emil.agent.session.ending_of)."""
+    import emil.demo
+
+    monkeypatch.setattr(emil.demo, "run_demo", _raise(exc))
+    assert main(["demo", "--duration", "1"]) == code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(words), err

@@ -13,7 +13,14 @@ import pytest
 
 from emil.agent import Agent, AgentOptions
 from emil.events import Chat, Damage, Death, Health, HostileNearby
-from emil.exceptions import ContextOverflowError, PatienceExhausted, ServerFault, WorldError
+from emil.exceptions import (
+    ContextOverflowError,
+    EndpointConfigError,
+    PatienceExhausted,
+    RequestRejected,
+    ServerFault,
+    WorldError,
+)
 from emil.llm.recovery import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion
 from emil.perception import PerceptionPolicy
@@ -74,6 +81,7 @@ def _records(tmp_path: Path) -> list[object]:
         (ContextOverflowError("this turn cannot fit the prompt budget"), "llm"),
         (KeyError("a bug"), "turn"),
         (WorldError("the bridge went away"), "world"),
+        (RequestRejected("the LLM server rejected this request (HTTP 413): too large", status=413), "llm"),
     ],
 )
 async def test_a_failed_turn_is_recorded_and_the_next_event_starts_a_new_one(
@@ -115,6 +123,36 @@ async def test_a_failed_turn_is_recorded_and_the_next_event_starts_a_new_one(
     assert "one" in _last_user(requests[1]) or any(
         "one" in str(m["content"]) for m in requests[1].messages
     )
+
+
+async def test_requests_rejected_turn_after_turn_are_the_setup(tmp_path: Path) -> None:
+    """One refused request is that turn's content; every request of three turns in a row
+    refused (a sampling option the server does not take, say) is a configuration error."""
+    outcomes: list[Completion | Exception] = [
+        RequestRejected("rejected (HTTP 400): bad top_k", status=400, server_message="bad top_k"),
+        answer(content="ok"),  # a turn that worked resets the count
+        *[RequestRejected("rejected (HTTP 400): bad top_k", status=400, server_message="bad top_k")] * 3,
+    ]
+
+    async def step(request: ChatRequest) -> Completion:
+        out = outcomes.pop(0)
+        if isinstance(out, Exception):
+            raise out
+        return out
+
+    agent, world, requests, rec = _agent(tmp_path, step)
+    with anyio.fail_after(10):
+        for n in range(1, 5):
+            await world.send.send(Chat(sender="alex", text=f"Emil, {n}"))
+            stats = await agent.run(max_turns=n)
+        assert [bool(turn.failed) for turn in stats.turns] == [True, False, True, True]
+        await world.send.send(Chat(sender="alex", text="Emil, 5"))
+        with pytest.raises(EndpointConfigError) as stopped:
+            await agent.run(max_turns=5)
+    rec.close()
+    assert str(stopped.value).startswith("the server rejected the request of 3 turns in a row: ")
+    assert "request options" in str(stopped.value) and stopped.value.status == 400
+    assert len(requests) == 5 and not outcomes
 
 
 async def test_patience_exhausted_ends_the_run(tmp_path: Path) -> None:

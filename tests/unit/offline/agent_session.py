@@ -22,6 +22,7 @@ from emil.agent.ports import Outcome
 from emil.context.budget import Budget
 from emil.context.manager import ContextManager
 from emil.events import Chat, GameEvent, ItemCollected
+from emil.exceptions import ServerFault
 from emil.llm.types import ChatRequest, Completion, ToolCall, Usage
 from emil.recording import HeaderRecord, Recorder
 from tests.unit.offline.crafted import LOOK_AND_SAY_TOOLS
@@ -81,9 +82,12 @@ def _brain(request: ChatRequest, n: int) -> Completion:
 
 
 async def record_session(
-    path: Path, *, turns: int = 8, window: int = 8192, output_reserve: int = 1024, prompt_budget: int = 4000
+    path: Path, *, turns: int = 8, window: int = 8192, output_reserve: int = 1024, prompt_budget: int = 4000,
+    append: bool = False, unanswered: frozenset[int] = frozenset(),
 ) -> Path:
-    """Run the real agent over ``turns`` events and write its recording to ``path``."""
+    """Run the real agent over ``turns`` events and write its recording to ``path`` (``append``:
+    continue it, as ``recording_append`` does). The model calls numbered in ``unanswered``
+    (1 = the first) get no answer: the server faults, and that turn fails after its request."""
     budget = Budget(window, output_reserve=output_reserve, margin=window - output_reserve - prompt_budget)
     manager = ContextManager("qwen3.6", budget, SYSTEM, TOOLS)
     context = ManagedContext(manager, SYSTEM, TOOLS)
@@ -92,9 +96,12 @@ async def record_session(
     async def completer(assemble: Callable[[int | None], ChatRequest], on_event: Callable[[Any], None]) -> Completion:
         nonlocal calls
         calls += 1
-        return _brain(assemble(None), calls)
+        request = assemble(None)
+        if calls in unanswered:
+            raise ServerFault("the LLM server answered 200 with html (a test's fault)", body="<html>")
+        return _brain(request, calls)
 
-    with Recorder(path) as recorder:
+    with Recorder(path, append=append) as recorder:
         recorder.write(
             HeaderRecord(
                 model="Qwen/Qwen3.6-35B-A3B", tokenizer=manager.counter.name, window=window,

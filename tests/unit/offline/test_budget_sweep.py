@@ -15,7 +15,7 @@ from emil.context.history import History, Message
 from emil.context.ladder import LadderConfig, Rung, Trim
 from emil.context.manager import ContextManager
 from emil.context.rungs import RUNGS, fold_note, register_rung
-from emil.context.tokens import get_token_counter
+from emil.model.tokens import get_token_counter
 from emil.offline.budget_report import format_sweep, plot_sweep
 from emil.offline.budget_sweep import (
     SharedCaches,
@@ -233,7 +233,8 @@ def test_a_recorded_session_is_swept_with_its_own_preserve_thinking(tmp_path: Pa
 def test_kept_reasoning_makes_every_turn_bigger_and_every_prompt_append_only() -> None:
     """A thinking session swept with and without preserve_thinking: kept reasoning costs tokens
     (more trims at the same budget) and keeps prompts append-only between trims."""
-    budget = Budget(window=20000, output_reserve=6144)
+    # 22,000: room for the history beside the 23 tools' specs (3,165 tokens since issue #14)
+    budget = Budget(window=22000, output_reserve=6144)
     qwen = get_token_counter("qwen3.6")
     kept = simulate(synthetic_trace(hours=2.0, seed=3, reasoning=True, preserve_thinking=True), budget, qwen)
     dropped = simulate(synthetic_trace(hours=2.0, seed=3, reasoning=True, preserve_thinking=False), budget, qwen)

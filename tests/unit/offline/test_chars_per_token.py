@@ -103,7 +103,10 @@ def test_cli_prints_json_and_table(tmp_path: Path, capsys: pytest.CaptureFixture
     assert cats["tool_results"]["chars_per_token"] == 2.75
     assert cli_main([str(path), "-t", str(tok)]) == 0
     assert "tool_results" in capsys.readouterr().out
-    assert cli_main([str(tmp_path / "missing.jsonl")]) == 2
+    with pytest.raises(SystemExit) as stop:  # refused while the flags are parsed (emil.cli_args)
+        cli_main([str(tmp_path / "missing.jsonl")])
+    assert stop.value.code == 2
+    assert "no such recording" in capsys.readouterr().err
     assert cli_main([str(path), "-t", "nope"]) == 2
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from emil.context.tokens import get_token_counter
+from emil.model.tokens import get_token_counter
 from emil.offline.piece_counter import CachedCounter, line_pieces
 from emil.offline.synthetic import synthetic_turns
 

@@ -46,6 +46,19 @@ async def test_a_smaller_budget_today_shows_which_messages_change_and_by_how_muc
     assert report.trims_today > report.trims_recorded
 
 
+async def test_a_request_never_answered_ends_its_turn_and_replay_goes_on(tmp_path: Path) -> None:
+    """A turn interrupted or failed during the model call leaves a request without a completion
+    (as does a session stopped in one): replay compares it and goes on with the next turn."""
+    path = await record_session(tmp_path / "failed.jsonl", turns=8, unanswered=frozenset({3}))
+    report = await replay_file(path)
+    assert report.stopped is None and not report.errors
+    assert report.turns_replayed == report.turns_total == 8
+    assert report.unanswered == 1
+    assert report.steps_replayed == report.steps_total == len(report.diffs) == report.identical
+    assert "1 unanswered in the recording" in format_report(report)
+    assert report.to_json()["unanswered_requests"] == 1
+
+
 async def test_a_truncated_recording_replays_up_to_the_damage_and_says_where(recording: Path) -> None:
     data = await anyio.Path(recording).read_bytes()
     await anyio.Path(recording).write_bytes(data[: int(len(data) * 0.6)])  # cut mid-line, as a killed process does
@@ -97,3 +110,31 @@ def _with_header_preserve(path: Path, preserve: bool | None) -> RecordedSession:
 async def test_the_replay_renders_with_the_recorded_preserve_thinking(recording: Path, preserve: bool | None) -> None:
     replayer = Replayer(_with_header_preserve(recording, preserve))
     assert replayer.manager.incremental.preserve_thinking is bool(preserve)
+
+
+async def test_an_appended_recording_replays_one_session_at_a_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """recording_append puts several sessions in one file, each numbering its turns from 1:
+    replay takes one (default the last), says how many there are, and never merges them."""
+    path = await record_session(tmp_path / "two.jsonl", turns=8)
+    await record_session(path, turns=3, prompt_budget=5000, append=True)
+    last = await replay_file(path)
+    assert (last.session, last.sessions) == (2, 2)
+    assert last.turns_total == last.turns_replayed == 3 and last.settings["prompt_budget"] == 5000
+    assert last.identical == len(last.diffs) == last.steps_total and not last.errors
+    first = await replay_file(path, session=1)
+    assert (first.session, first.turns_total, first.steps_total) == (1, 8, 16)
+    assert first.identical == 16 and first.settings["prompt_budget"] == 4000
+    assert "session 2 of 2 in this file" in format_report(last)
+
+    assert await anyio.to_thread.run_sync(cli_main, [str(path), "--json", "--session", "1", "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["session"], out["sessions"], out["turns_total"]) == (1, 2, 8)
+    assert await anyio.to_thread.run_sync(cli_main, [str(path), "--session", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds 2 sessions; --session 3 is not one of them (give 1..2)" in err
+
+
+async def test_a_recording_of_one_session_reports_one(recording: Path) -> None:
+    report = await replay_file(recording)
+    assert (report.session, report.sessions) == (1, 1)
+    assert "session 1 of" not in format_report(report)

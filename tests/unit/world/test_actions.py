@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
 import pytest
 
 from emil.llm.types import ToolCall
@@ -63,11 +64,33 @@ def test_specs_are_derived_from_the_models() -> None:
         assert "title" not in json.dumps(fn["parameters"])
 
 
-def test_disabled_tools_are_left_out() -> None:
-    class S:
-        disabled_tools = ("attack",)
+def test_disabled_tools_are_left_out_and_refused() -> None:
+    from emil.config import load_settings
 
-    assert "attack" not in {s["function"]["name"] for s in tool_specs(S())}
+    s = load_settings(env={"EMIL_DISABLED_TOOLS": "attack, store,attack"}).settings
+    assert s.disabled_tools == ("attack", "store")
+    names = [spec["function"]["name"] for spec in tool_specs(s)]
+    assert "attack" not in names and "store" not in names and len(names) == len(TOOLS) - 2
+    # a model that calls one anyway (from an older turn, or made up) gets a result, not an act
+    bot = BotDouble()
+    policy = ActionPolicy(disabled=frozenset(s.disabled_tools))
+    out = anyio.run(dispatch, bot, call("attack", target="zombie"), policy)
+    assert not out.ok and out.text == "error: attack is switched off on this server; use another tool"
+    assert bot.calls == []
+    assert anyio.run(dispatch, bot, call("say", text="hi"), policy).ok
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [("atack", "unknown tool 'atack'; did you mean 'attack'?"), ("say", "say cannot be disabled")],
+)
+def test_a_bad_disabled_tools_value_names_the_fix(value: str, fragment: str) -> None:
+    from emil.config import load_settings
+    from emil.exceptions import ConfigurationError
+
+    with pytest.raises(ConfigurationError) as bad:
+        load_settings(env={"EMIL_DISABLED_TOOLS": value})
+    assert fragment in str(bad.value) and "disabled_tools" in str(bad.value)
 
 
 def test_public_names_are_exported() -> None:

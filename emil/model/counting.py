@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from emil.context.family import family_for_model
-from emil.context.template import ChatTemplate, TemplateError
-from emil.context.tokens import TokenCounter, get_token_counter
+from emil.model.family import family_for_model
+from emil.model.template import ChatTemplate, TemplateError
+from emil.model.tokens import TokenCounter, get_token_counter
 
 __all__ = ["count_prompt_tokens"]
 

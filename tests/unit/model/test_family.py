@@ -10,15 +10,15 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from emil.agent.model_family import describe_family, resolve_family
 from emil.config import Settings, load_settings
-from emil.context.family import (
+from emil.exceptions import ConfigurationError, UnknownTokenizerError
+from emil.model.family import (
     FAMILIES,
     ModelFamily,
     family_by_name,
     family_for_model,
     generic_family,
 )
-from emil.context.tokens import QWEN3_ADDED_TOKENS, TokenCounter
-from emil.exceptions import ConfigurationError, UnknownTokenizerError
+from emil.model.tokens import QWEN3_ADDED_TOKENS, TokenCounter
 
 BELONGS = {
     "qwen3.6": ["qwen3.6", "Qwen/Qwen3.6-35B-A3B", "unsloth/Qwen3.6-35B-A3B-NVFP4-Fast", "RedHatAI/Qwen3.6-35B-A3B-AWQ"],

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from emil.context.family import family_by_name
-from emil.context.template import ChatTemplate, TemplateError, prepare_messages
+from emil.model.family import family_by_name
+from emil.model.template import ChatTemplate, TemplateError, prepare_messages
 
 QWEN36 = family_by_name("qwen3.6")
 SYSTEM = {"role": "system", "content": "You are Emil."}
