@@ -12,13 +12,14 @@ import anyio
 import pytest
 
 from emil.agent import Agent, AgentOptions
-from emil.events import Chat, Damage, Health, HostileNearby
+from emil.events import Chat, Damage, Death, Health, HostileNearby
 from emil.exceptions import (
     ContextOverflowError,
     EndpointConfigError,
     PatienceExhausted,
     RequestRejected,
     ServerFault,
+    WorldError,
 )
 from emil.llm.recovery import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion
@@ -79,6 +80,7 @@ def _records(tmp_path: Path) -> list[object]:
         (ServerFault("the LLM server answered 200 with html", body="<html>"), "llm"),
         (ContextOverflowError("this turn cannot fit the prompt budget"), "llm"),
         (KeyError("a bug"), "turn"),
+        (WorldError("the bridge went away"), "world"),
         (RequestRejected("the LLM server rejected this request (HTTP 413): too large", status=413), "llm"),
     ],
 )
@@ -112,8 +114,10 @@ async def test_a_failed_turn_is_recorded_and_the_next_event_starts_a_new_one(
     ]
     if isinstance(error, ServerFault):
         assert errors[0].detail == "<html>"
-    if where == "turn":
+    elif where == "turn":
         assert "KeyError" in errors[0].detail and "Traceback" in errors[0].detail
+    else:  # a known failure that carries no body: nothing more to say than the message
+        assert errors[0].detail == ""
     turns = [r for r in _records(tmp_path) if isinstance(r, TurnRecord)]
     assert turns[0].failed and not turns[1].failed
     assert "one" in _last_user(requests[1]) or any(
@@ -238,7 +242,7 @@ async def test_an_answer_that_lands_within_the_grace_is_kept(tmp_path: Path) -> 
             stats = await agent.run(max_turns=1)
     rec.close()
     # the call was not cancelled; the pending hit then skips the planned action (as before)
-    assert stats.turns[0].interrupted and "model call" not in stats.turns[0].interrupted_by
+    assert stats.turns[0].interrupted and stats.turns[0].interrupted_by == "hit by zombie"
     assert len(requests) == 1
 
 
@@ -450,8 +454,9 @@ async def test_failures_are_counted_logged_and_recorded_word_for_word(
     assert bug_log.exc_info is not None and bug_log.exc_info[0] is KeyError
     errors = [r for r in _records(tmp_path) if isinstance(r, ErrorRecord)]
     assert (errors[0].message, errors[0].detail) == (f"garbage {long}", "<html>")
+    # The detail is the traceback as Python prints it: the header, then the frames.
     assert errors[1].message == "'a bug'" and errors[1].detail.startswith(
-        "Traceback (most recent call last):\n"
+        "Traceback (most recent call last):\n  File "
     )
     assert errors[1].detail.endswith("KeyError: 'a bug'\n")
 
@@ -486,12 +491,14 @@ async def test_outages_are_recorded_in_their_turn_and_step(tmp_path: Path) -> No
     await world.send.send(Chat(sender="alex", text="hi"))
     with anyio.fail_after(10):
         await agent.run(max_turns=1)
+    # After the turn ended, a retry belongs to no turn and no step (not the last turn's).
+    agent.record_outage(OutageEvent("retry", "minecraft server", 2, "refused", 1.0, 3.0))
     rec.close()
     records = _records(tmp_path)
     service = next(r for r in records if isinstance(r, ServiceRecord))
-    retry = next(r for r in records if isinstance(r, RetryRecord))
-    seen = [(service.turn, None), (retry.turn, retry.step)]
-    assert seen == [(None, None), (1, 1)]
+    retries = [r for r in records if isinstance(r, RetryRecord)]
+    seen = [(service.turn, None), *((r.turn, r.step) for r in retries)]
+    assert seen == [(None, None), (1, 1), (None, None)]
 
 
 async def test_tool_results_are_recorded_whole(tmp_path: Path) -> None:
@@ -801,8 +808,9 @@ async def test_every_record_of_a_recovered_step_whole(tmp_path: Path) -> None:
         ),
         (HostileNearby(name="zombie", distance=3), HostileNearby(name="creeper", distance=3)),
         (Chat(sender="alex", text="Emil, go"), Chat(sender="bob", text="Emil, help me")),
+        (Death(), Health(health=5, food=20)),
     ],
-    ids=["another attacker", "another hostile", "another player"],
+    ids=["another attacker", "another hostile", "another player", "low health after a death"],
 )
 async def test_a_different_emergency_interrupts_the_answer_to_the_first(
     tmp_path: Path, first: object, second: object
@@ -871,6 +879,37 @@ async def test_events_are_recorded_with_their_priority_turn_and_echoes(tmp_path:
     assert len(stats.turns) == 2
 
 
+async def test_each_dispatched_action_absorbs_one_echo(tmp_path: Path) -> None:
+    from emil.events import ActionFinished
+    from emil.recording import EventRecord
+
+    echoed = anyio.Event()
+
+    async def step(request: ChatRequest) -> Completion:
+        if request.messages[-1]["role"] == "user":
+            return answer(tool("say", '{"text": "hi"}', "c1"), tool("say", '{"text": "ho"}', "c2"))
+        await echoed.wait()
+        return answer(content="ok")
+
+    agent, world, _, rec = _agent(tmp_path, step)
+
+    async def script() -> None:
+        await world.send.send(Chat(sender="alex", text="hello"))
+        await world.action_started.wait()
+        for _ in range(3):  # two echoes of Emil's two says, then one that is news
+            await world.send.send(ActionFinished(action="say", ok=True))
+        await anyio.sleep(0.1)
+        echoed.set()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(script)
+            await agent.run(max_turns=2)
+    rec.close()
+    events = [r for r in _records(tmp_path) if isinstance(r, EventRecord)]
+    assert [r.priority for r in events if r.event["kind"] == "action_finished"] == ["echo", "echo", "normal"]
+
+
 async def test_the_first_stop_reason_stands(tmp_path: Path) -> None:
     agent, _world, _, rec = _agent(tmp_path, _slow_then(0, answer(content="ok")))
     assert (agent.stopped, agent.stop_reason) == (False, "")
@@ -879,6 +918,13 @@ async def test_the_first_stop_reason_stands(tmp_path: Path) -> None:
     assert agent.stopped and agent.stop_reason == "signal SIGTERM"
     with anyio.fail_after(5):
         await agent.run()
+    rec.close()
+
+
+async def test_a_stop_without_a_reason_is_recorded_as_requested(tmp_path: Path) -> None:
+    agent, _world, _, rec = _agent(tmp_path, _slow_then(0, answer(content="ok")))
+    agent.stop()
+    assert agent.stopped and agent.stop_reason == "stop requested"
     rec.close()
 
 
@@ -899,3 +945,104 @@ async def test_a_players_quiet_interval_ends_exactly_on_time(
     other = Triaged(Chat(sender="bob", text="Emil!"), "urgent", "bob spoke to Emil", 0.0)
     assert agent._claim(other)  # another player's interval is their own
     rec.close()
+
+
+@pytest.mark.parametrize("fault", ["raises", "hangs"])
+async def test_a_failed_snapshot_costs_the_status_not_the_turn(tmp_path: Path, fault: str) -> None:
+    agent, world, requests, rec = _agent(
+        tmp_path, _slow_then(0, answer(content="ok")), snapshot_timeout_s=0.1
+    )
+
+    async def snapshot() -> dict[str, object]:
+        if fault == "raises":
+            raise ConnectionError("bridge gone")
+        await anyio.sleep(3600)
+        return {}
+
+    world.snapshot = snapshot  # type: ignore[method-assign]
+    await world.send.send(Chat(sender="alex", text="Emil, hi"))
+    with anyio.fail_after(5):
+        stats = await agent.run(max_turns=1)
+    rec.close()
+    assert not stats.turns[0].failed and len(requests) == 1
+    assert 'alex says: "Emil, hi"' in _last_user(requests[0])
+    errors = [r for r in _records(tmp_path) if isinstance(r, ErrorRecord)]
+    expected = ("ConnectionError", "bridge gone") if fault == "raises" else ("TimeoutError", "")
+    assert [(e.turn, e.where, e.error_type, e.message) for e in errors] == [(1, "snapshot", *expected)]
+    observation = next(r for r in _records(tmp_path) if isinstance(r, ObservationRecord))
+    assert observation.snapshot is None
+
+
+async def test_an_outcome_without_a_time_gets_the_dispatch_time_in_ms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from emil.agent.ports import Outcome
+    from emil.recording import ToolResultRecord
+
+    replies = [answer(tool("say", '{"text": "hi"}')), answer(content="done")]
+    agent, world, _, rec = _agent(tmp_path, lambda request: _now(replies.pop(0)))
+    clock = [100.0]
+    monkeypatch.setattr("emil.agent.loop.time.monotonic", lambda: clock[0])
+
+    async def run_tool(call, *, limit_s, requesters=frozenset()):  # type: ignore[no-untyped-def]
+        clock[0] += 0.25  # the action takes a quarter of a second
+        return Outcome(True, "said it", {"heard_by": ["alex"]})
+
+    world.run_tool = run_tool  # type: ignore[method-assign]
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(5):
+        await agent.run(max_turns=1)
+    rec.close()
+    result = next(r for r in _records(tmp_path) if isinstance(r, ToolResultRecord))
+    assert (result.data, result.elapsed_ms) == ({"heard_by": ["alex"]}, 250.0)
+
+
+async def _now(completion: Completion) -> Completion:
+    return completion
+
+
+async def test_a_turn_is_named_by_its_urgent_reasons_and_observes_the_snapshot(tmp_path: Path) -> None:
+    from emil.perception import Triaged
+
+    agent, world, _, rec = _agent(tmp_path, _slow_then(0, answer(content="ok")))
+    triaged = [
+        Triaged(Chat(sender="bob", text="nice day"), "normal", "chat from bob", 1.0),
+        Triaged(Damage(amount=1, health=19, attacker="zombie"), "urgent", "hit by zombie", 2.0),
+        Triaged(Chat(sender="alex", text="Emil!"), "urgent", "alex spoke to Emil", 3.0),
+        Triaged(Damage(amount=1, health=18, attacker="zombie"), "urgent", "hit by zombie", 4.0),
+    ]
+    with anyio.fail_after(5):
+        await agent._turn(triaged)
+    rec.close()
+    records = _records(tmp_path)
+    turn = next(r for r in records if isinstance(r, TurnRecord))
+    observation = next(r for r in records if isinstance(r, ObservationRecord))
+    assert turn.reason == "hit by zombie; alex spoke to Emil"  # urgent reasons, once each, in order
+    assert (observation.reason, observation.urgent, observation.events) == (turn.reason, True, 4)
+    assert observation.snapshot == world.snapshot_data
+
+
+async def test_an_outage_before_a_turns_first_step_is_at_step_zero(tmp_path: Path) -> None:
+    from emil.backoff import OutageEvent
+    from emil.perception import Triaged
+    from emil.recording import RetryRecord
+
+    replies = [answer(tool("say", '{"text": "hi"}')), answer(content="done"), answer(content="ok")]
+    agent, world, _, rec = _agent(tmp_path, lambda request: _now(replies.pop(0)))
+    snapshots = 0
+
+    async def snapshot() -> dict[str, object]:
+        nonlocal snapshots
+        snapshots += 1
+        if snapshots == 2:  # the second turn's world retries while it observes
+            agent.record_outage(OutageEvent("retry", "minecraft server", 1, "refused", 0.5, 0.0))
+        return {}
+
+    world.snapshot = snapshot  # type: ignore[method-assign]
+    line = Triaged(Chat(sender="alex", text="Emil"), "urgent", "alex spoke to Emil", 0.0)
+    with anyio.fail_after(5):
+        await agent._turn([line])  # two steps
+        await agent._turn([line])
+    rec.close()
+    retry = next(r for r in _records(tmp_path) if isinstance(r, RetryRecord))
+    assert (retry.turn, retry.step) == (2, 0)

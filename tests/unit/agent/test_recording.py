@@ -242,6 +242,8 @@ def test_repair_cuts_only_the_tail(tmp_path: Path) -> None:
     assert repair_tail(path) == 4 and path.read_bytes() == b""
     path.write_bytes(good + b"\n")  # a blank last line is whole
     assert repair_tail(path) == 0
+    path.write_bytes(good + b"not json\n\n")  # a bad line before a whole blank one is not a tail
+    assert repair_tail(path) == 0
 
 
 def test_outage_records_carry_every_field() -> None:

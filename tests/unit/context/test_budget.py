@@ -54,3 +54,60 @@ def test_calibration_forgets_old_errors() -> None:
     calibration.observe(10, 10)
     assert calibration.margin == 0
     assert Calibration().report().samples == 0
+
+
+def test_a_report_without_samples_says_nothing_went_wrong() -> None:
+    report = Calibration(base_margin=100).report()
+    assert (report.samples, report.exact, report.mean_error) == (0, 0, 0.0)
+    assert (report.worst_under, report.worst_over, report.margin) == (0, 0, 100)
+
+
+def test_a_report_of_exact_predictions_has_no_worst_case() -> None:
+    calibration = Calibration(base_margin=100)
+    calibration.observe(500, 500)
+    report = calibration.report()
+    assert (report.worst_under, report.worst_over, report.mean_error, report.margin) == (0, 0, 0.0, 100)
+
+
+def test_one_token_off_either_way_is_reported() -> None:
+    calibration = Calibration(base_margin=10, widen=2.0)
+    calibration.observe(500, 501)  # one under
+    calibration.observe(500, 499)  # one over
+    report = calibration.report()
+    assert (report.worst_under, report.worst_over) == (1, 1)
+    assert report.margin == calibration.margin == 12
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"window": 0},
+        {"window": 100, "output_reserve": -1, "margin": 0},
+        {"window": 100, "output_reserve": 0, "margin": -1},
+    ],
+)
+def test_a_negative_or_empty_part_is_an_invalid_budget(kwargs: dict[str, int]) -> None:
+    with pytest.raises(BudgetError, match="invalid budget"):
+        Budget(**kwargs)  # type: ignore[arg-type]
+
+
+def test_the_smallest_budgets_that_hold() -> None:
+    assert Budget(1, output_reserve=0, margin=0).prompt_budget == 1  # one token of room is room
+    assert Budget(100, output_reserve=0, margin=0, low_water=1.0).prompt_budget == 100
+    with pytest.raises(BudgetError, match="no room for a prompt"):
+        Budget(100, output_reserve=50, margin=50)  # exactly nothing left
+    with pytest.raises(BudgetError, match="low_water"):
+        Budget(100, output_reserve=0, margin=0, low_water=0.0)
+
+
+def test_the_calibration_defaults_a_256_margin_over_64_recent_samples() -> None:
+    calibration = Calibration()
+    assert calibration.margin == 256
+    calibration.observe(100, 200)  # 100 under, then 64 exact: the under-count is forgotten
+    for _ in range(64):
+        calibration.observe(100, 100)
+    assert calibration.margin == 256
+    calibration.observe(100, 110)
+    for _ in range(63):
+        calibration.observe(100, 100)
+    assert calibration.margin == 256 + 15  # 63 later it is still in the window

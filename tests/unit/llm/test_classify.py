@@ -137,3 +137,20 @@ def test_overflow_rejected_keeps_every_number() -> None:
     assert str(err) == f"server rejected the prompt for size (HTTP 502): {msg}"
     assert (err.window, err.requested_output, err.server_prompt_tokens) == (4096, overflow.requested_output, 5000)
     assert (err.overflow, err.status, err.server_message) == (overflow, 502, msg)
+
+
+def test_excerpt_keeps_400_characters_by_default() -> None:
+    assert excerpt("a" * 400) == "a" * 400
+    assert excerpt("a" * 401) == "a" * 400 + "… (401 chars)"
+
+
+def test_overflow_rejected_keeps_the_requested_output() -> None:
+    from emil.llm import parse_overflow
+    from emil.llm.classify import OverflowRejected
+
+    msg = ("This model's maximum context length is 32768 tokens. However, you requested 36144 tokens "
+           "(30000 in the messages, 6144 in the completion).")
+    overflow = parse_overflow(msg)
+    assert overflow is not None
+    err = OverflowRejected(overflow, status=400, server_message=msg)
+    assert (err.window, err.requested_output, err.server_prompt_tokens) == (32768, 6144, 30000)

@@ -147,6 +147,8 @@ async def test_same_bytes_and_headers_as_create(name: str, stream: bool) -> None
         assert mine.reasoning == "Going there." and mine.finish_reason == "tool_calls"
         assert mine.tool_calls[0].arguments == {"message": "ok"}
         assert mine.usage is not None and mine.usage.cached_tokens == 32
+    # the time the answer took, measured here: milliseconds against the recorder, not a clock
+    assert mine.timings is not None and 0 <= mine.timings.total_s < 60
 
 
 async def test_unset_options_are_absent_not_null() -> None:

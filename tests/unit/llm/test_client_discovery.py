@@ -123,6 +123,30 @@ async def test_count_prompt_tokens_asks_the_servers_tokenize_with_the_key(monkey
     assert await OpenAIClient("http://127.0.0.1:9/v1", model="auto").count_prompt_tokens(request) is None
 
 
+async def test_count_prompt_tokens_sends_the_tools_within_the_clients_time_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sent: list[httpx.Request] = []
+    timeouts: list[object] = []
+    real = httpx.AsyncClient
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={"count": 77, "max_model_len": 4096, "tokens": []})
+
+    def client(**kw: Any) -> httpx.AsyncClient:
+        timeouts.append(kw.get("timeout"))
+        return real(transport=httpx.MockTransport(answer), **kw)
+
+    monkeypatch.setattr(httpx, "AsyncClient", client)
+    tools = [{"type": "function", "function": {"name": "say", "parameters": {"type": "object"}}}]
+    llm = OpenAIClient("http://127.0.0.1:9/v1/", model="m", timeout=7.5)  # a trailing slash too
+    request = ChatRequest(messages=[{"role": "user", "content": "x"}], tools=tools)
+    assert await llm.count_prompt_tokens(request) == 77
+    assert json.loads(sent[0].content)["tools"] == tools  # tools are part of the prompt
+    assert timeouts == [7.5] and str(sent[0].url) == "http://127.0.0.1:9/tokenize"
+
+
 async def test_a_failing_tokenize_keeps_the_lower_bound(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     real = httpx.AsyncClient
     monkeypatch.setattr(httpx, "AsyncClient",

@@ -276,3 +276,19 @@ def test_a_character_count_without_output_tokens() -> None:
     o = parse_overflow("This model's maximum context length is 8192 tokens. However, your prompt contains 90000 "
                        "characters (more than 32768 characters, which is the upper bound for 8192 input tokens).")
     assert o is not None and o.requested_output is None and o.prompt_is_lower_bound
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "'" in c[0]], ids=lambda c: c[0][:40])
+def test_every_wording_reads_alike_with_escaped_or_curly_apostrophes(
+    case: tuple[str, int, int | None, int, bool],
+) -> None:
+    plain = case[0]
+    for variant in (plain.replace("'", "\\'"), plain.replace("'", "’")):
+        assert parse_overflow(variant) == parse_overflow(plain) is not None
+
+
+def test_an_exact_total_at_the_servers_cap_is_a_lower_bound() -> None:
+    # The server tokenizes at most W - M + 1 tokens: a count equal to that says "at least".
+    o = parse_overflow("This model's maximum context length is 8192 tokens. However, you requested 64 output "
+                       "tokens and your prompt contains 8129 input tokens, for a total of 8193 tokens.")
+    assert o is not None and o.prompt_tokens == 8129 and o.prompt_is_lower_bound and o.family == "v0.27-at-least"

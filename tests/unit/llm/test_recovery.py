@@ -706,3 +706,17 @@ def test_an_overflow_inside_a_configuration_error_is_read_from_its_text() -> Non
     assert overflow is not None and overflow.prompt_tokens == 5000
     told = EndpointConfigError("x", server_message="Input length (6000) exceeds model's maximum context length (4096).")
     assert _overflow_of(told, request, W).prompt_tokens == 6000  # type: ignore[union-attr]
+
+
+async def test_the_driver_passes_its_retry_limits_to_the_flow() -> None:
+    msg = "Input length (40000) exceeds model's maximum context length (32768)."
+    llm = _Flaky(_rejected(msg), _rejected(msg))
+    sizes = iter([30000, 20000, 10000])
+    with pytest.raises(ContextOverflowError, match="1 smaller retries did not fit"):
+        await complete_with_recovery(llm, lambda _limit: _req(next(sizes)), window=W, max_overflow_retries=1)
+    assert len(llm.sent) == 2
+    faults = _Flaky(*[ServerFault("x")] * 2)
+    with pytest.raises(ServerFault):
+        await complete_with_recovery(faults, lambda _limit: _req(100), window=W, max_fault_retries=1,
+                                     patience=Patience("x", backoff=Backoff(0.001, 0.001)))
+    assert len(faults.sent) == 2  # one send, one resend

@@ -115,6 +115,13 @@ def test_a_stream_assembles_and_says_when_the_first_token_came() -> None:
     assert c.usage is not None and c.usage.prompt_tokens == 5 and c.model == "m"
 
 
+def test_a_stream_without_reasoning_has_none() -> None:
+    a = StreamAssembler()
+    a.add(_chunk({"content": "hi"}, "stop"))
+    c = a.finish(tool_call=parse_tool_call, timings=Timings(total_s=1.0))
+    assert c.content == "hi" and c.reasoning is None
+
+
 def test_a_truncated_stream_is_a_server_fault() -> None:
     a = StreamAssembler()
     a.add(_chunk({"content": "half an ans"}))

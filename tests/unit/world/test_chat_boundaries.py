@@ -29,3 +29,14 @@ def test_a_space_exactly_half_way_is_too_early_to_cut_at() -> None:
 
 def test_a_character_wider_than_the_limit_still_makes_a_piece_of_one() -> None:
     assert split_chat("\U0001f600\U0001f600", limit=1) == ["\U0001f600", "\U0001f600"]
+
+
+def test_the_cut_goes_at_the_last_space_that_fits() -> None:
+    # spaces at 7 and 10 within a fit of 12: the later one, not the first past half-way
+    assert split_chat("aaaaaaa bb cc dd", limit=12) == ["aaaaaaa bb", "cc dd"]
+    # spaces at 5 and 8 within a fit of 8: the one exactly at the limit counts
+    assert split_chat("aaaaa bb cc", limit=8) == ["aaaaa bb", "cc"]
+
+
+def test_at_most_three_pieces_by_default() -> None:
+    assert len(split_chat("word " * 400)) == 3
