@@ -74,6 +74,9 @@ __all__ = ["Agent", "AgentOptions"]
 
 _log = logging.getLogger("emil.agent")
 
+ABORT_LIMIT_S = 5.0
+"""How long the world gets to abort an action that timed out or was interrupted."""
+
 REJECTED_TURNS_LIMIT = 3
 """Turns in a row whose request the server refuses as invalid before Emil stops (exit 2): one
 refused request is that turn's content; every request refused is the setup."""
@@ -356,8 +359,7 @@ class Agent:
                     self._fail_turn(stats, e, where="turn", bug=True)
             if scope.cancelled_caught or (self._stop.is_set() and not stats.interrupted):
                 self._interrupted(stats, self.stop_reason or "stop")
-                with anyio.move_on_after(self.options.stop_abort_s, shield=True):
-                    await self._abort()
+                await self._abort(self.options.stop_abort_s)
         finally:
             self._turn_scope = None
             self._in_turn = False
@@ -501,8 +503,10 @@ class Agent:
             outcome = Outcome(outcome.ok, outcome.text, outcome.data, (time.monotonic() - started) * 1000)
         return outcome
 
-    async def _abort(self) -> None:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5.0):
+    async def _abort(self, limit_s: float = ABORT_LIMIT_S) -> None:
+        # One shielded scope with the deadline on it: a shield inside a caller's deadline would
+        # make that deadline wait for this one (a stop's stop_abort_s waited the whole 5 s).
+        with anyio.move_on_after(limit_s, shield=True):
             try:
                 await self.world.abort()
             except Exception as e:  # the action is being dropped anyway; say so and go on

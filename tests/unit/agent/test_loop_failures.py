@@ -336,6 +336,32 @@ async def test_a_stop_during_an_action_aborts_it(tmp_path: Path) -> None:
     assert world.aborts == 1 and stats.turns[0].interrupted
 
 
+async def test_a_stop_waits_for_a_hanging_abort_only_stop_abort_s(tmp_path: Path) -> None:
+    """The world's abort never returns: the stop gives it stop_abort_s, not the 5 s an abort
+    after a timeout gets (a shield inside the stop's deadline used to wait those 5 s)."""
+    agent, world, _requests, rec = _agent(
+        tmp_path, _slow_then(0, answer(tool("go_to", '{"x": 1, "y": 2, "z": 3}'))), stop_abort_s=0.3
+    )
+
+    async def hangs() -> None:
+        world.aborts += 1
+        await anyio.sleep(3600)
+
+    world.abort = hangs  # type: ignore[method-assign]
+
+    async def script() -> None:
+        await world.send.send(Chat(sender="alex", text="Emil, go"))
+        await world.action_started.wait()
+        agent.stop()
+
+    with anyio.fail_after(4):  # the old shielded 5 s abort fails this
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(script)
+            stats = await agent.run()
+    rec.close()
+    assert world.aborts == 1 and stats.turns[0].interrupted
+
+
 # --- storms --------------------------------------------------------------------------------------
 
 
