@@ -20,9 +20,12 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-import anyio
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
+
+import anyio
 
 from emil.cli_args import OneLineParser, positive_int
 from emil.testing.chaos import ScenarioResult, chaos_rig
