@@ -73,6 +73,15 @@ SCALED: dict[str, tuple[str, str]] = {
 """Benchmarks too long for CI as written: run with the extra flags appended (argparse keeps the
 last value), so the documented command line itself is what is exercised, at a smaller scale."""
 
+SCALED_BY_FLAG: dict[str, tuple[str, str]] = {
+    "--synthetic-hours 24": (
+        "--synthetic-hours 3",
+        "a day of synthetic play swept over 11 budgets takes minutes of CPU; the same command "
+        "runs here on 3 hours (the later flag wins)",
+    ),
+}
+"""The same, for any command carrying the flag."""
+
 PRINTS_TRACEBACKS = ("docs/examples/standin-",)
 """Commands whose output shows tracebacks on purpose (the stand-in prints vLLM's error lines)."""
 
@@ -124,6 +133,9 @@ def plan(c: DocCommand) -> Plan:
         return Plan("help", f"{_program(text)} --help", reason)
     for prefix, (extra, why) in SCALED.items():
         if text == prefix or text.startswith(prefix + " "):
+            return Plan("run", f"{text} {extra}", why, slow=True)
+    for flag, (extra, why) in SCALED_BY_FLAG.items():
+        if flag in text:
             return Plan("run", f"{text} {extra}", why, slow=True)
     return Plan("run", text, slow=any(s in text for s in SLOW))
 
