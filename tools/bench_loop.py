@@ -140,8 +140,9 @@ async def bench(n_emils: int, turns: int, history_tokens: int, workdir: Path, in
             model = await check_model(s, llm)
             world = BenchWorldDouble()
             recorder = Recorder(workdir / f"bench-{n_emils}-{i}.jsonl")
-            probe = build_agent(s, model, world, emil_tool_specs(), Recorder(workdir / "probe.jsonl"))
-            history = history_near(history_tokens, probe.context.manager.count)  # type: ignore[attr-defined]
+            with Recorder(workdir / f"probe-{n_emils}-{i}.jsonl") as probe_recorder:  # one per agent: never appended
+                probe = build_agent(s, model, world, emil_tool_specs(), probe_recorder)
+                history = history_near(history_tokens, probe.context.manager.count)  # type: ignore[attr-defined]
             agent = build_agent(s, model, world, emil_tool_specs(), recorder, history=history)
             agents.append((agent, llm, recorder))
             sends.append(sent_at)
