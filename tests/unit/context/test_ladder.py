@@ -202,3 +202,52 @@ def test_rungs_never_change_the_history_they_trim() -> None:
     trimmed, records, _ = _run(history, 100)
     assert records and trimmed != history
     assert [m.to_openai() for m in history.messages()] == before
+
+
+def test_the_stub_word_for_word_with_and_without_its_call() -> None:
+    """What the model reads in place of a bulky result (pinned: it is prompt text)."""
+    result = Message.tool_result("c9", json.dumps(list(range(300))), event_time=1.0)
+    elided = elide_results((result,), 200, len)  # the call is not in the turn: unknown tool
+    assert elided is not None
+    content = result.content or ""
+    assert elided[0].content == (
+        f"[elided: {len(content)}-token result of unknown tool(); a list of 300 items; "
+        f"began: {content[:79]}…]"
+    )
+    error = Message.tool_result("c1", json.dumps({"ok": False, "error": "no path", "pad": "x" * 400}), event_time=1.0)
+    call = Message.assistant(None, tool_calls=[{"id": "c1", "name": "go_to", "arguments": '{"x": 1}'}])
+    stub = elide_results((call, error), 200, len)
+    assert stub is not None and stub[0] is call
+    assert (stub[1].content or "").startswith(
+        f'[elided: {len(error.content or "")}-token result of go_to({{"x": 1}}); keys: ok, error, pad; '
+        "ok=False; error=no path; began: "
+    )
+    plain = Message.tool_result("c2", "y" * 300, event_time=1.0)
+    assert (elide_results((plain,), 200, len) or (plain,))[0].content == (
+        f"[elided: 300-token result of unknown tool(); began: {'y' * 79}…]"
+    )
+
+
+def test_a_result_at_the_threshold_stays_and_a_stub_is_never_elided_again() -> None:
+    at = Message.tool_result("c1", "z" * 200, event_time=1.0)
+    assert elide_results((at,), 200, len) is None
+    over = elide_results((Message.tool_result("c1", "z" * 201, event_time=1.0),), 200, len)
+    assert over is not None
+    assert elide_results(over, 10, len) is None  # already a stub, whatever its size
+
+
+def test_trim_records_count_the_messages_each_rung_touched() -> None:
+    """messages_touched, as recorded: an elided result is one message; a folded or evicted turn
+    is every message it had."""
+    history = History()
+    for i in range(6):
+        for j, message in enumerate(_turn(i, big=i == 0)):
+            history = history.start_turn(message) if j == 0 else history.append(message)
+    _, records, _ = _run(history, target=_chars(history) - 1)
+    assert [(r.rung, r.messages_touched) for r in records] == [("drop_reasoning", 1)]  # the oldest turn's
+    config = LadderConfig(rungs=("elide_results", "evict", "cut_newest"), elide_over_tokens=200)
+    _, records, _ = _run(history, target=_chars(history) - 1, config=config)
+    assert [(r.rung, r.messages_touched) for r in records] == [("elide_results", 1)]
+    _, records, _ = _run(history, target=500, config=config)  # under what eliding alone leaves
+    evicted = [r for r in records if r.rung == "evict"]
+    assert evicted and all(r.messages_touched > 0 and r.messages_touched % 3 == 0 for r in evicted), records
