@@ -152,6 +152,9 @@ async def test_requests_rejected_turn_after_turn_are_the_setup(tmp_path: Path) -
     rec.close()
     assert str(stopped.value).startswith("the server rejected the request of 3 turns in a row: ")
     assert "request options" in str(stopped.value) and stopped.value.status == 400
+    assert str(stopped.value).endswith("Server said (HTTP 400): bad top_k")
+    assert stopped.value.server_message == "bad top_k"
+    assert isinstance(stopped.value.__cause__, RequestRejected)
     assert len(requests) == 5 and not outcomes
 
 
