@@ -29,6 +29,8 @@ from typing import Any, Literal
 
 from emil.events import (
     ActionFinished,
+    BlockPlaced,
+    BlockRemoved,
     Chat,
     Damage,
     Death,
@@ -116,7 +118,7 @@ class Perception:
                 self._last_health is None or self._last_health > p.low_health
             ):
                 return "urgent", f"health low ({event.health:g})"
-            case Health() | TimeOfDay() | Weather() | UnknownEvent():
+            case Health() | TimeOfDay() | Weather() | UnknownEvent() | BlockPlaced() | BlockRemoved():
                 return "ambient", ""
             case Disconnected() | Kicked():
                 # Nothing the model can do while the bridge reconnects; the status says so.
@@ -245,6 +247,10 @@ def describe_event(event: GameEvent) -> str:
             return f"action {event.action} finished {status}{tail}"
         case Reflex():
             return f"reflex {event.reflex}" + (f": {event.detail}" if event.detail else "")
+        case BlockPlaced():
+            return f"{event.by or 'someone'} placed a {event.block} at {_fmt_pos(event.position)}"
+        case BlockRemoved():
+            return f"the {event.block} at {_fmt_pos(event.position)} is gone"
         case TimeOfDay():
             return f"it is now {event.phase}"
         case Weather():

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from pydantic import (
     ConfigDict,
     Field,
-    JsonValue,
     StringConstraints,
     ValidationError,
     WithJsonSchema,
@@ -39,6 +38,7 @@ from emil.exceptions import EmilError
 from emil.llm.types import ToolCall
 from emil.world.bridge import Snapshot
 from emil.world.chat import CHAT_LIMIT, clean_chat, reads_as_command, split_chat
+from emil.world.guard import Guard
 from emil.world.tool import (
     TOOLS,
     ActionPolicy,
@@ -60,6 +60,7 @@ __all__ = [
     "Attack",
     "BotLike",
     "Build",
+    "ClaimChest",
     "Collect",
     "Craft",
     "Dig",
@@ -132,36 +133,49 @@ class _Chat(Tool):
 
     async def run(self, ctx: ToolContext) -> Outcome:
         name, policy = self.tool_name, ctx.policy
+        guard = ctx.guard or Guard.from_policy(policy)
         pieces = split_chat(self.text, self._limit(), policy.max_chat_messages)
         if not pieces:
             return Outcome(False, f"{name} failed: nothing to say after removing control characters")
         commands = [i for i, piece in enumerate(pieces, 1) if reads_as_command(piece)]
-        if commands and not policy.may_command():
-            return Outcome(False, _refusal(name, commands, len(pieces), policy), {"refused": list(pieces)})
-        # The bot checks the same rule again, with the same requesters (neither side alone).
-        requesters: list[JsonValue] = list(sorted(policy.requesters))
-        for piece in pieces:
-            args = {**self.wire_args(), "text": piece, "requesters": requesters}
+        rule_id = "chat.command" if commands else "chat.line"
+        for i in commands:
+            verdict, ask = guard.command_verdict(pieces[i - 1])
+            if verdict.allowed:
+                continue
+            if ask and len(commands) == 1 and len(pieces) == 1:
+                code = await guard.ask_to_confirm(ctx.bot, pieces[0])
+                if code is not None:
+                    return Outcome(False, _confirm_text(name, pieces[0], code, guard), {"refused": list(pieces), "confirm": code},
+                                   rule=rule_id)
+            where = "the message" if len(pieces) == 1 else "piece " + ", ".join(map(str, commands)) + f" of {len(pieces)}"
+            refused = await guard.refuse(ctx.bot, self, verdict, what=f'({where} would start with "/" or a look-alike: a server command)')
+            return Outcome(False, refused.text + ". Say it without a leading slash.", {"refused": list(pieces), "rule": rule_id}, rule=rule_id)
+        room, why = guard.chat_room()
+        if room == 0:
+            return Outcome(False, f"{name}: not sent: {why}", {"refused": list(pieces), "rule": "chat.line"}, rule="chat.line")
+        sending = pieces[:room]
+        for piece in sending:
+            # The bot checks the same rule again, from what it saw itself (neither side alone).
+            args = {**self.wire_args(), "text": piece, "authority": guard.js_authority()}
             res = await ctx.bot.act(name, args, timeout=self.timeout_s, job=self.job)
+            guard.chat_sent(1)
             if not res.ok:
-                return Outcome(False, f"{name} failed: {res.error}")
-        sent = " ".join(pieces)
+                return Outcome(False, f"{name} failed: {res.error}", rule=rule_id)
+        sent = " ".join(sending)
         cut = sent.replace(" ", "") != clean_chat(self.text).replace(" ", "")
-        return Outcome(True, self._said(sent) + (" (cut to fit the chat limit)" if cut else ""), {"messages": list(pieces)})
+        tail = " (cut to fit the chat limit)" if cut and len(sending) == len(pieces) else ""
+        if len(sending) < len(pieces):
+            tail = f" ({len(pieces) - len(sending)} more chat line(s) not sent: {guard.chat_room()[1] or 'the chat cap'})"
+        return Outcome(True, self._said(sent) + tail, {"messages": list(sending)}, rule=rule_id)
 
 
-def _refusal(name: str, commands: list[int], total: int, policy: ActionPolicy) -> str:
-    where = "the message" if total == 1 else "piece " + ", ".join(map(str, commands)) + f" of {total}"
-    if not policy.allow_commands:
-        why = "commands are not enabled"
-    elif not policy.requesters:
-        why = "no operator asked for it in this turn"
-    else:
-        others = ", ".join(sorted(policy.requesters - policy.operators))
-        why = f"only operators may order commands, and {others} spoke in this turn"
+def _confirm_text(name: str, piece: str, code: str, guard: Guard) -> str:
+    operators = ", ".join(sorted(n for n in guard.requesters() if guard.people.is_operator(n)))
     return (
-        f'refused: {name}: {where} would start with "/" (or a look-alike after invisible characters), '
-        f"which the server reads as a command; {why}. Say it without a leading slash."
+        f'{name}: not sent yet: "{piece}" is a server command that is not, word for word, in an operator\'s own '
+        f'words in this turn. Asked {operators} to confirm it: when they reply "confirm {code}" (within '
+        f"{guard.limits.command_confirm_s:g} s) it is sent as it is, without you."
     )
 
 
@@ -310,20 +324,15 @@ class Give(Tool):
 
 
 class Attack(Tool):
-    """Fight a mob (by type, e.g. zombie) or a player. Attacking players needs an operator's order."""
+    """Fight a mob (by type, e.g. zombie) or a player. Attacking players needs an operator's order.
+
+    The guard (emil.world.guard) decides which: rows attack.* of the rule table."""
 
     tool_name: ClassVar[str] = "attack"
     job: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 40.0
     target: str = Field(pattern=r"^[A-Za-z0-9_]{1,32}$", description="Mob type or player name")
     duration_s: float = Field(default=10, ge=1, le=30, description="Give up after this many seconds")
-
-    async def run(self, ctx: ToolContext) -> Outcome:
-        if not ctx.policy.operator_order():
-            snap = await ctx.bot.snapshot()
-            if any(p.get("name") == self.target for p in snap.players):
-                return Outcome(False, f"refused: attacking the player {self.target} needs an order from an operator")
-        return await super().run(ctx)
 
     def read(self, result: dict[str, Any]) -> str:
         outcome = "it is dead" if result.get("defeated") else "it is still alive"
@@ -517,6 +526,18 @@ class Take(_ChestTool):
     items: _ItemCounts = Field(min_length=1, max_length=16, description='e.g. {"oak_log": 10}')
 
 
+class ClaimChest(_Spot):
+    """Say who owns a chest (the nearest within 32 blocks, or at x, y, z): a player's name, Emil, or nobody. Only on an operator's order."""
+
+    tool_name: ClassVar[str] = "claim_chest"
+    bridged: ClassVar[bool] = False
+    owner: str = Field(pattern=_PLAYER, description="Player name, Emil, or nobody")
+
+    async def run(self, ctx: ToolContext) -> Outcome:
+        # The guard (emil.world.guard, row claim_chest) decides and notes the owner itself.
+        return Outcome(False, "claim_chest: only an operator's order through the guard sets an owner", rule="claim_chest")
+
+
 class Inventory(Query):
     """List what you carry."""
 
@@ -599,15 +620,17 @@ def validate_tool_call(call: ToolCall) -> ToolCall:
     return call.model_copy(update={"arguments": tool.wire_args()})
 
 
-async def dispatch(bot: BotLike, call: ToolCall, policy: ActionPolicy | None = None) -> Outcome:
-    """Run one tool call. Model mistakes and failed actions become text, never exceptions."""
+async def dispatch(bot: BotLike, call: ToolCall, policy: ActionPolicy | None = None, guard: Guard | None = None) -> Outcome:
+    """Run one tool call through the guard (the rule table; without one, a guard made from the
+    policy). Model mistakes, refusals and failed actions become text, never exceptions."""
     policy = policy or ActionPolicy()
     if call.name in policy.disabled:  # not offered; a model may still call it from memory
         return Outcome(False, f"error: {call.name} is switched off on this server; use another tool")
     tool = parse_tool(call)
     if isinstance(tool, str):
         return Outcome(False, f"error: {tool}")
+    guard = guard or Guard.from_policy(policy)
     try:
-        return await tool.run(ToolContext(bot, policy))
+        return await guard.run(tool, ToolContext(bot, policy))
     except EmilError as exc:
         return Outcome(False, f"{tool.tool_name} failed: {exc}")

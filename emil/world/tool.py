@@ -27,12 +27,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from emil.world.bridge import ActionResult, Snapshot
+
+if TYPE_CHECKING:
+    from emil.world.guard import Guard
 
 __all__ = ["TOOLS", "ActionPolicy", "BotLike", "Gives", "Outcome", "Query", "Speaks", "Tool", "ToolContext"]
 
@@ -49,6 +52,9 @@ class Outcome:
     text: str
     data: JsonValue = None
     elapsed_ms: float | None = None
+    rule: str = ""
+    """The row of the rule table (emil.trust.rules) that allowed or refused it ("" when no
+    guard saw it: a malformed call, a switched-off tool)."""
 
 
 class ActionPolicy(BaseModel):
@@ -95,10 +101,14 @@ class BotLike(Protocol):
 
 @dataclass(frozen=True)
 class ToolContext:
-    """What a running tool may use: the bot and the policy of this turn."""
+    """What a running tool may use: the bot, the policy of this turn, the guard that checked
+    the call (emil.world.guard), and what the guard adds to the bot's arguments (the chest it
+    resolved, the authority the bot checks again)."""
 
     bot: BotLike
-    policy: ActionPolicy
+    policy: ActionPolicy = field(default_factory=ActionPolicy)
+    guard: Guard | None = None
+    extra: Mapping[str, JsonValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -139,6 +149,8 @@ class Tool(BaseModel):
     """What it gives to whom, when it gives items (what Emil learns from a call: emil.memory)."""
     speaks: ClassVar[Speaks | None] = None
     """Which argument is speech and to whom, when it speaks."""
+    bridged: ClassVar[bool] = True
+    """Runs a JS function of the same name in the bot (False: answered in Python)."""
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -170,7 +182,7 @@ class Tool(BaseModel):
 
     async def run(self, ctx: ToolContext) -> Outcome:
         """One bridge action named ``tool_name``; override when the tool is not that."""
-        reply = await ctx.bot.act(self.tool_name, self.wire_args(), timeout=self.timeout_s, job=self.job)
+        reply = await ctx.bot.act(self.tool_name, {**self.wire_args(), **ctx.extra}, timeout=self.timeout_s, job=self.job)
         if not reply.ok:
             return Outcome(False, f"{self.tool_name} failed: {reply.error}")
         return Outcome(True, self.read(reply.result if isinstance(reply.result, dict) else {}), reply.result)
@@ -178,6 +190,8 @@ class Tool(BaseModel):
 
 class Query(Tool):
     """Base of tools answered from one snapshot, without a bridge action."""
+
+    bridged: ClassVar[bool] = False
 
     async def run(self, ctx: ToolContext) -> Outcome:
         snap = await ctx.bot.snapshot()

@@ -158,6 +158,7 @@ async function placeAt (ctl, item, at, signal) {
   }
   await bot.equip(stack, 'hand')
   aborted(signal)
+  ctl.placing = { x, y, z, until: Date.now() + 5000 } // the chest Emil sees appear here is its own
   if (sneak) bot.setControlState('sneak', true)
   try {
     await bot.placeBlock(ref, face)

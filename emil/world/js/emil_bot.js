@@ -14,7 +14,7 @@ console.log = console.info = console.debug = (...args) => console.error(...args)
 const { EventEmitter } = require('events')
 const { installEvents } = require('./emil_events')
 const { installReflexes, DEFAULT_REFLEXES } = require('./emil_reflexes')
-const { ACTIONS } = require('./emil_actions')
+const { ACTIONS, GUARD_CALLS } = require('./emil_actions')
 const { snapshot } = require('./emil_snapshot')
 
 // The versions Emil can play: those mineflayer is tested with, and any version that speaks the
@@ -182,10 +182,11 @@ function createController (optionsJson) {
     const started = Date.now()
     const finish = (ok, result, error) => {
       const out = { ok, result: result === undefined ? null : result, error: error || null, elapsed_ms: Date.now() - started }
-      ctl.emit('action_finished', { action: name, ...out })
+      // a guard call is the runtime's own question, not an action anyone should hear about
+      if (!GUARD_CALLS[name]) ctl.emit('action_finished', { action: name, ...out })
       return out
     }
-    const fn = ACTIONS[name]
+    const fn = ACTIONS[name] || GUARD_CALLS[name]
     if (!fn) return finish(false, null, `unknown action '${name}'`)
     if (!ctl.bot || !ctl.connected || !ctl.bot.entity) return finish(false, null, 'not connected to the server')
     let args

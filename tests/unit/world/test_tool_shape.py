@@ -46,11 +46,11 @@ async def test_a_new_tool_is_one_class() -> None:
 
         bot = BotDouble({"wave": ActionResult(ok=True, result={"at": "Alex"})})
         out = await dispatch(bot, call("wave", player="Alex", times=2))
-        assert out == Outcome(True, "waved at Alex 2 time(s)", {"at": "Alex"})
+        assert out == Outcome(True, "waved at Alex 2 time(s)", {"at": "Alex"}, rule="any")
         assert bot.calls == [("wave", {"player": "Alex", "times": 2}, 7.0)] and bot.jobs == [True]
 
         failing = BotDouble({"wave": ActionResult(ok=False, error="Alex is not in sight")})
-        assert await dispatch(failing, call("wave", player="Alex")) == Outcome(False, "wave failed: Alex is not in sight")
+        assert await dispatch(failing, call("wave", player="Alex")) == Outcome(False, "wave failed: Alex is not in sight", rule="any")
     finally:
         del TOOLS["wave"]
     assert "wave" not in {s["function"]["name"] for s in tool_specs()}
@@ -83,5 +83,6 @@ def test_every_action_tool_has_its_js_function_and_no_js_function_is_orphaned() 
         capture_output=True, text=True, check=True, timeout=30,
     )
     js = set(json.loads(out.stdout))
-    bridged = {name for name, cls in TOOLS.items() if not issubclass(cls, Query)}
+    bridged = {name for name, cls in TOOLS.items() if cls.bridged}
+    assert not any(cls.bridged for cls in TOOLS.values() if issubclass(cls, Query))
     assert js == bridged
