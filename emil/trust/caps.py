@@ -14,8 +14,19 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["SlidingWindow", "TokenBucket", "argument_problem", "json_depth", "valid_unicode"]
+__all__ = ["AnswerCaps", "SlidingWindow", "TokenBucket", "argument_problem", "json_depth", "valid_json_text", "valid_unicode"]
+
+
+@dataclass(frozen=True)
+class AnswerCaps:
+    """The caps on one model answer (settings ``tool_calls_per_answer``, ``tool_argument_chars``,
+    ``tool_argument_depth``)."""
+
+    tool_calls: int = 8
+    argument_chars: int = 4096
+    argument_depth: int = 6
 
 
 def json_depth(raw: str) -> int:
@@ -58,6 +69,17 @@ def valid_unicode(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     return text
+
+
+def valid_json_text(value: Any) -> Any:
+    """``value`` (parsed JSON) with every string, keys included, made :func:`valid_unicode`."""
+    if isinstance(value, str):
+        return valid_unicode(value)
+    if isinstance(value, list):
+        return [valid_json_text(v) for v in value]
+    if isinstance(value, dict):
+        return {valid_unicode(k) if isinstance(k, str) else k: valid_json_text(v) for k, v in value.items()}
+    return value
 
 
 @dataclass
