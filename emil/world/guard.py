@@ -457,7 +457,7 @@ async def _uses_item(guard: Guard, tool: Tool, ctx: ToolContext) -> Outcome:
     """place and eat: the one item they use must be Emil's own or usable by this turn."""
     item = tool.model_dump().get("item", None)
     if item is None:
-        return _with_rule(await tool.run(ctx), "any")
+        return await _reserving(guard, tool, ctx)
     inv = await guard.inventory(bot)
     if inv is None:
         return _failed(tool, "not connected to the server right now")
@@ -468,6 +468,25 @@ async def _uses_item(guard: Guard, tool: Tool, ctx: ToolContext) -> Outcome:
     if out.ok:
         guard.spent(str(item), src, 1, theirs=None)
     return _with_rule(out, "use.held" if src.others else "any")
+
+
+def _reserved(guard: Guard) -> dict[str, JsonValue]:
+    """What Emil holds for players this turn may not use: the bot leaves it out of every count."""
+    out: dict[str, int] = {}
+    for owner, items in guard.ledger.held.items():
+        if guard.may_use_held(owner).allowed:
+            continue
+        for item, n in items.items():
+            out[item] = out.get(item, 0) + n
+    return dict(out)
+
+
+async def _reserving(guard: Guard, tool: Tool, ctx: ToolContext) -> Outcome:
+    """craft, smelt, build, sleep, eat without an item: what they use is found by the bot, so
+    the bot gets what it must not touch (row use.held)."""
+    reserved = _reserved(guard)
+    out = await tool.run(replace(ctx, extra={**ctx.extra, "reserved": reserved}) if reserved else ctx)
+    return _with_rule(out, "any")
 
 
 async def _dig(guard: Guard, tool: Tool, ctx: ToolContext) -> Outcome:
@@ -527,6 +546,10 @@ _CHECKS: dict[str, Check] = {
     "dig": _dig,
     "collect": _collect,
     "claim_chest": _claim,
+    "craft": _reserving,
+    "smelt": _reserving,
+    "build": _reserving,
+    "sleep": _reserving,
 }
 """The tools whose target decides their row; every other tool is row ``any`` (chat: the chat
 tools check their pieces themselves, with :meth:`Guard.command_verdict` and the chat caps)."""

@@ -197,6 +197,7 @@ function createController (optionsJson) {
       if (ctl.job) ctl.stopJob(`pre-empted by ${name}`)
       ctl.job = { name, controller, id }
     }
+    if (job) ctl.bot.emilReserved = args.reserved && typeof args.reserved === 'object' ? args.reserved : {}
     try {
       // a long job needs Emil out of bed (except the one that keeps him there)
       if (job && ctl.bot.isSleeping && !fn.inBed) await ctl.wake()
@@ -207,7 +208,7 @@ function createController (optionsJson) {
       if (controller.signal.aborted) return finish(false, null, `aborted: ${controller.signal.reason || 'stopped'}`)
       return finish(false, null, String((err && err.message) || err))
     } finally {
-      if (ctl.job && ctl.job.controller === controller) ctl.job = null
+      if (ctl.job && ctl.job.controller === controller) { ctl.job = null; ctl.bot.emilReserved = {} }
       if (ctl.running.has(id) && ctl.running.get(id).controller === controller) ctl.running.delete(id)
     }
   }

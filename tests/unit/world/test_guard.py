@@ -275,3 +275,17 @@ async def test_refusals_are_told_within_the_chat_rate() -> None:
         await turn(w, g, "carl", "take", items={"diamond": 1}, **at(BOBS))
     assert len(w.whispers("carl")) == g.limits.chat_lines_per_minute
     assert all(t.startswith("I won't take") for t in w.whispers("carl"))
+
+
+async def test_jobs_that_find_their_own_items_are_told_what_is_held_for_others() -> None:
+    w, g = world()
+    g.ledger.hold("bob", {"diamond": 9})
+    w.inventory["diamond"] = 9
+    w._craft = lambda a: {"crafted": "diamond_block", "count": 1, "asked": 1}  # type: ignore[attr-defined]
+    out = await turn(w, g, "carl", "craft", item="diamond_block")
+    assert out.ok and w.acted("craft")[-1]["reserved"] == {"diamond": 9}
+    await turn(w, g, "bob", "craft", item="diamond_block")
+    assert "reserved" not in w.acted("craft")[-1]  # bob may use his own
+    w._eat = lambda a: {"ate": "bread", "food_before": 1, "food_after": 5}  # type: ignore[method-assign]
+    await turn(w, g, "carl", "eat")
+    assert w.acted("eat")[-1]["reserved"] == {"diamond": 9}
