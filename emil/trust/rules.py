@@ -71,8 +71,9 @@ RULES: tuple[Rule, ...] = (
          (Who.ANYONE,), "no limit"),
     Rule("give.own", ("give",), "Emil's own items, to anyone else", (Who.ANYONE,),
          "at most give_items_per_hour items per player within any hour"),
-    Rule("use.held", ("give", "store", "place", "eat"), "items Emil holds for another player", (Who.OWNER, Who.OPERATOR),
-         "Emil's own items are used first"),
+    Rule("use.held", ("give", "store", "place", "eat", "craft", "smelt", "build", "sleep"),
+         "items Emil holds for another player", (Who.OWNER, Who.OPERATOR),
+         "Emil's own items are used first; jobs that pick their own items are told to leave them alone"),
     Rule("use.unsure", ("give", "store", "place", "eat"),
          "items whose owner is unknown (the ownership file was damaged when Emil started)", (Who.OPERATOR,)),
     Rule("chat.command", ("say", "whisper"), "chat a server reads as a command",
@@ -82,7 +83,7 @@ RULES: tuple[Rule, ...] = (
     Rule("chat.line", ("say", "whisper"), "any other chat", (Who.ANYONE,),
          "at most chat_lines_per_turn lines a turn and chat_lines_per_minute a minute"),
     Rule("claim_chest", ("claim_chest",), "say who owns a chest", (Who.OPERATOR,)),
-    Rule("any", ("*",), "every other tool", (Who.ANYONE,)),
+    Rule("any", ("*",), "anything", (Who.ANYONE,)),
 )
 """The rules, in the order docs/trust.md shows them."""
 

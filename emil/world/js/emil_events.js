@@ -14,6 +14,7 @@ const TOSS_RADIUS = 2.5
 const GIFT_WINDOW_MS = 3000
 // A chest appearing this close to a player who just swung was placed by them.
 const PLACE_REACH = 6
+const PLACE_SETTLE_MS = 400
 const CHESTS = ['chest', 'trapped_chest']
 const trust = require('./emil_trust')
 
@@ -99,18 +100,22 @@ function installEvents (ctl, bot) {
     if (is === was) return
     const at = { x: after.position.x, y: after.position.y, z: after.position.z }
     if (!is) return emit('block_removed', { block: before.name, position: at })
-    emit('block_placed', { block: after.name, position: at, by: placerOf(after.position) })
-  })
-  const placerOf = (spot) => {
     const mine = ctl.placing
-    if (mine && Date.now() < mine.until && mine.x === spot.x && mine.y === spot.y && mine.z === spot.z) return bot.username
-    const now = Date.now()
+    if (mine && Date.now() < mine.until && mine.x === at.x && mine.y === at.y && mine.z === at.z) {
+      return emit('block_placed', { block: after.name, position: at, by: bot.username })
+    }
+    // the placer's swing and the block can reach this client in either order: look a moment later
+    const seenAt = Date.now()
+    const spot = after.position.clone()
+    setTimeout(() => emit('block_placed', { block: after.name, position: at, by: placerOf(spot, seenAt) }), PLACE_SETTLE_MS)
+  })
+  const placerOf = (spot, seenAt) => {
     let best = null
     for (const p of Object.values(bot.players)) {
       const e = p.entity
       if (!e || e === bot.entity || !e.position) continue
       const d = e.position.distanceTo(spot.offset(0.5, 0.5, 0.5))
-      if (d > PLACE_REACH || now - (swings.get(e.id) || 0) > SWING_WINDOW_MS) continue
+      if (d > PLACE_REACH || Math.abs(seenAt - (swings.get(e.id) || 0)) > SWING_WINDOW_MS) continue
       if (!best || d < best.d) best = { name: p.username, d }
     }
     return best ? best.name : null
