@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from emil.events import Chat, ItemCollected
     from emil.memory import Learner, MemoryStore, PinnedNotes
-    from emil.model.tokens import get_token_counter
+    from emil.model.resolve import get_token_counter
 
     counter = get_token_counter("qwen3.6")
     with tempfile.TemporaryDirectory(prefix="emil-bench-memory-") as d:

@@ -1,7 +1,7 @@
 """The agent: the async turn loop joining world, context window and model (see loop.py)."""
 
 from emil.agent.loop import Agent, AgentOptions
-from emil.agent.ports import Completer, ContextPort, Outcome, WorldPort
+from emil.agent.ports import Completer, ContextPort
 from emil.agent.turnstats import SessionStats, TurnStats
 
 __all__ = [
@@ -9,8 +9,6 @@ __all__ = [
     "AgentOptions",
     "Completer",
     "ContextPort",
-    "Outcome",
     "SessionStats",
     "TurnStats",
-    "WorldPort",
 ]

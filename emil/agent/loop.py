@@ -38,9 +38,10 @@ from typing import Any
 import anyio
 
 from emil.agent.between_turns import BetweenTurns
-from emil.agent.ports import Completer, ContextPort, Message, Outcome, WorldPort
+from emil.agent.ports import Completer, ContextPort
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.backoff import OutageEvent
+from emil.context.history import Message
 from emil.events import ActionFinished, Chat, Damage, Death, GameEvent, Health, HostileNearby
 from emil.exceptions import (
     ConfigurationError,
@@ -69,6 +70,8 @@ from emil.recording import (
     ToolResultRecord,
     outage_record,
 )
+from emil.world.port import WorldPort
+from emil.world.tool import Outcome
 
 __all__ = ["Agent", "AgentOptions"]
 

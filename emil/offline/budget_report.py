@@ -47,7 +47,7 @@ def format_sweep(result: SweepResult) -> str:
             else []
         ),
         *(
-            ["summaries: the summarise rung with the SCRIPTED summariser (not a model), timed as a served model"]
+            [f"summaries: the summarise rung with {result.summariser or 'a summary writer'}, timed as a served model"]
             if summaries
             else []
         ),

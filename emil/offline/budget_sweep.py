@@ -26,12 +26,12 @@ from emil.context.incremental import IncrementalCounter
 from emil.context.manager import ContextManager
 from emil.context.rungs import RefreshNotes, Summarise
 from emil.exceptions import BudgetError
+from emil.model.cached import CachedCounter
 from emil.model.family import ModelFamily
+from emil.model.resolve import family_for_recording
 from emil.model.tokens import TokenCounter
-from emil.offline.piece_counter import CachedCounter
 from emil.offline.recall import WHERE, recall
-from emil.offline.summaries import SummaryTiming, SweepSummaries
-from emil.offline.tokenizer import family_for
+from emil.offline.summaries import SummaryModel, SweepSummaries
 from emil.offline.trace import SessionTrace
 
 __all__ = [
@@ -191,12 +191,12 @@ def simulate(
     manager_factory: ManagerFactory | None = None,
     assume_chars_per_token: float | None = None,
     shared: SharedCaches | None = None,
-    summaries: SummaryTiming | None = None,
+    summaries: SummaryModel | None = None,
 ) -> BudgetPoint:
     """Assemble every request of ``trace`` under ``budget`` and measure the outcome.
 
-    ``summaries``: run the ``summarise`` rung between turns, with the SCRIPTED summariser timed
-    as a served model (:mod:`emil.offline.summaries`); None = the digest only.
+    ``summaries``: run the ``summarise`` rung between turns, with this summary writer timed as
+    a served model (:mod:`emil.offline.summaries`); None = the digest only.
 
     ``assume_chars_per_token``: budget in *estimated* tokens (characters / this), as the harness
     in the field notes did, while ``counter`` stays the truth: peak and overflow are then the
@@ -220,10 +220,10 @@ async def _simulate(
     manager_factory: ManagerFactory | None,
     assume_chars_per_token: float | None,
     shared: SharedCaches | None,
-    summaries: SummaryTiming | None,
+    summaries: SummaryModel | None,
 ) -> BudgetPoint:
     started = time.perf_counter()
-    family = family_for(trace.header, model_family=trace.model_family)
+    family = family_for_recording(trace.header, model_family=trace.model_family)
     truth: IncrementalCounter | None = None
     managed_budget = budget
     manager_counter: TokenCounter = counter
@@ -413,6 +413,8 @@ class SweepResult:
     """Set when budgets were in estimated tokens (chars / this); sizes stay real tokens."""
     preserve_thinking: tuple[bool, ...] = ()
     """Per session, whether earlier turns' reasoning stayed in the prompt."""
+    summariser: str | None = None
+    """What wrote the summaries (:attr:`SummaryModel.label`); None = a sweep without them."""
 
     @property
     def turns_per_s(self) -> float:
@@ -430,6 +432,7 @@ class SweepResult:
             "turns_per_s": round(self.turns_per_s, 1),
             "assume_chars_per_token": self.assume_chars_per_token,
             "preserve_thinking": list(self.preserve_thinking),
+            "summariser": self.summariser,
         }
 
     @classmethod
@@ -447,6 +450,7 @@ class SweepResult:
             seconds=data["seconds"],
             assume_chars_per_token=data.get("assume_chars_per_token"),
             preserve_thinking=tuple(data.get("preserve_thinking", ())),
+            summariser=data.get("summariser"),
         )
 
 
@@ -533,7 +537,7 @@ def sweep(
     progress: Callable[[BudgetPoint], None] | None = None,
     jobs: int = 1,
     assume_chars_per_token: float | None = None,
-    summaries: SummaryTiming | None = None,
+    summaries: SummaryModel | None = None,
 ) -> SweepResult:
     """Simulate every (window, output reserve, budget) over every trace; recommend one.
 
@@ -594,4 +598,5 @@ def sweep(
         requests_simulated=simulated,
         seconds=time.perf_counter() - started,
         assume_chars_per_token=assume_chars_per_token,
+        summariser=summaries.label if summaries is not None else None,
     )

@@ -51,7 +51,8 @@ from emil.llm.types import ToolCall
 from emil.memory.learn import Learner
 from emil.memory.pinned import PinnedNotes
 from emil.memory.store import MemoryStore
-from emil.model.tokens import get_token_counter
+from emil.model.family import DEFAULT_FAMILY
+from emil.model.resolve import get_token_counter
 from emil.offline.content import Piece, message_pieces
 from emil.offline.recall import PlantedFact
 from emil.offline.trace import SessionTrace
@@ -707,7 +708,7 @@ def synthetic_day(
     reasoning: bool = _DEFAULTS.enable_thinking,
     data_dir: Path | None = None,
     memory_tokens: int = _DEFAULTS.memory_tokens,
-    tokenizer: str = "qwen3.6",
+    tokenizer: str = DEFAULT_FAMILY,
     notes_every_s: float = 300.0,
     start: float = DAY_START,
 ) -> SyntheticDay:
@@ -778,7 +779,7 @@ def synthetic_trace(
     seed: int = 7,
     reasoning: bool = _DEFAULTS.enable_thinking,
     preserve_thinking: bool = _DEFAULTS.preserve_thinking,
-    model_family: str = "qwen3.6",
+    model_family: str = DEFAULT_FAMILY,
     memory_tokens: int = _DEFAULTS.memory_tokens,
 ) -> SessionTrace:
     """``hours`` of the synthetic day as a trace the budget sweep replays: the turns, the
@@ -788,7 +789,7 @@ def synthetic_trace(
 
 
 def day_trace(day: SyntheticDay, *, preserve_thinking: bool = _DEFAULTS.preserve_thinking,
-              model_family: str = "qwen3.6") -> SessionTrace:
+              model_family: str = DEFAULT_FAMILY) -> SessionTrace:
     """A generated day as a :class:`SessionTrace`."""
     return SessionTrace.from_turns(
         (t.messages for t in day.turns),

@@ -57,6 +57,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emil.memory.summary import is_summary_request
+from emil.model.family import DEFAULT_FAMILY, FAMILIES, family_by_name, family_for_model
+from emil.model.resolve import get_token_counter
+from emil.model.template import ChatTemplate
 from emil.testing.faults import Fault, FaultBook, FaultKind, malformed_body, malformed_chunks
 from emil.testing.script import Policy, Reply, ScriptRequest
 from emil.testing.summaries import scripted_summary
@@ -76,13 +79,7 @@ _PreservingCounter = Callable[
     [list[dict[str, Any]], list[dict[str, Any]] | None, bool, bool, bool], int
 ]
 
-FAMILY_MODELS: dict[str, str] = {
-    "qwen3.6": "Qwen/Qwen3.6-35B-A3B",
-    "qwen3.5": "Qwen/Qwen3.5-35B-A3B",
-    "qwen3": "Qwen/Qwen3-30B-A3B",
-    "qwen3-instruct-2507": "Qwen/Qwen3-30B-A3B-Instruct-2507",
-    "qwen3-coder": "Qwen/Qwen3-Coder-30B-A3B-Instruct",
-}
+FAMILY_MODELS: dict[str, str] = {family.name: family.example for family in FAMILIES}
 """A served model name for each shipped family (what the double calls itself as that family)."""
 
 TERN = "acme/Tern-7B-Chat"
@@ -132,17 +129,11 @@ def _served_counting(
     tokenizer: str, family: str | None, chat_template: str | None
 ) -> tuple[_PreservingCounter, Any]:
     """(prompt counter, text counter) of the model this double serves."""
-    # Resolved at start, not import, so the double can be imported before emil.context exists.
-    families = importlib.import_module("emil.model.family")
-    tokens = importlib.import_module("emil.model.tokens")
-    templates = importlib.import_module("emil.model.template")
     if chat_template is not None:
-        counter = tokens.get_token_counter(tokenizer)
-        template = templates.ChatTemplate(chat_template, origin="the double's chat template")
+        counter = get_token_counter(tokenizer)
+        template = ChatTemplate(chat_template, origin="the double's chat template")
     else:
-        chosen = (
-            families.family_by_name(family) if family else families.family_for_model(tokenizer)
-        )
+        chosen = family_by_name(family) if family else family_for_model(tokenizer)
         if chosen is None or chosen.template is None:
             raise ValueError(f"the double cannot serve {tokenizer!r}: no family; pass family=")
         counter, template = chosen.tokenizer(), chosen.template()
@@ -224,7 +215,7 @@ class VLLMDouble:
         root: str | None = None,
         wording: Wording = "at_least",
         counter: PromptCounter | None = None,
-        tokenizer: str = "qwen3.6",
+        tokenizer: str = DEFAULT_FAMILY,
         family: str | None = None,
         chat_template: str | None = None,
         auto_tool_choice: bool = True,
@@ -445,6 +436,14 @@ class VLLMDouble:
         """The double serving a typical model of a shipped family (:data:`FAMILY_MODELS`)."""
         model = FAMILY_MODELS[family]
         return cls(policy, model=model, tokenizer=model, family=family, **kwargs)
+
+    @classmethod
+    def serving(cls, policy: Policy, family: str | None, **kwargs: Any) -> VLLMDouble:
+        """The double as a model of ``family`` (:meth:`as_family`), or of none when None
+        (:meth:`unknown_model`)."""
+        if family is None:
+            return cls.unknown_model(policy, **kwargs)
+        return cls.as_family(policy, family, **kwargs)
 
     @classmethod
     def unknown_model(cls, policy: Policy, **kwargs: Any) -> VLLMDouble:

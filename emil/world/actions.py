@@ -23,6 +23,7 @@ model can act on ("cannot craft 1 wooden_pickaxe: missing 2 stick (have 0 of 2)"
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -50,9 +51,6 @@ from emil.world.tool import (
     Tool,
     ToolContext,
 )
-
-if TYPE_CHECKING:
-    from emil.config import Settings
 
 __all__ = [
     "TOOLS",
@@ -559,10 +557,9 @@ class Status(Query):
         return Outcome(True, text, snap.model_dump(mode="json"))
 
 
-def tool_specs(settings: Settings | None = None) -> list[dict[str, Any]]:
+def tool_specs(disabled: Collection[str] = ()) -> list[dict[str, Any]]:
     """OpenAI tool specs for every registered tool, derived from the classes, less the
-    settings' ``disabled_tools``."""
-    disabled = set(settings.disabled_tools) if settings is not None else set()
+    ``disabled`` ones (the ``disabled_tools`` setting)."""
     return [cls.spec() for name, cls in TOOLS.items() if name not in disabled]
 
 

@@ -310,7 +310,7 @@ async def test_outage_during_recovery_never_resends_the_rejected_prompt() -> Non
 
 
 async def test_default_counter_is_the_projects_exact_count_to_the_token() -> None:
-    from emil.context import count_prompt_tokens
+    from emil.model.counting import count_prompt_tokens
 
     window, output = 4096, 1024
     system = {"role": "system", "content": "You are Emil."}

@@ -531,8 +531,8 @@ async def test_outages_are_recorded_in_their_turn_and_step(tmp_path: Path) -> No
 
 
 async def test_tool_results_are_recorded_whole(tmp_path: Path) -> None:
-    from emil.agent.ports import Outcome
     from emil.recording import MessageRecord, ToolResultRecord
+    from emil.world.tool import Outcome
 
     replies = [
         answer(tool("say", '{"text": "hi"}', "c1"), tool("fly", "{}", "c2")),
@@ -1005,8 +1005,8 @@ async def test_a_failed_snapshot_costs_the_status_not_the_turn(tmp_path: Path, f
 async def test_an_outcome_without_a_time_gets_the_dispatch_time_in_ms(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from emil.agent.ports import Outcome
     from emil.recording import ToolResultRecord
+    from emil.world.tool import Outcome
 
     replies = [answer(tool("say", '{"text": "hi"}')), answer(content="done")]
     agent, world, _, rec = _agent(tmp_path, lambda request: _now(replies.pop(0)))

@@ -16,8 +16,8 @@ from emil.model.tokens import (
     HFTokenizerCounter,
     QwenTiktokenCounter,
     TokenCounter,
-    get_token_counter,
 )
+from emil.model.resolve import get_token_counter
 
 QWEN_NAMES = [
     "qwen3.6",

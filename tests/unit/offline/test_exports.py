@@ -12,7 +12,6 @@ MODULES = [
     "emil.offline.chars_per_token",
     "emil.offline.content",
     "emil.offline.synthetic",
-    "emil.offline.tokenizer",
     "emil.offline.trace",
     "emil.replay",
     "emil.replay.cli",

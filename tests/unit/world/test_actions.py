@@ -69,7 +69,7 @@ def test_disabled_tools_are_left_out_and_refused() -> None:
 
     s = load_settings(env={"EMIL_DISABLED_TOOLS": "attack, store,attack"}).settings
     assert s.disabled_tools == ("attack", "store")
-    names = [spec["function"]["name"] for spec in tool_specs(s)]
+    names = [spec["function"]["name"] for spec in tool_specs(s.disabled_tools)]
     assert "attack" not in names and "store" not in names and len(names) == len(TOOLS) - 2
     # a model that calls one anyway (from an older turn, or made up) gets a result, not an act
     bot = BotDouble()
