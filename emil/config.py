@@ -225,7 +225,7 @@ class Settings(BaseModel):
     @field_validator("disabled_tools")
     @classmethod
     def _known_tools(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        from emil.world.actions import TOOLS  # the registry imports settings' neighbours
+        from emil.world.actions import TOOLS  # every tool class, registered
 
         for name in v:
             if name not in TOOLS:

@@ -26,10 +26,11 @@ from emil.events import Chat
 from emil.testing.brains import DemoBrain
 from emil.testing.vllm_double import VLLMDouble
 from emil.world.actions import TOOLS
-from emil.world.bridge import Bot, BotSettings, ReflexSettings
+from emil.world.bridge import Bot
 from emil.world.port import WorldPort
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
+from emil.world.wire import BotSettings, ReflexSettings
 
 __all__ = ["DEMO_PLAYER", "DemoResult", "play_demo", "run_demo"]
 

@@ -52,7 +52,8 @@ from emil.memory.session import Memory, open_memory
 from emil.metrics import MetricsServer, serve_metrics
 from emil.recording import ErrorRecord, Recorder, outage_record
 from emil.world.actions import tool_specs, validate_tool_call
-from emil.world.bridge import Bot, BotSettings, ReflexSettings
+from emil.world.bridge import Bot
+from emil.world.wire import BotSettings, ReflexSettings
 
 __all__ = [
     "EXIT_BUG",

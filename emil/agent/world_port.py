@@ -10,9 +10,9 @@ from pydantic import BaseModel
 from emil.config import Settings
 from emil.events import GameEvent
 from emil.llm.types import ToolCall
-from emil.world.actions import ActionPolicy, dispatch
+from emil.world.actions import dispatch
 from emil.world.bridge import Bot
-from emil.world.tool import Outcome
+from emil.world.tool import ActionPolicy, Outcome
 
 __all__ = ["BotWorld"]
 

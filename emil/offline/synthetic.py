@@ -63,9 +63,9 @@ from emil.perception import (
     format_events,
     format_status_line,
 )
-from emil.world.actions import ActionPolicy, parse_tool, tool_specs
-from emil.world.bridge import ActionResult, Snapshot
-from emil.world.tool import ToolContext
+from emil.world.actions import parse_tool, tool_specs
+from emil.world.tool import ActionPolicy, ToolContext
+from emil.world.wire import ActionResult, Snapshot
 
 __all__ = [
     "BOT",

