@@ -54,7 +54,7 @@ from emil.exceptions import (
     WorldError,
 )
 from emil.llm.classify import config_hint
-from emil.llm.recovery import RecoveryEvent
+from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion, ToolCall
 from emil.observation import compose_events
 from emil.perception import Perception, PerceptionPolicy, Triaged, asks_to_stop, format_status_line

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from emil.context.history import Message
 from emil.context.ladder import TrimRecord
-from emil.llm.recovery import Assembler, RecoveryEvent
+from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.types import Completion
 
 __all__ = ["AssemblyView", "Completer", "ContextPort"]

@@ -48,7 +48,8 @@ from emil.context.manager import ContextManager
 from emil.context.rungs import NotesSource, RefreshNotes, Summarise, SummarySource
 from emil.exceptions import ConfigurationError, ServerFault, TransientError
 from emil.llm.client import OpenAIClient, ServedModel
-from emil.llm.recovery import Assembler, RecoveryEvent, complete_with_recovery
+from emil.llm.recovery import complete_with_recovery
+from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.tokenize import ServerCounting, ServerTokenizeCounter
 from emil.llm.types import ChatRequest, Completion, ToolCall
 from emil.model.family import ModelFamily, server_family

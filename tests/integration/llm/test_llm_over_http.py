@@ -16,7 +16,8 @@ from emil.exceptions import (
 )
 from emil.llm import detect_clamp
 from emil.llm.client import OpenAIClient
-from emil.llm.recovery import RecoveryEvent, complete_with_recovery
+from emil.llm.recovery import complete_with_recovery
+from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest
 from emil.testing.brains import NpcBrain, fixed_reply, tool_call_brain
 from emil.testing.script import Reply, ScriptedCall

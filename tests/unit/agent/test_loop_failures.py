@@ -21,7 +21,7 @@ from emil.exceptions import (
     ServerFault,
     WorldError,
 )
-from emil.llm.recovery import RecoveryEvent
+from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion
 from emil.perception import PerceptionPolicy
 from emil.recording import ErrorRecord, ObservationRecord, Recorder, TurnRecord, read_recording
