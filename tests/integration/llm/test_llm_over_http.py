@@ -21,7 +21,8 @@ from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest
 from emil.testing.brains import NpcBrain, fixed_reply, tool_call_brain
 from emil.testing.script import Reply, ScriptedCall
-from emil.testing.vllm_double import DOUBLE_HEADER, SpecDecode, VLLMDouble
+from emil.testing.vllm_answer import SpecDecode
+from emil.testing.vllm_double import DOUBLE_HEADER, VLLMDouble
 from emil.testing.vllm_wordings import WORDINGS, Wording
 
 from .conftest import Assembler, server_counter
