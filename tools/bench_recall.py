@@ -33,9 +33,9 @@ from emil.cli_args import OneLineParser, positive_float, positive_int, positive_
 from emil.context.budget import Budget
 from emil.model.family import DEFAULT_FAMILY
 from emil.model.resolve import get_token_counter
-from emil.offline.budget_sweep import BudgetPoint
 from emil.offline.day_recall import SETUPS, Setup, restart_recall, run_day
 from emil.offline.recall import WHERE
+from emil.offline.simulate import BudgetPoint
 from emil.offline.summaries import SummaryModel
 from emil.offline.synthetic import synthetic_day
 from emil.testing.summaries import SCRIPTED_LABEL, scripted_summary_text

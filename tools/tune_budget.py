@@ -44,7 +44,8 @@ from emil.exceptions import ConfigurationError
 from emil.model.family import DEFAULT_FAMILY, family_for_model
 from emil.model.resolve import counter_for_recording, get_token_counter
 from emil.offline.budget_report import format_side_by_side, format_sweep, plot_sweep
-from emil.offline.budget_sweep import BudgetPoint, SweepResult, sweep
+from emil.offline.budget_sweep import SweepResult, sweep
+from emil.offline.simulate import BudgetPoint
 from emil.offline.summaries import SummaryModel
 from emil.offline.trace import SessionTrace
 from emil.testing.summaries import SCRIPTED_LABEL, scripted_summary_text

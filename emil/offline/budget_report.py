@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emil.offline.budget_sweep import BudgetPoint, SweepResult
+from emil.offline.budget_sweep import SweepResult
+from emil.offline.simulate import BudgetPoint
 
 __all__ = ["format_side_by_side", "format_sweep", "plot_sweep"]
 

@@ -25,8 +25,8 @@ from emil.context.budget import Budget
 from emil.context.history import History, Message
 from emil.memory.session import open_memory
 from emil.model.tokens import TokenCounter
-from emil.offline.budget_sweep import BudgetPoint, simulate
 from emil.offline.recall import Recall, recall
+from emil.offline.simulate import BudgetPoint, simulate
 from emil.offline.summaries import SummaryModel
 from emil.offline.synthetic import BOT, SyntheticDay, day_trace, synthetic_day
 

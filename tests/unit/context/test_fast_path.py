@@ -20,7 +20,7 @@ from emil.context.manager import ContextManager
 from emil.model.cached import CachedCounter
 from emil.model.family import family_by_name
 from emil.model.resolve import get_token_counter
-from emil.offline.budget_sweep import SharedCaches, simulate
+from emil.offline.simulate import SharedCaches, simulate
 from emil.offline.synthetic import (
     SYSTEM_PROMPT,
     emil_tool_specs,

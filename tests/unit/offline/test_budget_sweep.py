@@ -18,15 +18,9 @@ from emil.context.rungs import RUNGS, fold_note, register_rung
 from emil.model.cached import CachedCounter
 from emil.model.resolve import get_token_counter
 from emil.offline.budget_report import format_sweep, plot_sweep
-from emil.offline.budget_sweep import (
-    SharedCaches,
-    SweepResult,
-    default_budgets,
-    recommend,
-    simulate,
-    sweep,
-)
+from emil.offline.budget_sweep import SweepResult, default_budgets, recommend, sweep
 from emil.offline.recall import PlantedFact, find_fact, recall
+from emil.offline.simulate import SharedCaches, simulate
 from emil.offline.summaries import SummaryModel
 from emil.offline.synthetic import day_trace, synthetic_day, synthetic_trace
 from emil.offline.trace import SessionTrace
