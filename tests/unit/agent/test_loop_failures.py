@@ -966,13 +966,13 @@ async def test_a_players_quiet_interval_ends_exactly_on_time(
     clock = [100.0]
     monkeypatch.setattr("emil.agent.loop.time.monotonic", lambda: clock[0])
     line = Triaged(Chat(sender="alex", text="Emil!"), "urgent", "alex spoke to Emil", 0.0)
-    assert agent._claim(line)
+    assert agent.interrupts.claim(line)
     clock[0] = 109.999
-    assert not agent._claim(line)
+    assert not agent.interrupts.claim(line)
     clock[0] = 110.0
-    assert agent._claim(line)  # the interval has passed: this one may interrupt again
+    assert agent.interrupts.claim(line)  # the interval has passed: this one may interrupt again
     other = Triaged(Chat(sender="bob", text="Emil!"), "urgent", "bob spoke to Emil", 0.0)
-    assert agent._claim(other)  # another player's interval is their own
+    assert agent.interrupts.claim(other)  # another player's interval is their own
     rec.close()
 
 
