@@ -183,7 +183,12 @@ class Attack(Tool):
         return await super().run(ctx)
 
     def read(self, result: dict[str, Any]) -> str:
-        outcome = "it is dead" if result.get("defeated") else "it is still alive"
+        if result.get("defeated"):
+            outcome = "it is dead"
+        elif result.get("gone"):
+            outcome = "it went out of sight (not seen to die)"
+        else:
+            outcome = "it is still alive"
         return f"fought {result.get('target')} for {result.get('fought_s')} s, {result.get('hits', 0)} hit(s); {outcome}"
 
 

@@ -130,7 +130,10 @@ class Sleep(Tool):
     def read(self, result: dict[str, Any]) -> str:
         where = _where(result.get("bed"), "in the bed") or " in bed"
         if result.get("woke"):
-            return f"slept{where} and woke up in the morning (time {result.get('time')})"
+            # the clock as Emil saw it wake: a wake by night (hurt, the bed dug) is no morning
+            if result.get("night") is False:
+                return f"slept{where} and woke up in the morning (time {result.get('time')})"
+            return f"slept{where} and woke up while it was still night (time {result.get('time')}): the night did not pass"
         who = f" ({result['players_sleeping']} players asleep)" if result.get("players_sleeping") else ""
         return (
             f"lying{where}; still night{who}: it passes when every player sleeps. "
@@ -182,6 +185,7 @@ class Store(_ChestTool):
     notes: ClassVar[tuple[tuple[str, str], ...]] = (
         ("did_not_fit", "did not fit (the chest is full)"),
         ("not_in_inventory", "you did not have"),
+        ("unmoved", "the chest did not take"),
     )
     items: _ItemCounts = Field(min_length=1, max_length=16, description='e.g. {"cobblestone": 32}')
 
@@ -195,5 +199,6 @@ class Take(_ChestTool):
     notes: ClassVar[tuple[tuple[str, str], ...]] = (
         ("not_in_chest", "not in the chest"),
         ("no_room", "no room in your inventory for"),
+        ("unmoved", "the chest did not give"),
     )
     items: _ItemCounts = Field(min_length=1, max_length=16, description='e.g. {"oak_log": 10}')

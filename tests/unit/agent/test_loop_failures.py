@@ -889,7 +889,8 @@ async def test_events_are_recorded_with_their_priority_turn_and_echoes(tmp_path:
             ActionFinished(action="say", ok=True)
         )  # the echo of Emil's own action
         await world.send.send(ActionFinished(action="say", ok=True))  # a second one is news
-        await anyio.sleep(0.1)
+        while agent.stats.events < 3:  # noqa: ASYNC110 - the pump has recorded the news (after the echo)
+            await anyio.sleep(0.01)
         echoed.set()
 
     with anyio.fail_after(10):
@@ -927,7 +928,8 @@ async def test_each_dispatched_action_absorbs_one_echo(tmp_path: Path) -> None:
         await world.action_started.wait()
         for _ in range(3):  # two echoes of Emil's two says, then one that is news
             await world.send.send(ActionFinished(action="say", ok=True))
-        await anyio.sleep(0.1)
+        while agent.stats.events < 2:  # noqa: ASYNC110 - the pump has recorded the news (after the echoes)
+            await anyio.sleep(0.01)
         echoed.set()
 
     with anyio.fail_after(10):
