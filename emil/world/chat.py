@@ -27,15 +27,24 @@ surrogate or unassigned code points, or invisible fillers (Hangul fillers, brail
 skipped, and a piece whose first remaining character is "/" or a slash look-alike (fraction,
 division and big solidus, box-drawing and rising diagonals) reads as a command.
 
-A piece that reads as a command goes out only when commands are allowed and every player whose
-words are in the turn is an operator (:meth:`emil.world.tool.ActionPolicy.may_command`).
+A piece that reads as a command goes out only when commands are allowed, every player whose
+words are in the turn is an operator, and an operator's own line in the turn holds the command
+text whole, or an operator confirmed it (:meth:`emil.world.guard.Guard.command_verdict`,
+docs/trust.md); the bot checks again from what it heard itself (``js/emil_trust.js``). The chat
+caps (lines a turn, a minute) are the guard's too.
 """
 
 from __future__ import annotations
 
 import unicodedata
+from typing import TYPE_CHECKING, ClassVar
 
-__all__ = ["CHAT_LIMIT", "SLASHES", "clean_chat", "reads_as_command", "split_chat", "utf16_len"]
+from pydantic import Field
+
+from emil.world.guard import Guard
+from emil.world.tool import PLAYER_NAME, ChatGuard, Outcome, Speaks, Tool, ToolContext
+
+__all__ = ["CHAT_LIMIT", "SLASHES", "Say", "Whisper", "clean_chat", "reads_as_command", "split_chat", "utf16_len"]
 
 CHAT_LIMIT = 256
 """Longest chat message a client may send, in UTF-16 code units (what Java and JS count)."""
@@ -103,3 +112,79 @@ def reads_as_command(piece: str) -> bool:
         if not _skipped(ch):
             return ch in SLASHES
     return False
+
+
+class _Chat(Tool):
+    """Base of the chat tools: the text is cleaned and cut into chat-sized pieces, and every
+    piece passes the command rule (:mod:`emil.world.chat`) before any is sent."""
+
+    timeout_s: ClassVar[float] = 10.0
+    speaks: ClassVar[Speaks | None] = Speaks()
+    if TYPE_CHECKING:  # a field of each chat tool, declared there to keep its place in the spec
+        text: str
+
+    def _limit(self) -> int:
+        return CHAT_LIMIT
+
+    def _said(self, sent: str) -> str:
+        return f"said: {sent!r}"
+
+    async def run(self, ctx: ToolContext) -> Outcome:
+        name, policy = self.tool_name, ctx.policy
+        guard: ChatGuard = ctx.guard or Guard.from_policy(policy)
+        pieces = split_chat(self.text, self._limit(), policy.max_chat_messages)
+        if not pieces:
+            return Outcome(False, f"{name} failed: nothing to say after removing control characters")
+        commands = [i for i, piece in enumerate(pieces, 1) if reads_as_command(piece)]
+        rule_id = "chat.command" if commands else "chat.line"
+        for i in commands:
+            verdict, ask = guard.command_verdict(pieces[i - 1])
+            if verdict.allowed:
+                continue
+            if ask and len(commands) == 1 and len(pieces) == 1:
+                code = await guard.ask_to_confirm(ctx.bot, pieces[0])
+                if code is not None:
+                    return Outcome(False, guard.confirm_text(name, pieces[0], code), {"refused": list(pieces), "confirm": code},
+                                   rule=rule_id)
+            where = "the message" if len(pieces) == 1 else "piece " + ", ".join(map(str, commands)) + f" of {len(pieces)}"
+            refused = await guard.refuse(ctx.bot, self, verdict, what=f'({where} would start with "/" or a look-alike: a server command)')
+            return Outcome(False, refused.text + ". Say it without a leading slash.", {"refused": list(pieces), "rule": rule_id}, rule=rule_id)
+        room, why = guard.chat_room()
+        if room == 0:
+            return Outcome(False, f"{name}: not sent: {why}", {"refused": list(pieces), "rule": "chat.line"}, rule="chat.line")
+        sending = pieces[:room]
+        for piece in sending:
+            # The bot checks the same rule again, from what it saw itself (neither side alone).
+            args = {**self.wire_args(), "text": piece, "authority": guard.js_authority()}
+            res = await ctx.bot.act(name, args, timeout=self.timeout_s, job=self.job)
+            guard.chat_sent(1)
+            if not res.ok:
+                return Outcome(False, f"{name} failed: {res.error}", rule=rule_id)
+        sent = " ".join(sending)
+        cut = sent.replace(" ", "") != clean_chat(self.text).replace(" ", "")
+        tail = " (cut to fit the chat limit)" if cut and len(sending) == len(pieces) else ""
+        if len(sending) < len(pieces):
+            tail = f" ({len(pieces) - len(sending)} more chat line(s) not sent: {guard.chat_room()[1] or 'the chat cap'})"
+        return Outcome(True, self._said(sent) + tail, {"messages": list(sending)}, rule=rule_id)
+
+
+class Say(_Chat):
+    """Say something in public chat (everyone nearby reads it)."""
+
+    tool_name: ClassVar[str] = "say"
+    text: str = Field(min_length=1, max_length=1000, description="What to say")
+
+
+class Whisper(_Chat):
+    """Whisper privately to one player."""
+
+    tool_name: ClassVar[str] = "whisper"
+    speaks: ClassVar[Speaks | None] = Speaks(to="player")
+    player: str = Field(pattern=PLAYER_NAME, description="Who to whisper to")
+    text: str = Field(min_length=1, max_length=1000, description="What to say")
+
+    def _limit(self) -> int:
+        return CHAT_LIMIT - len(f"/tell {self.player} ")  # mineflayer puts this before every piece
+
+    def _said(self, sent: str) -> str:
+        return f"whispered to {self.player}: {sent!r}"

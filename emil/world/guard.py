@@ -227,6 +227,15 @@ class Guard:
         self.chat_sent(len(operators))
         return pending.code
 
+    def confirm_text(self, tool: str, piece: str, code: str) -> str:
+        """What the model reads when a command waits for an operator's confirmation."""
+        operators = ", ".join(sorted(n for n in self.requesters() if self.people.is_operator(n)))
+        return (
+            f'{tool}: not sent yet: "{piece}" is a server command that is not, word for word, in an operator\'s own '
+            f'words in this turn. Asked {operators} to confirm it: when they reply "confirm {code}" (within '
+            f"{self.limits.command_confirm_s:g} s) it is sent as it is, without you."
+        )
+
     async def run_confirmed(self, bot: BotLike) -> list[Outcome]:
         """Commands the operators confirmed in this turn's words: each sent once, as asked."""
         out = []

@@ -28,16 +28,39 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from emil.world.bridge import ActionResult, Snapshot
+from emil.trust.rules import Verdict
+from emil.world.wire import ActionResult, Snapshot
 
-if TYPE_CHECKING:
-    from emil.world.guard import Guard
+__all__ = [
+    "ITEM_NAME",
+    "PLAYER_NAME",
+    "TOOLS",
+    "ActionPolicy",
+    "BotLike",
+    "Gives",
+    "Outcome",
+    "Query",
+    "Speaks",
+    "Tool",
+    "ToolContext",
+    "fmt_pos",
+]
 
-__all__ = ["TOOLS", "ActionPolicy", "BotLike", "Gives", "Outcome", "Query", "Speaks", "Tool", "ToolContext"]
+ITEM_NAME = r"^[a-z0-9_]+$"
+"""The pattern of an item or block name argument."""
+PLAYER_NAME = r"^[A-Za-z0-9_]{1,16}$"
+"""The pattern of a player name argument."""
+
+
+def fmt_pos(p: Any) -> str:
+    """``(x, y, z)`` of a position dict from the bot ("?" when there is none)."""
+    if isinstance(p, dict):
+        return f"({p.get('x')}, {p.get('y')}, {p.get('z')})"
+    return "?"
 
 
 @dataclass(frozen=True)
@@ -99,6 +122,18 @@ class BotLike(Protocol):
     async def snapshot(self) -> Snapshot: ...
 
 
+class ChatGuard(Protocol):
+    """What a chat tool asks of the guard that checked its call (emil.world.guard.Guard)."""
+
+    def command_verdict(self, piece: str) -> tuple[Verdict, bool]: ...
+    async def ask_to_confirm(self, bot: BotLike, piece: str) -> str | None: ...
+    def confirm_text(self, tool: str, piece: str, code: str) -> str: ...
+    async def refuse(self, bot: BotLike, tool: Tool, verdict: Verdict, *, what: str = "") -> Outcome: ...
+    def chat_room(self) -> tuple[int, str]: ...
+    def chat_sent(self, n: int) -> None: ...
+    def js_authority(self, **more: JsonValue) -> dict[str, JsonValue]: ...
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What a running tool may use: the bot, the policy of this turn, the guard that checked
@@ -107,7 +142,7 @@ class ToolContext:
 
     bot: BotLike
     policy: ActionPolicy = field(default_factory=ActionPolicy)
-    guard: Guard | None = None
+    guard: ChatGuard | None = None
     extra: Mapping[str, JsonValue] = field(default_factory=dict)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from emil.world.bridge import ActionResult, Snapshot
+from emil.world.wire import ActionResult, Snapshot
 
 Pos = tuple[int, int, int]
 MOBS = frozenset({"zombie", "skeleton", "spider", "cow", "wolf", "villager", "cat"})
