@@ -58,6 +58,7 @@ from emil.model.tokens import TokenCounter
 from emil.model.verify import verify_family
 from emil.perception import PerceptionPolicy
 from emil.recording import HeaderRecord, Recorder
+from emil.trust.caps import AnswerCaps
 from emil.world.port import WorldPort
 
 __all__ = [
@@ -260,7 +261,14 @@ def new_client(s: Settings, tool_validator: Callable[[ToolCall], ToolCall] | Non
     return OpenAIClient(
         s.endpoint, model=None if s.model == "auto" else s.model, api_key=s.api_key,
         timeout=s.request_timeout_s, first_token_timeout=s.first_token_timeout_s, tool_validator=tool_validator,
+        caps=answer_caps(s),
     )
+
+
+def answer_caps(s: Settings) -> AnswerCaps:
+    """The caps on one model answer (docs/trust.md, "Caps on one answer")."""
+    return AnswerCaps(tool_calls=s.tool_calls_per_answer, argument_chars=s.tool_argument_chars,
+                      argument_depth=s.tool_argument_depth)
 
 
 def agent_options(s: Settings, prompt_budget: int | None = None) -> AgentOptions:
@@ -272,6 +280,8 @@ def agent_options(s: Settings, prompt_budget: int | None = None) -> AgentOptions
         perception=PerceptionPolicy(
             bot_name=s.bot_name, low_health=s.low_health,
             hostile_urgent_distance=s.hostile_urgent_distance, chat_debounce_s=s.chat_debounce_s,
+            turns_per_minute=s.turns_per_minute, npcs=frozenset(s.npc_players),
+            npc_turns_per_minute=s.npc_turns_per_minute, npc_exchanges=s.npc_exchanges,
         ),
         step_limit=s.step_limit, action_timeout_s=s.action_timeout_s, output_reserve=s.output_reserve,
         enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking, temperature=s.temperature,

@@ -1,4 +1,10 @@
-"""The world port over the real mineflayer bridge (emil.world): events, snapshot, tools."""
+"""The world port over the real mineflayer bridge (emil.world): events, snapshot, tools.
+
+Every tool call passes the guard (emil.world.guard: the rule table of docs/trust.md) with the
+words of the turn; the guard sees every event (chests placed and removed, players met) and every
+snapshot (what Emil carries) on the way through, and keeps its ownership ledger in
+``data_dir/ownership.json``.
+"""
 
 from __future__ import annotations
 
@@ -10,34 +16,62 @@ from pydantic import BaseModel
 from emil.config import Settings
 from emil.events import GameEvent
 from emil.llm.types import ToolCall
+from emil.trust.authority import Authority, Line
+from emil.trust.ledger import Ledger
+from emil.trust.people import People
 from emil.world.actions import dispatch
 from emil.world.bridge import Bot
+from emil.world.guard import Guard, GuardLimits
 from emil.world.tool import ActionPolicy, Outcome
 
-__all__ = ["BotWorld"]
+__all__ = ["OWNERSHIP_FILE", "BotWorld", "guard_for"]
+
+OWNERSHIP_FILE = "ownership.json"
+"""The ownership ledger's file in ``data_dir`` (emil.trust.ledger)."""
+
+
+def guard_for(settings: Settings, ledger: Ledger | None = None) -> Guard:
+    """The guard the settings describe (the ledger in data_dir unless given)."""
+    people = People(operators=frozenset(settings.operators), trusted=frozenset(settings.trusted_players),
+                    npcs=frozenset(settings.npc_players), bot_name=settings.bot_name)
+    limits = GuardLimits(allow_commands=settings.allow_commands, give_items_per_hour=settings.give_items_per_hour,
+                         chat_lines_per_turn=settings.chat_lines_per_turn,
+                         chat_lines_per_minute=settings.chat_lines_per_minute,
+                         command_confirm_s=settings.command_confirm_s)
+    return Guard(people, ledger if ledger is not None else Ledger.open(settings.data_dir / OWNERSHIP_FILE), limits)
 
 
 class BotWorld:
     """Emil's body through the bridge: the agent loop's :class:`~emil.world.port.WorldPort`."""
 
-    def __init__(self, bot: Bot, settings: Settings) -> None:
+    def __init__(self, bot: Bot, settings: Settings, *, guard: Guard | None = None) -> None:
         self.bot = bot
         self.policy = ActionPolicy(allow_commands=settings.allow_commands, operators=frozenset(settings.operators),
                                    disabled=frozenset(settings.disabled_tools))
+        self.guard = guard if guard is not None else guard_for(settings)
 
     async def events(self) -> AsyncIterator[GameEvent]:
         async for event in self.bot.events:
+            self.guard.observe(event)
             yield event
 
     async def snapshot(self) -> Mapping[str, Any]:
         snap: Any = await self.bot.snapshot()
-        if isinstance(snap, BaseModel):
-            return snap.model_dump(mode="json")
-        return dict(snap)
+        data = snap.model_dump(mode="json") if isinstance(snap, BaseModel) else dict(snap)
+        self.guard.observe_snapshot(data)
+        return data
+
+    async def begin_turn(self, words: Authority) -> list[Outcome]:
+        """A turn starts on these words: the guard's per-turn caps start over, and the commands
+        operators confirmed in them are sent (what the world did, for the turn's record)."""
+        self.guard.begin_turn(words)
+        return await self.guard.run_confirmed(self.bot)
 
     async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
         # Each tool has its own time limit in the bridge; limit_s is the loop's backstop.
-        return await dispatch(self.bot, call, self.policy.model_copy(update={"requesters": requesters}))
+        if requesters != self.guard.requesters():  # a caller that did not begin the turn: no words known
+            self.guard.begin_turn(Authority(tuple(Line(name, "") for name in sorted(requesters))))
+        return await dispatch(self.bot, call, self.policy, self.guard)
 
     async def abort(self) -> None:
         await self.bot.abort()

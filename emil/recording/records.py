@@ -235,6 +235,12 @@ class ToolResultRecord(_Record):
     elapsed_ms: float | None = None
     ref: str | None = None
     """The message record holding the tool result message."""
+    requested_by: list[str] = Field(default_factory=list)
+    """Every player whose words were in the turn (empty: Emil acted on its own): whose request
+    the action served (docs/trust.md, "Audit")."""
+    rule: str = ""
+    """The row of the rule table that allowed or refused it (emil.trust.rules; "" when no guard
+    saw the call: a malformed call, a switched-off tool, a recording older than the table)."""
 
 
 class OverflowRecord(_Record):
