@@ -80,6 +80,8 @@ class PerceptionPolicy:
     npcs: frozenset[str] = frozenset()
     npc_turns_per_minute: float = 2.0
     npc_exchanges: int = 3
+    speech_actions: frozenset[str] = frozenset({"say", "whisper"})
+    """Actions that are Emil speaking (the tools that declare ``speaks``)."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,12 @@ class Perception:
         """Emil's own chat went out (loop detection, emil.trust.npc)."""
         if self.budget is not None:
             self.budget.emil_spoke()
+
+    def echo(self, event: ActionFinished) -> None:
+        """An action the loop awaited ended (its result is already the model's): a chat action
+        that went out is Emil speaking."""
+        if event.ok and event.action in self.policy.speech_actions:
+            self.emil_spoke()
 
     def classify(self, event: GameEvent) -> tuple[Priority, str]:
         """Priority of one event and a short reason (pure apart from the health memory)."""

@@ -211,6 +211,7 @@ class Agent:
                 # The bot reports every action's end; for the ones this loop awaited, the model
                 # already has the result as a tool result, so the echo must not start a turn.
                 self._dispatched[event.action] -= 1
+                self.perception.echo(event)
                 self.recorder.write(EventRecord(event=event.model_dump(mode="json"), priority="echo", turn=self._turn_no if self._in_turn else None))
                 continue
             triaged = self.perception.add(event, time.monotonic())

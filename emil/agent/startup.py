@@ -59,6 +59,7 @@ from emil.model.verify import verify_family
 from emil.perception import PerceptionPolicy
 from emil.recording import HeaderRecord, Recorder
 from emil.trust.caps import AnswerCaps
+from emil.world.actions import TOOLS
 from emil.world.port import WorldPort
 
 __all__ = [
@@ -282,6 +283,7 @@ def agent_options(s: Settings, prompt_budget: int | None = None) -> AgentOptions
             hostile_urgent_distance=s.hostile_urgent_distance, chat_debounce_s=s.chat_debounce_s,
             turns_per_minute=s.turns_per_minute, npcs=frozenset(s.npc_players),
             npc_turns_per_minute=s.npc_turns_per_minute, npc_exchanges=s.npc_exchanges,
+            speech_actions=frozenset(name for name, cls in TOOLS.items() if cls.speaks is not None),
         ),
         step_limit=s.step_limit, action_timeout_s=s.action_timeout_s, output_reserve=s.output_reserve,
         enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking, temperature=s.temperature,

@@ -177,7 +177,8 @@ class Guard:
             if not valid_name(name) or not self._minute.take():
                 continue
             line = text if len(text) <= 200 else text[:199] + "…"
-            res = await bot.act("whisper", {"player": name, "text": line, "authority": self.js_authority()}, timeout=10.0)
+            res = await bot.act("whisper", {"player": name, "text": line, "authority": self.js_authority(), "quiet": True},
+                                timeout=10.0)
             if res.ok:
                 told.append(name)
         return told
@@ -243,7 +244,7 @@ class Guard:
             auth: dict[str, JsonValue] = {"requesters": [operator], "confirm": pending.code}
             if not self.limits.allow_commands:
                 continue
-            res = await bot.act("say", {"text": pending.command, "authority": auth}, timeout=10.0)
+            res = await bot.act("say", {"text": pending.command, "authority": auth, "quiet": True}, timeout=10.0)
             self.chat_sent(1)
             word = "sent" if res.ok else f"not sent ({res.error})"
             out.append(Outcome(res.ok, f'{operator} confirmed the command "{pending.command}": {word}',

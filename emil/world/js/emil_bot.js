@@ -180,10 +180,11 @@ function createController (optionsJson) {
   ctl.running = new Map() // id -> { name, controller }
   ctl.act = async (name, argsJson, id, job) => {
     const started = Date.now()
+    let quiet = !!GUARD_CALLS[name]
     const finish = (ok, result, error) => {
       const out = { ok, result: result === undefined ? null : result, error: error || null, elapsed_ms: Date.now() - started }
-      // a guard call is the runtime's own question, not an action anyone should hear about
-      if (!GUARD_CALLS[name]) ctl.emit('action_finished', { action: name, ...out })
+      // the runtime's own questions and lines (the guard's) are no news for the model
+      if (!quiet) ctl.emit('action_finished', { action: name, ...out })
       return out
     }
     const fn = ACTIONS[name] || GUARD_CALLS[name]
@@ -191,6 +192,7 @@ function createController (optionsJson) {
     if (!ctl.bot || !ctl.connected || !ctl.bot.entity) return finish(false, null, 'not connected to the server')
     let args
     try { args = JSON.parse(argsJson || '{}') } catch (err) { return finish(false, null, 'arguments are not JSON') }
+    if (args && args.quiet === true) quiet = true
     const controller = new AbortController()
     if (id !== undefined) ctl.running.set(id, { name, controller })
     if (job) {

@@ -232,7 +232,7 @@ async def test_an_operators_command_not_in_their_words_is_asked_to_be_confirmed(
     g.begin_turn(Authority((Line("Alex", f"confirm {code}"),)))
     done = await g.run_confirmed(bot)
     assert [o.ok for o in done] == [True] and done[0].rule == "chat.command"
-    assert bot.calls == [("say", {"text": "/time set day", "authority": {"requesters": ["Alex"], "confirm": code}}, 10.0)]
+    assert bot.calls == [("say", {"text": "/time set day", "authority": {"requesters": ["Alex"], "confirm": code}, "quiet": True}, 10.0)]
     assert await g.run_confirmed(bot) == []
 
 
