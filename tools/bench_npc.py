@@ -10,12 +10,16 @@ the window, per minute.
 
 Modes:
 
-- ``max``: every budget at its largest setting (turns_per_minute 600, npc_turns_per_minute 60,
-  npc_exchanges 100): about what Emil did before issue #22 (two Emils: 527 requests in 30 s);
+- ``off``: the turn budget taken out of perception (no NPC budget, no loop detection, no
+  turn-rate cap: what Emil did before issue #22) and the chat caps at their largest settings
+  (60 lines a minute, 50 a turn);
 - ``defaults``: the shipped settings, nobody listed as an NPC (the loop detection finds them);
 - ``listed``: the shipped settings, each Emil's ``npc_players`` naming the others.
 
-    python3 tools/bench_npc.py [--emils 1,2,4] [--seconds 30] [--modes max,defaults,listed]
+The players alone would start 2 requests (a turn: the ``say`` and the turn's end) per greeting
+per Emil: 30 a minute for each Emil; the rest is what the Emils say to each other.
+
+    python3 tools/bench_npc.py [--emils 1,2,4] [--seconds 30] [--modes off,defaults,listed]
 """
 
 from __future__ import annotations
@@ -45,8 +49,8 @@ from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 
-MODES = {
-    "max": {"turns_per_minute": 600, "npc_turns_per_minute": 60, "npc_exchanges": 100},
+MODES: dict[str, dict[str, Any]] = {
+    "off": {"chat_lines_per_minute": 60, "chat_lines_per_turn": 50},
     "defaults": {},
     "listed": {},
 }
@@ -67,6 +71,9 @@ async def one_run(server: EmbeddedServer, n: int, mode: str, seconds: float, wor
                          log_level="WARNING", **extra)
             sessions.append(await stack.enter_async_context(
                 open_session(s, recording=workdir / f"{mode}-{n}-{name}-{time.monotonic_ns()}.jsonl")))
+        if mode == "off":
+            for session in sessions:
+                session.agent.perception.budget = None  # perception as it was before issue #22
         players = [await stack.enter_async_context(PlayerBot(server.port, who)) for who in ("alex", "bea")]
         async with anyio.create_task_group() as tg:
             for session in sessions:
@@ -116,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     p = OneLineParser(prog="bench_npc.py", description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--emils", type=positive_ints, default=[1, 2, 4], help="how many Emils, comma-separated (1,2,4)")
     p.add_argument("--seconds", type=positive_float, default=30.0, help="length of each run's window (30)")
-    p.add_argument("--modes", type=_modes, default=list(MODES), help="max, defaults, listed (all)")
+    p.add_argument("--modes", type=_modes, default=list(MODES), help="off, defaults, listed (all)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = p.parse_args(argv)
     rows = anyio.run(main_async, args)

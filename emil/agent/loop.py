@@ -32,7 +32,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -43,7 +43,7 @@ from emil.agent.ports import Completer, ContextPort
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.backoff import OutageEvent
 from emil.context.history import Message
-from emil.events import ActionFinished, Death
+from emil.events import ActionFinished, Chat, Death
 from emil.exceptions import (
     ConfigurationError,
     ContextOverflowError,
@@ -71,7 +71,8 @@ from emil.recording import (
     ToolResultRecord,
     outage_record,
 )
-from emil.world.port import WorldPort
+from emil.trust.authority import Authority, Line
+from emil.world.port import TurnWords, WorldPort
 from emil.world.tool import Outcome
 
 __all__ = ["Agent", "AgentOptions"]
@@ -288,7 +289,8 @@ class Agent:
         try:
             with scope:
                 try:
-                    await self._observe(stats, triaged, reason, bool(urgent))
+                    notes = await self._begin_world_turn(stats, triaged)
+                    await self._observe(stats, triaged, reason, bool(urgent), notes)
                     await self._steps(stats)
                     self._rejected_in_a_row = 0
                 except _Interrupted as e:
@@ -314,8 +316,27 @@ class Agent:
             self.recorder.write(stats.record())
             self._log.info("%s", stats.log_line())
 
-    async def _observe(self, stats: TurnStats, triaged: list[Triaged], reason: str, urgent: bool) -> None:
-        """The turn's observation message: its events within the cap, then the status."""
+    async def _begin_world_turn(self, stats: TurnStats, triaged: list[Triaged]) -> list[str]:
+        """Hand the world the turn's words (emil.trust: whose words may order what); what it did
+        on them before the model (commands operators confirmed) is recorded and noted."""
+        if not isinstance(self.world, TurnWords):
+            return []
+        lines = tuple(Line(t.event.sender, t.event.text, t.event.whisper) for t in triaged if isinstance(t.event, Chat))
+        notes = []
+        for i, outcome in enumerate(await self.world.begin_turn(Authority(lines))):
+            data = outcome.data if isinstance(outcome.data, dict) else {}
+            who = [str(data["confirmed_by"])] if isinstance(data.get("confirmed_by"), str) else []
+            self.recorder.write(ToolResultRecord(
+                turn=stats.turn, step=0, call_id=f"confirmed-{i}", name="say", arguments={"text": data.get("command")},
+                ok=outcome.ok, text=outcome.text, data=_jsonable(outcome.data), requested_by=who, rule=outcome.rule,
+            ))
+            notes.append(outcome.text)
+        return notes
+
+    async def _observe(self, stats: TurnStats, triaged: list[Triaged], reason: str, urgent: bool,
+                       notes: list[str] | None = None) -> None:
+        """The turn's observation message: what the world did on the turn's words before the
+        model (notes), its events within the cap, then the status."""
         snapshot = await self._snapshot()
         status = format_status_line(snapshot, self.perception.ambient)
         cap = self.options.observation_cap_tokens
@@ -326,11 +347,12 @@ class Agent:
             self._log.info("turn %d: %d events coalesced to fit the observation cap (%d shown)",
                            stats.turn, composed.events, composed.shown)
         event_times = [t.event.t for t in triaged]
+        text = "".join(f"[note] {n}\n" for n in notes or []) + composed.text
         stored = self.context.add(
             Message(
                 role="user",
                 kind="observation",
-                content=composed.text,
+                content=text,
                 status=status,
                 event_time=min(event_times, default=time.time()),
             ),
@@ -392,17 +414,21 @@ class Agent:
             self.recorder.write(CompletionRecord.from_completion(completion, turn=stats.turn, step=step, assistant_ref=ref))
             if not calls:
                 return
-            if await self._run_calls(stats, step, calls):
+            if await self._run_calls(stats, step, calls, dropped=completion.dropped_tool_calls):
                 return
         self._log.info("turn %d reached the step limit (%d)", stats.turn, self.options.step_limit)
 
-    async def _run_calls(self, stats: TurnStats, step: int, calls: list[ToolCall]) -> bool:
-        """Dispatch a completion's calls in order; True when the turn was interrupted."""
+    async def _run_calls(self, stats: TurnStats, step: int, calls: list[ToolCall], *, dropped: int = 0) -> bool:
+        """Dispatch a completion's calls in order; True when the turn was interrupted. The last
+        result says how many calls past the cap of one answer were dropped (``dropped``)."""
         interrupted: str | None = None
-        for call in calls:
+        for i, call in enumerate(calls):
+            last = i == len(calls) - 1
+            tail = (f" ({dropped} more tool call(s) in that answer were not run: at most {len(calls)} per answer)"
+                    if last and dropped else "")
             if self._stop.is_set():
                 # A completion that arrived as Emil stopped: its actions are stale, none runs.
-                self._add_result(stats.turn, step, call, Outcome(False, "not run: Emil is stopping"))
+                self._add_result(stats.turn, step, call, Outcome(False, "not run: Emil is stopping" + tail))
                 continue
             if interrupted is None:
                 interrupted = self.interrupts.pending(self.perception)
@@ -417,6 +443,8 @@ class Agent:
                 except _Interrupted as e:
                     interrupted = e.reason
                     outcome = Outcome(False, f"aborted: interrupted ({e.reason})")
+            if tail:
+                outcome = replace(outcome, text=outcome.text + tail)
             self._add_result(stats.turn, step, call, outcome)
         if interrupted is not None:
             self._interrupted(stats, interrupted)
@@ -445,7 +473,7 @@ class Agent:
             await self._abort()
             raise _Interrupted(self._interrupt_reason or "interrupted")
         if outcome.elapsed_ms is None:
-            outcome = Outcome(outcome.ok, outcome.text, outcome.data, (time.monotonic() - started) * 1000)
+            outcome = replace(outcome, elapsed_ms=(time.monotonic() - started) * 1000)
         return outcome
 
     async def _abort(self, limit_s: float = ABORT_LIMIT_S) -> None:
@@ -466,6 +494,7 @@ class Agent:
             ToolResultRecord(
                 turn=turn, step=step, call_id=call.id, name=call.name, arguments=call.arguments,
                 ok=outcome.ok, text=outcome.text, data=_jsonable(outcome.data), elapsed_ms=outcome.elapsed_ms, ref=ref,
+                requested_by=sorted(self.interrupts.requesters), rule=outcome.rule,
             )
         )
 
