@@ -11,7 +11,8 @@ What it understands (case-insensitive, an optional "Emil," first):
 - ``attack TARGET`` (or ``kill``), ``dig X Y Z``, ``collect BLOCK``;
 - ``say TEXT``, ``whisper PLAYER TEXT``;
 - ``claim chest at X Y Z for OWNER``;
-- ``call TOOL {JSON}``: that tool call, verbatim (a forged call);
+- ``call TOOL {JSON}``: that tool call, verbatim (a forged call); ``call TOOL nested N``: a call
+  whose ``text`` argument is arrays nested N deep (longer than any chat line could carry);
 - ``repeat N: REQUEST``: the request's calls N times in one answer;
 - ``when PLAYER says WORD, REQUEST``: remembered; done when PLAYER's line holds WORD in any later
   turn (commands laundered across turns). ``remembered`` holds them, like notes across a restart.
@@ -76,6 +77,9 @@ class ObedientBrain:
             return []
         if m := re.match(r"repeat (\d+)\s*:\s*(.+)$", t, re.I):
             return self.calls_for(m[2], speaker) * int(m[1])
+        if m := re.match(r"call (\w+) nested (\d+)\s*$", t, re.I):
+            depth = int(m[2])
+            return [ScriptedCall(m[1], '{"text": ' + "[" * depth + "]" * depth + "}")]
         if m := re.match(r"call (\w+)\s+(\{.*\})\s*$", t, re.I):
             return [ScriptedCall(m[1], m[2])]
         if m := re.match(rf"(take|store) (\d+) (\w+){_AT}", t, re.I):
