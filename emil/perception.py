@@ -80,6 +80,7 @@ class PerceptionPolicy:
     npcs: frozenset[str] = frozenset()
     npc_turns_per_minute: float = 2.0
     npc_exchanges: int = 3
+    npc_loop_detection: bool = True
     speech_actions: frozenset[str] = frozenset({"say", "whisper"})
     """Actions that are Emil speaking (the tools that declare ``speaks``)."""
 
@@ -117,7 +118,8 @@ class Perception:
         p = self.policy
         if self.budget is None and p.turns_per_minute is not None:
             self.budget = TurnBudget(npcs=p.npcs, npc_turns_per_minute=p.npc_turns_per_minute,
-                                     npc_exchanges=p.npc_exchanges, turns_per_minute=p.turns_per_minute, clock=self.clock)
+                                     npc_exchanges=p.npc_exchanges, turns_per_minute=p.turns_per_minute,
+                                     detect_loops=p.npc_loop_detection, clock=self.clock)
 
     def is_npc(self, name: str) -> bool:
         """A player whose chat is budgeted (listed in npc_players, or caught answering in a loop)."""

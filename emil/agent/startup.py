@@ -283,6 +283,7 @@ def agent_options(s: Settings, prompt_budget: int | None = None) -> AgentOptions
             hostile_urgent_distance=s.hostile_urgent_distance, chat_debounce_s=s.chat_debounce_s,
             turns_per_minute=s.turns_per_minute, npcs=frozenset(s.npc_players),
             npc_turns_per_minute=s.npc_turns_per_minute, npc_exchanges=s.npc_exchanges,
+            npc_loop_detection=s.npc_loop_detection,
             speech_actions=frozenset(name for name, cls in TOOLS.items() if cls.speaks is not None),
         ),
         step_limit=s.step_limit, action_timeout_s=s.action_timeout_s, output_reserve=s.output_reserve,

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AnswerCaps", "SlidingWindow", "TokenBucket", "argument_problem", "json_depth", "valid_json_text", "valid_unicode"]
+__all__ = ["AnswerCaps", "SlidingWindow", "SpamMeter", "TokenBucket", "argument_problem", "json_depth", "valid_json_text", "valid_unicode"]
 
 
 @dataclass(frozen=True)
@@ -150,3 +150,33 @@ class TokenBucket:
             self._tokens -= 1.0
             return True
         return False
+
+
+@dataclass
+class SpamMeter:
+    """Vanilla's chat spam counter: each line adds ``per_line``, it falls by ``per_second``, and
+    a server kicks a client past 200. Emil keeps under ``limit`` (the bot's own backstop in
+    ``js/emil_trust.js`` allows a little more, so Emil's pacing is what binds)."""
+
+    limit: float = 160.0
+    per_line: float = 20.0
+    per_second: float = 20.0
+    clock: Callable[[], float] = time.monotonic
+    _level: float = 0.0
+    _at: float = math.nan
+
+    def _decay(self) -> None:
+        now = self.clock()
+        if not math.isnan(self._at):
+            self._level = max(0.0, self._level - (now - self._at) * self.per_second)
+        self._at = now
+
+    def wait_s(self) -> float:
+        """Seconds until one more line keeps under the limit."""
+        self._decay()
+        over = self._level + self.per_line - self.limit
+        return max(0.0, over / self.per_second)
+
+    def sent(self, n: int = 1) -> None:
+        self._decay()
+        self._level += n * self.per_line

@@ -10,9 +10,11 @@ server made 527 model requests in 30 s). The budget, per Emil:
   held: it joins the next turn something else starts (at most :data:`HELD_LIMIT` lines, the
   newest), so Emil still reads it. A real player's chat ends the run; so does
   :data:`RUN_RESET_S` without an NPC-started turn.
-- **Loop detection.** A speaker whose line came within :data:`REPLY_WINDOW_S` of Emil's own
-  chat, :data:`LOOP_STREAK` times in a row, is treated as an NPC until it has been quiet for
-  :data:`QUIET_RESET_S` (another Emil that nobody listed, or any bot that answers everything).
+- **Loop detection** (``npc_loop_detection``, on by default). A speaker whose line came within
+  :data:`REPLY_WINDOW_S` of Emil's own chat, :data:`LOOP_STREAK` times in a row, is treated as an
+  NPC until it has been quiet for :data:`QUIET_RESET_S` (another Emil that nobody listed, or any
+  bot that answers everything). A scripted client of the operator's that answers at once may be
+  caught too: list nothing and switch it off, or list the real NPCs.
 - **A turn-rate cap.** At most ``turns_per_minute`` turns start a minute (a bucket holding
   :func:`burst_of` turns), whatever starts them: it bounds the load on the model whatever the
   chat does.
@@ -29,9 +31,10 @@ from emil.trust.caps import TokenBucket
 
 __all__ = ["HELD_LIMIT", "LOOP_STREAK", "QUIET_RESET_S", "REPLY_WINDOW_S", "RUN_RESET_S", "TurnBudget", "burst_of"]
 
-REPLY_WINDOW_S = 5.0
-"""A line this soon after Emil's own chat counts as an instant answer."""
-LOOP_STREAK = 6
+REPLY_WINDOW_S = 3.0
+"""A line this soon after Emil's own chat counts as an instant answer (a person reads and types
+for longer than this most of the time)."""
+LOOP_STREAK = 8
 """Instant answers in a row that mark a speaker as an NPC."""
 QUIET_RESET_S = 120.0
 """An NPC found by loop detection is an ordinary player again after this long without a line."""
@@ -54,6 +57,8 @@ class TurnBudget:
     npc_turns_per_minute: float = 2.0
     npc_exchanges: int = 3
     turns_per_minute: float = 20.0
+    detect_loops: bool = True
+    """Mark instant answerers as NPCs (setting ``npc_loop_detection``)."""
     clock: Callable[[], float] = time.monotonic
     detected: dict[str, float] = field(default_factory=dict)
     """Speakers loop detection marked as NPCs -> their last line's time."""
@@ -94,7 +99,7 @@ class TurnBudget:
         self._answered.add(speaker)
         if now - self._spoke_at <= REPLY_WINDOW_S:
             self._streak[speaker] = self._streak.get(speaker, 0) + 1
-            if self._streak[speaker] >= LOOP_STREAK and speaker not in self.npcs:
+            if self.detect_loops and self._streak[speaker] >= LOOP_STREAK and speaker not in self.npcs:
                 self.detected[speaker] = now
         else:
             self._streak[speaker] = 0

@@ -156,6 +156,7 @@ class _Chat(Tool):
         for piece in sending:
             # The bot checks the same rule again, from what it saw itself (neither side alone).
             args = {**self.wire_args(), "text": piece, "authority": guard.js_authority()}
+            await guard.pace()
             res = await ctx.bot.act(name, args, timeout=self.timeout_s, job=self.job)
             guard.chat_sent(1)
             if not res.ok:

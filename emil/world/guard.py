@@ -21,11 +21,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from pydantic import JsonValue
 
 from emil.events import BlockPlaced, BlockRemoved, Chat, GameEvent, PlayerJoined
 from emil.trust.authority import Authority, Confirmations, Line
-from emil.trust.caps import SlidingWindow
+from emil.trust.caps import SlidingWindow, SpamMeter
 from emil.trust.ledger import SELF, UNSURE, Ledger, chest_key
 from emil.trust.people import People, valid_name
 from emil.trust.rules import Verdict, decide, rule
@@ -81,6 +82,8 @@ class Guard:
     ledger: Ledger
     limits: GuardLimits = field(default_factory=GuardLimits)
     clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    """How the chat pacing waits (tests pass one that moves their clock)."""
     confirmations: Confirmations = field(default_factory=Confirmations)
     authority: Authority = field(default_factory=Authority)
     """The words of the turn being played."""
@@ -88,9 +91,11 @@ class Guard:
     """Lower-case names of every player Emil has met (the server's list, chat, joins)."""
     _turn_lines: int = 0
     _minute: SlidingWindow | None = None
+    _spam: SpamMeter | None = None
 
     def __post_init__(self) -> None:
         self._minute = SlidingWindow(self.limits.chat_lines_per_minute, 60.0, clock=self.clock)
+        self._spam = SpamMeter(clock=self.clock)
         self.confirmations.ttl_s = self.limits.command_confirm_s
         self.known_players |= {n.lower() for n in self.people.operators | self.people.trusted | self.people.npcs}
 
@@ -177,6 +182,9 @@ class Guard:
             if not valid_name(name) or not self._minute.take():
                 continue
             line = text if len(text) <= 200 else text[:199] + "…"
+            await self.pace()
+            assert self._spam is not None
+            self._spam.sent()
             res = await bot.act("whisper", {"player": name, "text": line, "authority": self.js_authority(), "quiet": True},
                                 timeout=10.0)
             if res.ok:
@@ -198,9 +206,18 @@ class Guard:
         return min(turn_left, minute_left), ""
 
     def chat_sent(self, n: int) -> None:
-        assert self._minute is not None
+        assert self._minute is not None and self._spam is not None
         self._turn_lines += n
         self._minute.take(n)
+        self._spam.sent(n)
+
+    async def pace(self) -> None:
+        """Wait until one more chat line keeps under a server's spam limit (a burst of 8, then
+        one a second; :class:`~emil.trust.caps.SpamMeter`)."""
+        assert self._spam is not None
+        wait = self._spam.wait_s()
+        if wait > 0:
+            await self.sleep(wait)
 
     def command_verdict(self, piece: str) -> tuple[Verdict, bool]:
         """May this command piece go out? (verdict, whether to ask an operator to confirm)."""
@@ -219,6 +236,7 @@ class Guard:
         operators = frozenset(n for n in self.requesters() if self.people.is_operator(n))
         pending = self.confirmations.ask(piece, operators)
         ops: list[JsonValue] = list(sorted(operators))
+        await self.pace()
         res = await bot.act("ask_confirm", {"command": piece, "code": pending.code, "operators": ops,
                                             "ttl_s": self.limits.command_confirm_s}, timeout=10.0)
         if not res.ok:
@@ -244,6 +262,7 @@ class Guard:
             auth: dict[str, JsonValue] = {"requesters": [operator], "confirm": pending.code}
             if not self.limits.allow_commands:
                 continue
+            await self.pace()
             res = await bot.act("say", {"text": pending.command, "authority": auth, "quiet": True}, timeout=10.0)
             self.chat_sent(1)
             word = "sent" if res.ok else f"not sent ({res.error})"

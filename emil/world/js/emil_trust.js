@@ -11,8 +11,11 @@ const { readsAsCommand } = require('./emil_chat_rule')
 
 const COMMAND_WINDOW_MS = 10 * 60 * 1000 // an operator's line orders a command for this long at most
 const HEARD_LIMIT = 50 // operator lines kept
-const CHAT_BURST = 8 // chat lines (commands included) within CHAT_BURST_MS; vanilla kicks past about 10
-const CHAT_BURST_MS = 10000
+// Vanilla's spam counter, kept with a margin: every chat line or command adds 20, every tick
+// (50 ms) takes 1 away, and past 200 the server kicks. So a burst of 9 lines, then one a second.
+const SPAM_PER_LINE = 20
+const SPAM_LIMIT = 180
+const SPAM_TICK_MS = 50
 // Targets that name no one in particular: mineflayer-pvp would pick whatever entity is nearest.
 const GENERIC = new Set(['player', 'players', 'human', 'humans', 'everyone', 'everybody', 'anyone', 'anybody',
   'someone', 'somebody', 'all', 'me', 'you', 'him', 'her', 'them', 'nearest', 'closest', 'self', 'entity', 'mob', 'mobs'])
@@ -65,12 +68,13 @@ function heard (ctl, sender, text) {
 const refuse = (why) => { throw new Error(`refused by the bot: ${why}`) }
 
 // A chat piece about to go out: a command only on an operator's order and exact words (or a
-// confirmation the bot itself asked), and never more than CHAT_BURST lines in CHAT_BURST_MS.
+// confirmation the bot itself asked), and never faster than a vanilla server lets a client chat.
 function checkChat (ctl, piece, authority) {
   const now = Date.now()
-  const sent = (ctl.chatTimes || (ctl.chatTimes = [])).filter((t) => now - t < CHAT_BURST_MS)
-  ctl.chatTimes = sent
-  if (sent.length >= CHAT_BURST) refuse(`${CHAT_BURST} chat lines within ${CHAT_BURST_MS / 1000} s already (a server kicks for spam)`)
+  const spam = ctl.spam || (ctl.spam = { level: 0, at: now })
+  spam.level = Math.max(0, spam.level - (now - spam.at) / SPAM_TICK_MS)
+  spam.at = now
+  if (spam.level + SPAM_PER_LINE > SPAM_LIMIT) refuse('too many chat lines too fast already (a server kicks for spam); wait a second')
   if (readsAsCommand(piece)) {
     if (ctl.options.allowCommands !== true) refuse('this chat would be read as a server command, and commands are not enabled')
     if (!operatorOrder(ctl, authority)) refuse('this chat would be read as a server command, and no operator-only turn allows it')
@@ -81,7 +85,7 @@ function checkChat (ctl, piece, authority) {
       refuse("this command is not in an operator's own words, and no operator confirmed it")
     }
   }
-  sent.push(now)
+  spam.level += SPAM_PER_LINE
 }
 
 function confirmed (ctl, piece, authority, lines, now) {
@@ -136,4 +140,4 @@ function attackTarget (ctl, target, authority) {
   return entity
 }
 
-module.exports = { commandInWords, heard, checkChat, askConfirm, classifyTarget, attackTarget, operatorOrder, GENERIC, CHAT_BURST }
+module.exports = { commandInWords, heard, checkChat, askConfirm, classifyTarget, attackTarget, operatorOrder, GENERIC }

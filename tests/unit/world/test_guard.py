@@ -30,6 +30,19 @@ def k(pos: tuple[int, int, int]) -> str:
     return chest_key(*pos)
 
 
+class Clock:
+    """A clock the guard's pacing moves instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
 def world() -> tuple[WorldDouble, Guard]:
     w = WorldDouble(inventory={"gold_ingot": 8, "bread": 5, "dirt": 64},
                     chests={BOBS: {"diamond": 10}, CARLS: {}, EMILS: {"coal": 5}, UNKNOWN: {"emerald": 3}})
@@ -37,7 +50,8 @@ def world() -> tuple[WorldDouble, Guard]:
     ledger.set_chest(k(BOBS), "bob", "placed")
     ledger.set_chest(k(CARLS), "carl", "placed")
     ledger.set_chest(k(EMILS), SELF, "emil")
-    return w, Guard(PEOPLE, ledger, GuardLimits(allow_commands=True, give_items_per_hour=32))
+    clock = Clock()
+    return w, Guard(PEOPLE, ledger, GuardLimits(allow_commands=True, give_items_per_hour=32), clock=clock, sleep=clock.sleep)
 
 
 def call(name: str, **arguments: Any) -> ToolCall:

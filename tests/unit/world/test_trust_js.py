@@ -120,16 +120,17 @@ def test_the_bot_checks_commands_from_what_it_heard_itself() -> None:
         {"op": "chat", "options": OPS, "piece": "/time set day", "authority": {"requesters": ["Olga"], "confirm": "4821"},
          "ask": {"command": "/time set day", "code": "4821", "operators": ["Olga"], "ttl_s": 60},
          "after": [["Mallory", "confirm 4821"]]},
-        # plain chat, and a burst past what a server tolerates
+        # plain chat, a burst a server tolerates (9 at once), and one past it
         {"op": "chat", "options": OPS, "piece": "hello", "authority": {"requesters": []}},
         {"op": "chat", "options": OPS, "piece": "hello", "authority": {"requesters": []}, "times": 9},
+        {"op": "chat", "options": OPS, "piece": "hello", "authority": {"requesters": []}, "times": 10},
     ]
     got = _run([], cases)["results"]
     assert got[0] == "ok"
     assert all(r.startswith("refused:") for r in got[1:7]), got
     assert got[7] == "ok"
     assert all(r.startswith("refused:") for r in got[8:11]), got
-    assert got[11] == "ok" and got[12].startswith("refused:") and "chat lines" in got[12]
+    assert got[11] == "ok" and got[12] == "ok" and got[13].startswith("refused:") and "too fast" in got[13]
 
 
 def test_the_bot_checks_attacks_against_the_servers_player_list() -> None:
