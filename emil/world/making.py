@@ -206,11 +206,11 @@ class Take(_ChestTool):
 
 
 class ClaimChest(_Spot):
-    """Say who owns a chest (the nearest within 32 blocks, or at x, y, z): a player's name, Emil, or nobody. Only on an operator's order."""
+    """Set who owns a chest (nearest, or at x, y, z). Operators only."""
 
     tool_name: ClassVar[str] = "claim_chest"
     bridged: ClassVar[bool] = False
-    owner: str = Field(pattern=PLAYER_NAME, description="Player name, Emil, or nobody")
+    owner: str = Field(pattern=PLAYER_NAME, description="A player, Emil or nobody")
 
     async def run(self, ctx: ToolContext) -> Outcome:
         # The guard (emil.world.guard, row claim_chest) decides and notes the owner itself.

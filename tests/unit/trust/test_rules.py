@@ -75,3 +75,12 @@ def test_markdown_has_a_row_per_rule() -> None:
     for r, line in zip(RULES, table[2:], strict=True):
         assert line.startswith(f"| `{r.id}` |") and " or ".join(str(w) for w in r.who) in line
     assert Who.NOBODY in rule("attack.unknown").who
+
+
+def test_the_docs_table_is_the_code_table() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "trust.md").read_text(encoding="utf-8")
+    start = doc.index("<!-- rules table: generated from emil/trust/rules.py -->") + len("<!-- rules table: generated from emil/trust/rules.py -->")
+    end = doc.index("<!-- end of rules table -->")
+    assert doc[start:end].strip() == rules_markdown(), "docs/trust.md's table differs: paste rules_markdown() in"
