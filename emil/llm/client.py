@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,7 +137,8 @@ class OpenAIClient:
 
     ``tool_validator`` (e.g. ``emil.world.actions.validate_tool_call``) runs on every parsed tool
     call and fills ``error`` for unknown tools or invalid arguments; it must not raise for model
-    mistakes.
+    mistakes. ``headers`` go with every request (chat, ``/models``, ``/tokenize``): the session
+    key a router routes on (setting ``session_header``, docs/scale-out.md).
     """
 
     def __init__(
@@ -150,6 +151,7 @@ class OpenAIClient:
         first_token_timeout: float | None = None,
         tool_validator: Callable[[ToolCall], ToolCall] | None = None,
         extra_body: dict[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.root_url = root_url_of(self.base_url)
@@ -162,9 +164,12 @@ class OpenAIClient:
         self.tool_validator = tool_validator
         self.extra_body = dict(extra_body or {})
         """Sent with every request, under each request's own ``extra_body``."""
+        self.headers = dict(headers or {})
+        """Sent with every request (the session key: emil.agent.startup.session_headers)."""
         self.served: ServedModel | None = None
         self._client = AsyncOpenAI(
-            base_url=self.base_url, api_key=api_key, timeout=timeout, max_retries=0
+            base_url=self.base_url, api_key=api_key, timeout=timeout, max_retries=0,
+            default_headers=self.headers or None,
         )
 
     async def __aenter__(self) -> OpenAIClient:
@@ -364,7 +369,8 @@ class OpenAIClient:
         if self.model in (None, "auto"):
             return None
         assert self.model is not None
-        counter = ServerTokenizeCounter(self.base_url, self.model, timeout=self.timeout, api_key=self.api_key)
+        counter = ServerTokenizeCounter(self.base_url, self.model, timeout=self.timeout,
+                                        api_key=self.api_key, headers=self.headers)
         try:
             return await counter.count_prompt(
                 request.messages, request.tools, enable_thinking=request.enable_thinking,

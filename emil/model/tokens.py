@@ -23,6 +23,7 @@ import math
 import re
 import unicodedata
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -279,10 +280,11 @@ class ServerTokenizeCounter:
         timeout: float = 10.0,
         client: httpx.AsyncClient | None = None,
         api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.base_url = base_url
         self.model = model
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers = _request_headers(api_key, headers)
         self.root_url = root_url_of(base_url)
         self._timeout = timeout
         self._client = client
@@ -329,6 +331,14 @@ class ServerTokenizeCounter:
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             raise EndpointUnavailable(f"POST {url} failed: {exc!r}") from exc
         return _tokenize_answer(url, response)
+
+
+def _request_headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+    """The API key as a bearer token, plus ``extra`` (the session key a router routes on)."""
+    headers = dict(extra or {})
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
 
 
 def _chat_payload(
@@ -379,12 +389,12 @@ class ServerCounting:
     """
 
     def __init__(
-        self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 10.0
+        self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 10.0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.model = model
         self.url = f"{root_url_of(base_url)}/tokenize"
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout, headers=headers)
+        self._client = httpx.Client(timeout=timeout, headers=_request_headers(api_key, headers))
         # Closed with this object (the family lives as long as the session).
         self.close = weakref.finalize(self, self._client.close)
         self._counts: dict[str, int] = {}
