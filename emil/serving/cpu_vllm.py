@@ -372,6 +372,10 @@ class CpuServerOptions:
     max_model_len: int = 40960
     kv_cache_gib: int = 1
     """``VLLM_CPU_KVCACHE_SPACE``: GiB of KV cache (1 GiB holds about 330k tokens here)."""
+    kv_cache_bytes: int | None = None
+    """Bytes of KV cache (``--kv-cache-memory-bytes``) in place of ``kv_cache_gib``: a cache
+    smaller than a GiB, so that sessions compete for it (512 bytes a token with the tiny
+    model's config; at least ``max_model_len`` tokens, or vLLM refuses to start)."""
     port: int | None = None
     """None: a free loopback port."""
     chat_template: Path | None = None
@@ -396,7 +400,13 @@ def cpu_profile(
     ]  # fmt: skip
     if options.chat_template is not None:
         extra += ["--chat-template", str(options.chat_template)]
+    if options.kv_cache_bytes is not None:
+        extra += ["--kv-cache-memory-bytes", str(options.kv_cache_bytes)]
     extra += list(options.extra_args)
+    # The variable wins over the flag in vLLM's CPU platform, so it is left out with the flag.
+    kv_env = {} if options.kv_cache_bytes is not None else {
+        "VLLM_CPU_KVCACHE_SPACE": str(options.kv_cache_gib)
+    }
     return ServeProfile(
         model=str(model_dir),
         served_model_name=options.served_model_name,
@@ -411,7 +421,7 @@ def cpu_profile(
             # vllm-cpu), so the API server module is run; ``--model`` takes the directory.
             command=[str(env.python), "-m", "vllm.entrypoints.openai.api_server", "--model"],
             env={
-                "VLLM_CPU_KVCACHE_SPACE": str(options.kv_cache_gib),
+                **kv_env,
                 "VLLM_NO_USAGE_STATS": "1",
                 "DO_NOT_TRACK": "1",
                 "HF_HUB_OFFLINE": "1",
