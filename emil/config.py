@@ -61,7 +61,7 @@ def parse_address(text: str) -> tuple[str, int] | None:
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 """An HTTP field name (RFC 9110 "token")."""
 _OWN_HEADERS = frozenset({"authorization", "content-type", "content-length", "host", "accept",
-                          "connection", "transfer-encoding", "user-agent"})
+                          "connection", "transfer-encoding", "user-agent", "x-request-id"})
 """Headers the client sets itself: a session header of one of these names would replace them."""
 
 

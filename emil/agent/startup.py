@@ -71,6 +71,7 @@ __all__ = [
     "preflight",
     "recovering_completer",
     "session_headers",
+    "session_key",
     "summary_line",
     "wait_for_endpoint",
 ]
@@ -260,29 +261,36 @@ def new_session_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
+def session_key(s: Settings, session_id: str) -> str:
+    """``<bot_name>-<session_id>``, the name reduced to what a header value may hold (a
+    Minecraft name already is)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", s.bot_name) or "emil"
+    return f"{name}-{session_id}"
+
+
 def session_headers(s: Settings, session_id: str) -> dict[str, str]:
-    """``{session_header: "<bot_name>-<session_id>"}``, sent with every request of the session
-    (none when ``session_header`` is off): a router hashing it keeps the session on one replica,
-    where its prefix is cached (docs/scale-out.md). The name is reduced to what a header value
-    may hold (a Minecraft name already is)."""
+    """``{session_header: session_key}``, sent with every request of the session (none when
+    ``session_header`` is off): a router hashing it keeps the session on one replica, where its
+    prefix is cached (docs/scale-out.md)."""
     if s.session_header == "off":
         return {}
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", s.bot_name) or "emil"
-    return {s.session_header: f"{name}-{session_id}"}
+    return {s.session_header: session_key(s, session_id)}
 
 
 def new_client(
     s: Settings, tool_validator: Callable[[ToolCall], ToolCall] | None = None, *, session_id: str | None = None
 ) -> OpenAIClient:
     """The live client for the configured endpoint; ``tool_validator`` checks calls against the
-    tools; every request carries the session key of ``session_id`` (a new one when None)."""
-    headers = session_headers(s, session_id or new_session_id())
+    tools; every request carries the session key of ``session_id`` (a new one when None), and
+    every chat request an ``X-Request-Id`` starting with it."""
+    session_id = session_id or new_session_id()
+    headers = session_headers(s, session_id)
     for name, value in headers.items():
         _log.info("llm: every request carries %s: %s (the session key a router routes on)", name, value)
     return OpenAIClient(
         s.endpoint, model=None if s.model == "auto" else s.model, api_key=s.api_key,
         timeout=s.request_timeout_s, first_token_timeout=s.first_token_timeout_s, tool_validator=tool_validator,
-        headers=headers,
+        headers=headers, request_id_prefix=session_key(s, session_id),
     )
 
 

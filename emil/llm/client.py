@@ -138,7 +138,10 @@ class OpenAIClient:
     ``tool_validator`` (e.g. ``emil.world.actions.validate_tool_call``) runs on every parsed tool
     call and fills ``error`` for unknown tools or invalid arguments; it must not raise for model
     mistakes. ``headers`` go with every request (chat, ``/models``, ``/tokenize``): the session
-    key a router routes on (setting ``session_header``, docs/scale-out.md).
+    key a router routes on (setting ``session_header``, docs/scale-out.md). With
+    ``request_id_prefix``, the n-th chat request (every attempt counts) carries
+    ``X-Request-Id: <prefix>-<n>``, which vLLM takes as its request id
+    (``chatcmpl-<prefix>-<n>`` in its log), so a server's log names the session of each request.
     """
 
     def __init__(
@@ -152,6 +155,7 @@ class OpenAIClient:
         tool_validator: Callable[[ToolCall], ToolCall] | None = None,
         extra_body: dict[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        request_id_prefix: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.root_url = root_url_of(self.base_url)
@@ -166,6 +170,9 @@ class OpenAIClient:
         """Sent with every request, under each request's own ``extra_body``."""
         self.headers = dict(headers or {})
         """Sent with every request (the session key: emil.agent.startup.session_headers)."""
+        self.request_id_prefix = request_id_prefix
+        self.requests_sent = 0
+        """Chat requests sent (each attempt; the n of the last ``X-Request-Id``)."""
         self.served: ServedModel | None = None
         self._client = AsyncOpenAI(
             base_url=self.base_url, api_key=api_key, timeout=timeout, max_retries=0,
@@ -319,20 +326,28 @@ class OpenAIClient:
         body.update(self._body(request))
         return body
 
+    def _options(self) -> RequestOptions:
+        """The API key as a bearer token; the next request id when there is a prefix."""
+        self.requests_sent += 1
+        if self.request_id_prefix is None:
+            return _REQUEST_OPTIONS
+        return {**_REQUEST_OPTIONS,
+                "headers": {"X-Request-Id": f"{self.request_id_prefix}-{self.requests_sent}"}}
+
     # The two sends below are the only I/O of a completion; tools/bench_client.py overrides them
     # with the SDK's create() to measure what the transform costs.
     async def _post(self, request: ChatRequest) -> bytes:
         """POST the body as built, without the SDK's per-message transform (see module doc);
         the answer's bytes are validated by :func:`emil.llm.response.parse_completion`."""
         return await self._client.post(_PATH, body=self._request_body(request, stream=False),
-                                       cast_to=bytes, options=_REQUEST_OPTIONS)
+                                       cast_to=bytes, options=self._options())
 
     async def _post_streaming(self, request: ChatRequest) -> AsyncStream[object]:
         """The streamed POST (SSE chunks, usage in the last one), also without the transform;
         each chunk arrives as the decoded JSON and is validated by :class:`StreamAssembler`."""
         return await self._client.post(
             _PATH, body=self._request_body(request, stream=True), cast_to=object,
-            options=_REQUEST_OPTIONS, stream=True, stream_cls=AsyncStream[object],
+            options=self._options(), stream=True, stream_cls=AsyncStream[object],
         )
 
     async def _complete_once(self, request: ChatRequest, started: float) -> Completion:

@@ -78,12 +78,25 @@ async def test_every_chat_request_and_the_model_listing_carry_the_key() -> None:
     assert "user" not in json.loads(seen[1].content)
 
 
+async def test_each_chat_request_has_its_own_request_id() -> None:
+    """vLLM takes X-Request-Id as its request id (``chatcmpl-<id>`` in its log): numbered per
+    request, every attempt counting, so no two requests of a session share one."""
+    seen: list[httpx2.Request] = []
+    client = _client(seen, KEY)
+    client.request_id_prefix = "Emil-0123456789ab"
+    for stream in (False, True, False):
+        await client.complete(ChatRequest(messages=[{"role": "user", "content": "hi"}], stream=stream))
+    await client.aclose()
+    assert [r.headers["x-request-id"] for r in seen] == [f"Emil-0123456789ab-{n}" for n in (1, 2, 3)]
+    assert client.requests_sent == 3
+
+
 async def test_no_headers_no_key() -> None:
     seen: list[httpx2.Request] = []
     client = _client(seen, None)
     await client.complete(ChatRequest(messages=[{"role": "user", "content": "hi"}]))
     await client.aclose()
-    assert "x-session-id" not in seen[0].headers
+    assert "x-session-id" not in seen[0].headers and "x-request-id" not in seen[0].headers
 
 
 async def test_tokenize_carries_the_key_async_and_sync() -> None:
@@ -141,6 +154,7 @@ def test_the_key_is_the_bot_and_the_session() -> None:
 async def test_new_client_sends_the_sessions_key() -> None:
     client = new_client(Settings(bot_name="Mira"), session_id="abcdef012345")
     assert client.headers == {"X-Session-ID": "Mira-abcdef012345"}
+    assert client.request_id_prefix == "Mira-abcdef012345"
     await client.aclose()
     fresh = new_client(Settings(bot_name="Mira"))
     assert fresh.headers["X-Session-ID"].startswith("Mira-")
@@ -157,6 +171,7 @@ def test_off_sends_none(value: str) -> None:
     ("X-Session-ID:", "not an HTTP header name"),
     ("Authorization", "a header the client sends itself"),
     ("content-type", "a header the client sends itself"),
+    ("X-Request-Id", "a header the client sends itself"),
 ])
 def test_a_bad_header_name_stops_at_start(value: str, why: str) -> None:
     with pytest.raises(ConfigurationError, match="session_header") as e:
