@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +38,14 @@ import anyio
 import httpx
 from anyio.abc import Process
 
+from emil.recording import (
+    CompletionRecord,
+    HeaderRecord,
+    ObservationRecord,
+    Record,
+    TurnRecord,
+    read_recording,
+)
 from emil.serving.cpu_vllm import (
     CpuServerError,
     CpuServerOptions,
@@ -46,16 +54,21 @@ from emil.serving.cpu_vllm import (
     default_model_dir,
     group_members,
 )
-from emil.serving.router import ReplicaCounters, replica_counters
+from emil.serving.router import ReplicaCounters, RouterOptions, VLLMRouter, replica_counters
 from emil.world.bridge import Bot, BotSettings, ReflexSettings
 from emil.world.server import EmbeddedServer
 
 __all__ = [
     "KV_BYTES_PER_TOKEN",
+    "MODES",
     "Chat",
     "EmilOptions",
     "EmilProcess",
+    "ModeRun",
     "Replicas",
+    "quiet",
+    "run_mode",
+    "until",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -239,6 +252,24 @@ class EmilProcess:
     def text(self) -> str:
         return self.output.decode(errors="replace")
 
+    def records(self) -> list[Record]:
+        """Its recording so far (every readable record)."""
+        return read_recording(self.recording).records if self.recording.exists() else []
+
+    def completions(self, after: float = 0.0) -> list[CompletionRecord]:
+        """Its completions written after ``after`` (unix time)."""
+        return [r for r in self.records() if isinstance(r, CompletionRecord) and r.t > after]
+
+    def turns_open(self) -> int:
+        """Turns started (an observation) and not yet closed (a turn record)."""
+        records = self.records()
+        started = {r.turn for r in records if isinstance(r, ObservationRecord)}
+        return len(started - {r.turn for r in records if isinstance(r, TurnRecord)})
+
+    def session_key(self) -> str | None:
+        """The session key its recording's header names (None before the header)."""
+        return next((r.session_key for r in self.records() if isinstance(r, HeaderRecord)), None)
+
     async def playing(self, within: float) -> None:
         """Wait until it logs that it plays (TimeoutError, or AssertionError when it ended)."""
         with anyio.fail_after(within):
@@ -309,3 +340,116 @@ class Chat:
                 if outcome.ok:
                     self.said.append((time.time(), self.players[player], text))
                 n += 1
+
+
+async def until(check: Callable[[], bool], within: float, *, what: str) -> None:
+    """Poll ``check`` every half second (recordings and logs are files: nothing to wait on)."""
+    try:
+        with anyio.fail_after(within):
+            while not check():  # noqa: ASYNC110
+                await anyio.sleep(0.5)
+    except TimeoutError:
+        raise TimeoutError(f"not within {within:g} s: {what}") from None
+
+
+async def quiet(replicas: Replicas, emils: Sequence[EmilProcess], talk: Chat, within: float = 180.0) -> float:
+    """Hold the players back until no live replica has a request and no Emil a turn open;
+    returns the time (unix) of that quiet moment."""
+    talk.paused = True
+
+    def still() -> bool:
+        counters = [c for c in replicas.counters() if c is not None]
+        idle = all(c.running == 0 and c.waiting == 0 for c in counters)
+        return idle and not any(e.turns_open() for e in emils)
+
+    await until(still, within, what="no request in flight and no turn open")
+    await anyio.sleep(2.0)  # a debounced chat line may still start a turn
+    await until(still, within, what="no request in flight and no turn open")
+    return time.time()
+
+
+MODES = {
+    "session-key": ("consistent_hash", "X-Session-ID"),
+    "round-robin": ("round_robin", "X-Session-ID"),
+    "no-key": ("consistent_hash", "off"),
+}
+"""Benchmark modes: the router's policy and Emil's session_header. ``no-key`` is what the
+router does with Emil's requests when they carry no key: it hashes each body (every request
+is new), so a session's requests scatter like ``random``."""
+
+
+@dataclass
+class ModeRun:
+    """One mode's run: what each replica's counters did, and which sessions reached it."""
+
+    mode: str
+    seconds: float
+    replicas: list[ReplicaCounters]
+    """Growth of each replica's counters over the run (the gauges at its end)."""
+    sessions: list[list[str]]
+    """Per replica, the Emils (bot names) whose requests reached it."""
+    completions: int
+    """Completions the Emils recorded up to the counters' reading (the Emils see each other
+    leave as they stop, and may take one more turn after it)."""
+    lines: int
+
+    @property
+    def hit_rate(self) -> float:
+        queries = sum(r.prefix_queries for r in self.replicas)
+        return sum(r.prefix_hits for r in self.replicas) / queries if queries else 0.0
+
+
+async def run_mode(
+    mode: str,
+    replicas: Replicas,
+    server: EmbeddedServer,
+    router_binary: Path,
+    names: Sequence[str],
+    workdir: Path,
+    *,
+    duration_s: float,
+    every_s: float,
+    options: EmilOptions,
+    progress: Callable[[str], None] = lambda _line: None,
+) -> ModeRun:
+    """Reset the prefix caches, start the router in ``mode`` and fresh Emils, let the players
+    talk for ``duration_s``, wait for quiet, read the replicas' counters, stop everything."""
+    policy, header = MODES[mode]
+    replicas.reset_prefix_caches()
+    before = replicas.counters()
+    seen_before = [replicas.sessions(i) for i in range(len(replicas.servers))]
+    router = VLLMRouter(router_binary, replicas.urls, RouterOptions(policy=policy),
+                        log_path=workdir / "router.log")
+    await anyio.to_thread.run_sync(router.start)
+    emils = [EmilProcess(name, workdir) for name in names]
+    talk = Chat(("alex", "bella"), names, every_s=every_s)
+    opts = EmilOptions(options.output_reserve, options.request_timeout_s, options.first_token_timeout_s,
+                       options.summary_max_tokens, {**options.extra, "EMIL_SESSION_HEADER": header})
+    started = time.monotonic()
+    try:
+        async with anyio.create_task_group() as tg:
+            for emil in emils:
+                await emil.start(router.base_url, server.port, opts, tg)
+            for emil in emils:
+                await emil.playing(within=180)
+            progress(f"{mode}: {len(emils)} Emils playing; players talk for {duration_s:g} s")
+            tg.start_soon(talk.run, server)
+            await anyio.sleep(duration_s)
+            quiet_at = await quiet(replicas, emils, talk)
+            after = replicas.counters()
+            for emil in emils:
+                await emil.stop()
+            tg.cancel_scope.cancel()
+    finally:
+        for emil in emils:
+            if emil.proc is not None and emil.proc.returncode is None:
+                await emil.stop(within=10)
+        router.stop()
+    deltas = [a - b for a, b in zip(after, before, strict=True) if a is not None and b is not None]
+    keys = {e.name: e.session_key() for e in emils}
+    seen = [replicas.sessions(i) - seen_before[i] for i in range(len(replicas.servers))]
+    return ModeRun(
+        mode=mode, seconds=time.monotonic() - started, replicas=deltas,
+        sessions=[sorted(name for name, key in keys.items() if key and seen[i][key]) for i in range(len(seen))],
+        completions=sum(1 for e in emils for r in e.completions() if r.t <= quiet_at), lines=len(talk.said),
+    )

@@ -22,7 +22,7 @@ start-up timeout.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -34,7 +34,6 @@ from emil.recording import (
     ErrorRecord,
     HeaderRecord,
     ObservationRecord,
-    Record,
     RequestRecord,
     RetryRecord,
     TurnRecord,
@@ -42,7 +41,7 @@ from emil.recording import (
 )
 from emil.serving.cpu_vllm import CpuServerError, CpuVLLMEnv, install
 from emil.serving.router import RouterOptions, VLLMRouter
-from emil.testing.scaleout import Chat, EmilOptions, EmilProcess, Replicas
+from emil.testing.scaleout import Chat, EmilOptions, EmilProcess, Replicas, quiet, until
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 
@@ -66,50 +65,14 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replicas]:
     assert not left, f"processes of the replicas outlived their stop: {left}"
 
 
-def _records(emil: EmilProcess) -> list[Record]:
-    return read_recording(emil.recording).records if emil.recording.exists() else []
-
-
-def _completions(emil: EmilProcess, after: float = 0.0) -> int:
-    return sum(1 for r in _records(emil) if isinstance(r, CompletionRecord) and r.t > after)
-
-
-async def _until(what: str, check: Callable[[], bool], within: float) -> None:
-    with anyio.fail_after(within):
-        while not check():  # noqa: ASYNC110 - recordings and logs are files, nothing to wait on
-            await anyio.sleep(0.5)
-
-
 def _key(emil: EmilProcess) -> str:
-    header = next(r for r in _records(emil) if isinstance(r, HeaderRecord))
-    assert header.session_key == f"{emil.name}-{header.session_id}"
-    return header.session_key
-
-
-def _turns_open(emil: EmilProcess) -> int:
-    records = _records(emil)
-    started = {r.turn for r in records if isinstance(r, ObservationRecord)}
-    closed = {r.turn for r in records if isinstance(r, TurnRecord)}
-    return len(started - closed)
+    key, header = emil.session_key(), next(r for r in emil.records() if isinstance(r, HeaderRecord))
+    assert key == f"{emil.name}-{header.session_id}"
+    return key
 
 
 def _cached(emil: EmilProcess, since: float = 0.0, until: float = float("inf")) -> int:
-    return sum(r.cached_tokens or 0 for r in _records(emil)
-               if isinstance(r, CompletionRecord) and since < r.t <= until)
-
-
-async def _quiet(replicas: Replicas, emils: list[EmilProcess], talk: Chat) -> float:
-    """Hold the players back until no replica has a request and no Emil a turn open; the time."""
-    talk.paused = True
-
-    def still() -> bool:
-        counters = [c for c in replicas.counters() if c is not None]
-        return all(c.running == 0 and c.waiting == 0 for c in counters) and not any(map(_turns_open, emils))
-
-    await _until("quiet", still, within=120)
-    await anyio.sleep(2)  # a debounced chat line may still start a turn
-    await _until("quiet", still, within=120)
-    return time.time()
+    return sum(r.cached_tokens or 0 for r in emil.completions(after=since) if r.t <= until)
 
 
 @pytest.mark.timeout(900, func_only=True)
@@ -134,8 +97,8 @@ async def test_sessions_stay_on_their_replica_and_a_killed_replica_costs_one_tur
                 await emil.playing(within=180)
             tg.start_soon(talk.run, server)
             # Phase 1: every Emil has had a few turns against its replica; then a quiet moment.
-            await _until("3 completions each", lambda: all(_completions(e) >= 3 for e in emils), within=300)
-            quiet_at = await _quiet(replicas, emils, talk)
+            await until(lambda: all(len(e.completions()) >= 3 for e in emils), 300, what="3 completions each")
+            quiet_at = await quiet(replicas, emils, talk)
             keys = {e.name: _key(e) for e in emils}
             counted = replicas.counters()
             sessions_before = [replicas.sessions(i) for i in range(2)]
@@ -151,9 +114,9 @@ async def test_sessions_stay_on_their_replica_and_a_killed_replica_costs_one_tur
                     await anyio.sleep(0.1)
             killed_at = time.time()
             await anyio.to_thread.run_sync(replicas.kill, victim)
-            await _until("2 completions each after the kill",
-                         lambda: all(_completions(e, after=killed_at) >= 2 for e in emils), within=300)
-            end_at = await _quiet(replicas, emils, talk)
+            await until(lambda: all(len(e.completions(after=killed_at)) >= 2 for e in emils), 300,
+                        what="2 completions each after the kill")
+            end_at = await quiet(replicas, emils, talk)
             at_end = replicas.counters()[survivor]
             sessions_after = replicas.sessions(survivor)
             codes = {e.name: await e.stop() for e in emils}
@@ -184,12 +147,13 @@ async def test_sessions_stay_on_their_replica_and_a_killed_replica_costs_one_tur
         assert counted[index].prefix_hits == cached, (index, counted[index], cached)
         assert not mine or cached > 0, f"replica {index}: its Emils report no cached tokens"
 
-    # After the kill every session is on the survivor; its hits since the quiet moment are
-    # the cached tokens of every completion since.
+    # After the kill every session is on the survivor; its hits since the quiet moment are the
+    # cached tokens of its own Emils' completions since then and of the moved ones' since the kill.
     for emil in emils:
         assert sessions_after[keys[emil.name]] > sessions_before[survivor][keys[emil.name]], emil.name
     assert at_end is not None and counted[survivor] is not None
-    since = sum(_cached(e, since=quiet_at, until=end_at) for e in emils)
+    since = sum(_cached(e, since=quiet_at, until=end_at) for e in stayed) + sum(
+        _cached(e, since=killed_at, until=end_at) for e in moved)
     assert at_end.prefix_hits - counted[survivor].prefix_hits == since, (at_end, counted[survivor], since)
 
     # Nothing lost: every record readable to the end record, every turn closed, a failed turn
@@ -210,7 +174,7 @@ async def test_sessions_stay_on_their_replica_and_a_killed_replica_costs_one_tur
             assert len(failed) <= 1 and all(r.t > killed_at for r in failed), (emil.name, [r.failed for r in failed])
     print(f"\nkilled replica {victim} with {in_flight:g} request(s) in flight; {len(talk.said)} lines said")
     for emil in emils:
-        records = _records(emil)
+        records = emil.records()
         print(f"  {emil.name} on replica {placed[emil.name][0]}: "
               f"{sum(isinstance(r, CompletionRecord) for r in records)} completions, "
               f"{sum(isinstance(r, RetryRecord) for r in records)} retries, "
