@@ -49,7 +49,7 @@ from emil.exceptions import (
 from emil.llm.classify import OverflowRejected, classify_failure, config_hint
 from emil.llm.overflow import extract_error_message, parse_overflow
 from emil.llm.response import StreamAssembler, parse_completion, parse_models
-from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, root_url_of
+from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, ToolChoice, root_url_of
 from emil.model.tokens import ServerTokenizeCounter
 
 __all__ = ["OpenAIClient", "ServedModel", "parse_tool_call"]
@@ -171,6 +171,10 @@ class OpenAIClient:
         self.headers = dict(headers or {})
         """Sent with every request (the session key: emil.agent.startup.session_headers)."""
         self.request_id_prefix = request_id_prefix
+        self.default_tool_choice: ToolChoice | None = None
+        """``tool_choice`` of requests that offer tools and set none (None: the server's default,
+        "auto"). tools/soak.py --tool-choice required sets it: vLLM's structured outputs then
+        make even a random-weight model call tools."""
         self.requests_sent = 0
         """Chat requests sent (each attempt; the n of the last ``X-Request-Id``)."""
         self.served: ServedModel | None = None
@@ -317,8 +321,11 @@ class OpenAIClient:
             body["stream_options"] = {"include_usage": True}
         if request.temperature is not None:
             body["temperature"] = request.temperature
-        if request.tool_choice is not None:
-            body["tool_choice"] = request.tool_choice
+        tool_choice = request.tool_choice
+        if tool_choice is None and request.tools:
+            tool_choice = self.default_tool_choice
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
         if request.tools:
             body["tools"] = request.tools
         if request.top_p is not None:

@@ -94,27 +94,30 @@ class Replicas:
         max_model_len: int = 16384,
         kv_cache_tokens: int = 131072,
     ) -> None:
-        model = default_model_dir(env)
-        cores = os.cpu_count() or 1
-        self.servers = [
-            CpuVLLMServer(
-                env, model,
-                CpuServerOptions(
-                    max_model_len=max_model_len,
-                    kv_cache_bytes=kv_cache_tokens * KV_BYTES_PER_TOKEN,
-                    extra_args=("--enable-log-requests",),
-                    env={"VLLM_SERVER_DEV_MODE": "1",
-                         # one core each, so two replicas do not take turns on one
-                         "VLLM_CPU_OMP_THREADS_BIND": str(i % cores)},
-                ),
-                log_path=log_dir / f"replica-{i}.log",
-            )
-            for i in range(count)
-        ]  # fmt: skip
+        self.env = env
+        self.model = default_model_dir(env)
+        self.log_dir = log_dir
+        self.max_model_len = max_model_len
+        self.kv_cache_tokens = kv_cache_tokens
+        self.servers = [self._server(i) for i in range(count)]
         self.killed: set[int] = set()
 
-    def start(self) -> None:
-        """Start every server at once; CpuServerError (all stopped) when one does not start."""
+    def _server(self, index: int, generation: int = 0) -> CpuVLLMServer:
+        cores = os.cpu_count() or 1
+        options = CpuServerOptions(
+            max_model_len=self.max_model_len,
+            kv_cache_bytes=self.kv_cache_tokens * KV_BYTES_PER_TOKEN,
+            extra_args=("--enable-log-requests",),
+            env={"VLLM_SERVER_DEV_MODE": "1",
+                 # one core each, so two replicas do not take turns on one
+                 "VLLM_CPU_OMP_THREADS_BIND": str(index % cores)},
+        )  # fmt: skip
+        name = f"replica-{index}" + (f"-{generation}" if generation else "")
+        return CpuVLLMServer(self.env, self.model, options, log_path=self.log_dir / f"{name}.log")
+
+    def start(self, indices: Sequence[int] | None = None) -> None:
+        """Start the servers (``indices``: these only) at once; CpuServerError (all stopped)
+        when one does not start."""
         errors: list[CpuServerError] = []
 
         def start(server: CpuVLLMServer) -> None:
@@ -123,7 +126,8 @@ class Replicas:
             except CpuServerError as exc:
                 errors.append(exc)
 
-        threads = [threading.Thread(target=start, args=(s,)) for s in self.servers]
+        chosen = [self.servers[i] for i in (range(len(self.servers)) if indices is None else indices)]
+        threads = [threading.Thread(target=start, args=(s,)) for s in chosen]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -131,6 +135,16 @@ class Replicas:
         if errors:
             self.stop()
             raise errors[0]
+
+    def revive(self) -> None:
+        """Replace every killed server with a new one (a new port and log) and start it."""
+        dead = sorted(self.killed)
+        for i in dead:
+            self.servers[i].stop()
+            self.servers[i] = self._server(i, generation=len(list(self.log_dir.glob(f"replica-{i}*.log"))))
+        self.killed.clear()
+        if dead:
+            self.start(dead)
 
     def stop(self) -> list[int]:
         """Stop every server; the pids that outlived their group's stop (none, normally)."""

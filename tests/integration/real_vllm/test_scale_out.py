@@ -41,7 +41,7 @@ from emil.recording import (
 )
 from emil.serving.cpu_vllm import CpuServerError, CpuVLLMEnv, install
 from emil.serving.router import RouterOptions, VLLMRouter
-from emil.testing.scaleout import Chat, EmilOptions, EmilProcess, Replicas, quiet, until
+from emil.testing.scaleout import Chat, EmilOptions, EmilProcess, Replicas, quiet, run_mode, until
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 
@@ -179,3 +179,29 @@ async def test_sessions_stay_on_their_replica_and_a_killed_replica_costs_one_tur
               f"{sum(isinstance(r, CompletionRecord) for r in records)} completions, "
               f"{sum(isinstance(r, RetryRecord) for r in records)} retries, "
               f"{sum(isinstance(r, TurnRecord) and bool(r.failed) for r in records)} failed turns")
+
+
+@pytest.mark.timeout(600, func_only=True)
+async def test_the_benchmark_places_sessions_as_its_modes_say(replicas: Replicas, tmp_path: Path) -> None:
+    """tools/bench_router.py's own code (``run_mode``), briefly, on these replicas: with the
+    session key each Emil's requests reach one replica, round robin spreads sessions over both,
+    and the replicas' counters show prefix-cache hits either way. (tests/docs does not run the
+    benchmark's documented command, about half an hour; this runs what it runs.)"""
+    await anyio.to_thread.run_sync(replicas.revive)  # the other test may have killed one
+    ensure_js_deps(progress=False)
+    env = CpuVLLMEnv.default()
+    names = ("Emil1", "Emil2", "Emil3")
+    async with EmbeddedServer() as server:
+        runs = {
+            mode: await run_mode(mode, replicas, server, env.router, names, tmp_path / mode,
+                                 duration_s=20, every_s=3.0, options=EmilOptions())
+            for mode in ("session-key", "round-robin")
+        }
+    key, spread = runs["session-key"], runs["round-robin"]
+    for name in names:
+        assert sum(name in sessions for sessions in key.sessions) == 1, key.sessions
+    assert any(name in spread.sessions[0] and name in spread.sessions[1] for name in names), spread.sessions
+    for run in runs.values():
+        assert run.completions >= len(names) and run.lines > 0, run
+        assert sum(r.requests for r in run.replicas) >= run.completions, run
+        assert 0 < run.hit_rate < 1, run
