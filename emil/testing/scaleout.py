@@ -55,8 +55,9 @@ from emil.serving.cpu_vllm import (
     group_members,
 )
 from emil.serving.router import ReplicaCounters, RouterOptions, VLLMRouter, replica_counters
-from emil.world.bridge import Bot, BotSettings, ReflexSettings
+from emil.world.bridge import Bot
 from emil.world.server import EmbeddedServer
+from emil.world.wire import BotSettings, ReflexSettings
 
 __all__ = [
     "KV_BYTES_PER_TOKEN",
@@ -68,6 +69,7 @@ __all__ = [
     "Replicas",
     "quiet",
     "run_mode",
+    "stop_all",
     "until",
 ]
 
@@ -311,6 +313,13 @@ class EmilProcess:
         return self.exit_code
 
 
+async def stop_all(emils: Sequence[EmilProcess], within: float = 10.0) -> None:
+    """Stop every Emil still running (the clean-up after a failure: each gets ``within``)."""
+    for emil in emils:
+        if emil.proc is not None and emil.proc.returncode is None:
+            await emil.stop(within=within)
+
+
 _LINES = (
     "{emil}, how are you today?",
     "hey {emil}, what are you doing?",
@@ -455,9 +464,7 @@ async def run_mode(
                 await emil.stop()
             tg.cancel_scope.cancel()
     finally:
-        for emil in emils:
-            if emil.proc is not None and emil.proc.returncode is None:
-                await emil.stop(within=10)
+        await stop_all(emils)
         router.stop()
     deltas = [a - b for a, b in zip(after, before, strict=True) if a is not None and b is not None]
     keys = {e.name: e.session_key() for e in emils}

@@ -20,8 +20,8 @@ from emil.agent.startup import new_client, new_session_id, session_headers
 from emil.config import Settings, load_settings
 from emil.exceptions import ConfigurationError
 from emil.llm.client import OpenAIClient
+from emil.llm.tokenize import ServerCounting, ServerTokenizeCounter
 from emil.llm.types import ChatRequest
-from emil.model.tokens import ServerCounting, ServerTokenizeCounter
 
 KEY = {"X-Session-ID": "Emil-0123456789ab"}
 _ANSWER = {
