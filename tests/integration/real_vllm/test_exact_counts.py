@@ -37,10 +37,10 @@ import pytest
 from tokenizers import Tokenizer
 
 from emil.context.incremental import IncrementalCounter
+from emil.llm.tokenize import _chat_payload
 from emil.model.counting import count_prompt_tokens
 from emil.model.family import ModelFamily, family_by_name
 from emil.model.template import ChatTemplate, TemplateError, packaged_template
-from emil.model.tokens import _chat_payload
 from emil.serving.cpu_vllm import CpuServerOptions, CpuVLLMEnv, CpuVLLMServer, qwen35_model_dir
 from tests.integration.real_vllm.conftest import start_server
 from tests.integration.real_vllm.shapes import Shape, matrix
