@@ -275,9 +275,10 @@ class Settings(BaseModel):
 _AUTO_FIELDS = frozenset(n for n, f in Settings.model_fields.items() if f.default is None)
 """Fields that are "auto" when unset (their default is None)."""
 
-OTHER_ENV_VARS = frozenset({"EMIL_CONFIG", "EMIL_NO_BOOTSTRAP", "EMIL_JS_DIR", "EMIL_JS_MODULES"})
-"""EMIL_* variables that are not settings (config file, bootstrap, Node module folders); any
-other EMIL_* variable must name a setting, so a typo is an error instead of being ignored."""
+OTHER_ENV_VARS = frozenset({"EMIL_CONFIG", "EMIL_NO_BOOTSTRAP", "EMIL_JS_DIR", "EMIL_JS_MODULES", "EMIL_TEST_RUN"})
+"""EMIL_* variables that are not settings (config file, bootstrap, Node module folders, the test
+run a process belongs to: emil.testing.processes); any other EMIL_* variable must name a setting,
+so a typo is an error instead of being ignored."""
 
 
 class LoadedSettings(BaseModel):
