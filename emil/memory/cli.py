@@ -23,18 +23,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from emil.agent.model_family import resolve_family
 from emil.cli_args import positive_int
 from emil.config import Settings, load_settings
 from emil.exceptions import ConfigurationError
 from emil.memory.render import render_notes
 from emil.memory.store import MemoryStore
-from emil.model.tokens import TokenCounter, get_token_counter
+from emil.model.family import DEFAULT_FAMILY
+from emil.model.resolve import get_token_counter, resolve_family
+from emil.model.tokens import TokenCounter
 
 __all__ = ["cli_main"]
 
 EXIT_MISTAKE = 2
-_FALLBACK = "qwen3.6"
+_FALLBACK = DEFAULT_FAMILY
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 

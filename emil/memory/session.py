@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from emil.agent.ports import WorldPort
 from emil.config import Settings
 from emil.memory.learn import Learner
 from emil.memory.pinned import PinnedNotes
@@ -18,6 +17,7 @@ from emil.memory.summariser import Summariser
 from emil.memory.summary import load_summary_prompt
 from emil.memory.world import RememberingWorld
 from emil.recording import SummaryRecord
+from emil.world.port import WorldPort
 
 __all__ = ["Memory", "open_memory"]
 

@@ -1,5 +1,5 @@
 'use strict'
-// store and take: the JS halves of the Store and Take tools (emil/world/actions.py). They open a
+// store and take: the JS halves of the Store and Take tools (emil/world/making.py). They open a
 // chest with mineflayer's own openContainer (the chest at the given coordinates, or the nearest
 // within 32 blocks), move the named items with window.deposit / window.withdraw, and say what
 // did not fit (the chest, or the inventory, is full) and what was not there.

@@ -1,5 +1,5 @@
 'use strict'
-// craft and smelt: the JS halves of the Craft and Smelt tools (emil/world/actions.py).
+// craft and smelt: the JS halves of the Craft and Smelt tools (emil/world/making.py).
 //
 // craft plans from the same recipe families the embedded server matches (emil_recipes.js: a tag
 // ingredient accepts any of its members, so two kinds of planks make one pickaxe), names exactly

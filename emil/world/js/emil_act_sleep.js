@@ -1,5 +1,5 @@
 'use strict'
-// sleep: the JS half of the Sleep tool (emil/world/actions.py). Checks what vanilla checks before
+// sleep: the JS half of the Sleep tool (emil/world/making.py). Checks what vanilla checks before
 // walking anywhere (night or a thunderstorm, a bed within 32 blocks or one in the inventory to
 // place, no monster within 8 blocks of it, not taken), lies down with mineflayer's own bot.sleep,
 // then waits up to `wait_s` for the morning: the night passes once every player sleeps. Still

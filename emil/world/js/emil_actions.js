@@ -1,7 +1,7 @@
 'use strict'
 // Coarse actions: each does a whole job, honours an AbortSignal and returns a small plain
 // result (or throws an Error whose message the model will read, e.g. "no oak_log within 32
-// blocks"). Each is the JS half of one tool class in emil/world/actions.py (same name), which
+// blocks"). Each is the JS half of one tool class in emil/world/chat.py, body.py, making.py or queries.py (same name), which
 // validates the arguments before they get here, says whether it is a long job and how its
 // result reads to the model. The longer ones live in their own files (emil_act_*.js) and are
 // listed here with the rest.

@@ -19,9 +19,10 @@ from emil.config import Settings
 from emil.events import Chat
 from emil.recording import Record, read_recording
 from emil.testing.vllm_double import VLLMDouble
-from emil.world.bridge import Bot, BotSettings, ReflexSettings
+from emil.world.bridge import Bot
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
+from emil.world.wire import BotSettings, ReflexSettings
 
 
 @dataclass

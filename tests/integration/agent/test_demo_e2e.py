@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from emil.config import load_settings
-from emil.context import count_prompt_tokens
-from emil.demo import DemoBrain, play_demo
+from emil.demo import play_demo
+from emil.model.counting import count_prompt_tokens
 from emil.recording import (
     ErrorRecord,
     OverflowRecord,
@@ -24,6 +24,7 @@ from emil.recording import (
     TurnRecord,
     read_recording,
 )
+from emil.testing.brains import DemoBrain
 from tests.integration.agent.services import events_of, running_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

@@ -12,9 +12,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emil.demo import DemoBrain
 from emil.recording import EndRecord, HeaderRecord, read_recording
 from emil.testing import processes
+from emil.testing.brains import DemoBrain
 from emil.testing.vllm_double import VLLMDouble
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps

@@ -13,7 +13,6 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from emil.demo import DemoBrain
 from emil.recording import (
     CompletionRecord,
     EventRecord,
@@ -21,6 +20,7 @@ from emil.recording import (
     ToolResultRecord,
     TurnRecord,
 )
+from emil.testing.brains import DemoBrain
 from tests.integration.agent.services import World, events_of, running_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

@@ -13,9 +13,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emil.demo import DemoBrain
 from emil.memory import NOTES_HEADER, MemoryStore
 from emil.recording import RequestRecord, messages_for_request, read_recording
+from emil.testing.brains import DemoBrain
 from tests.integration.agent.services import World, running_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

@@ -11,10 +11,11 @@ import pytest
 
 from emil.events import GameEvent
 from emil.llm.types import ToolCall
-from emil.world.bridge import Bot, BotSettings
+from emil.world.bridge import Bot
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
+from emil.world.wire import BotSettings
 
 
 @pytest.fixture(scope="module")

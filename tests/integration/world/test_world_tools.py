@@ -22,10 +22,12 @@ from emil.events import (
     Reflex,
     Respawn,
 )
-from emil.world.actions import ActionPolicy, dispatch
-from emil.world.bridge import Bot, ReflexSettings
+from emil.world.actions import dispatch
+from emil.world.bridge import Bot
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
+from emil.world.tool import ActionPolicy
+from emil.world.wire import ReflexSettings
 from tests.integration.world.conftest import Y, drain, eventually, next_event, place, stays, tool
 
 pytestmark = pytest.mark.slow

@@ -11,15 +11,11 @@ import pytest
 
 from emil.llm.types import ToolCall
 from emil.world import actions
-from emil.world.actions import (
-    TOOLS,
-    ActionPolicy,
-    dispatch,
-    tool_specs,
-    validate_tool_call,
-)
-from emil.world.bridge import ActionResult, Snapshot
+from emil.world.actions import TOOLS, dispatch, tool_specs, validate_tool_call
 from emil.world.chat import CHAT_LIMIT, reads_as_command, split_chat
+from emil.world.making import Build
+from emil.world.tool import ActionPolicy
+from emil.world.wire import ActionResult, Snapshot
 from tests.unit.world.tricks import NEUTRALISED, TRICKS, runs_a_command
 
 
@@ -69,7 +65,7 @@ def test_disabled_tools_are_left_out_and_refused() -> None:
 
     s = load_settings(env={"EMIL_DISABLED_TOOLS": "attack, store,attack"}).settings
     assert s.disabled_tools == ("attack", "store")
-    names = [spec["function"]["name"] for spec in tool_specs(s)]
+    names = [spec["function"]["name"] for spec in tool_specs(s.disabled_tools)]
     assert "attack" not in names and "store" not in names and len(names) == len(TOOLS) - 2
     # a model that calls one anyway (from an older turn, or made up) gets a result, not an act
     bot = BotDouble()
@@ -298,5 +294,15 @@ def test_build_blueprints_are_the_js_blueprints() -> None:
     script = "console.log(JSON.stringify(Object.keys(require(process.argv[1]).BLUEPRINTS)))"
     out = subprocess.run([str(node_bin()), "-e", script, str(JS_SOURCE_DIR / "emil_blueprints.js")],
                          capture_output=True, text=True, check=True, timeout=30)
-    literal = actions.Build.model_fields["blueprint"].annotation
+    literal = Build.model_fields["blueprint"].annotation
     assert set(typing.get_args(literal)) == set(json.loads(out.stdout))
+
+
+def test_the_specs_keep_their_order() -> None:
+    """The tool modules register in the order emil.world.actions imports them: the order of the
+    specs in every prompt (a change moves every recorded prompt's bytes)."""
+    assert [s["function"]["name"] for s in tool_specs()] == [
+        "say", "whisper", "go_to", "follow", "stop", "look_at", "collect", "dig", "place", "equip",
+        "eat", "give", "attack", "flee", "craft", "smelt", "build", "sleep", "store", "take",
+        "inventory", "nearby", "status",
+    ]
