@@ -47,6 +47,10 @@ NOT_HERE: dict[str, str] = {
         "fault suite, tests/integration/agent/test_faults.py, runs the same scenarios once"
     ),
     "python3 tools/soak.py --sample": "rewrites the committed soak sample (run by hand when the schema changes)",
+    "python3 tools/ci_under_load.py": (
+        "runs this whole suite (bash .ci/run) several times with a core kept busy: an hour or more; "
+        "tests/unit/test_ci_under_load.py runs it on a small test file"
+    ),
     "python3 run_emil.py memory": (
         "reads the notes a session wrote to data_dir (a fresh clone has none); "
         "tests/unit/memory/test_cli.py runs every subcommand on a real notes database"
