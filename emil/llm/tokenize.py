@@ -106,16 +106,30 @@ def _chat_payload(
     add_generation_prompt: bool,
     template_kwargs: dict[str, Any],
 ) -> dict[str, Any]:
-    """A chat /tokenize body (tools only when there are some, as the client sends them)."""
+    """A chat /tokenize body (tools only when there are some, as the client sends them).
+
+    A chat request renames a message's ``reasoning_content`` to ``reasoning`` (when it has no
+    ``reasoning``) before rendering; vLLM 0.32's /tokenize does not, and would drop it. The
+    body carries the renamed message, so /tokenize counts what a chat request would render.
+    """
     payload: dict[str, Any] = {
         "model": model,
-        "messages": messages,
+        "messages": [_renamed_reasoning(m) for m in messages],
         "add_generation_prompt": add_generation_prompt,
         "chat_template_kwargs": template_kwargs,
     }
     if tools:
         payload["tools"] = tools
     return payload
+
+
+def _renamed_reasoning(message: dict[str, Any]) -> dict[str, Any]:
+    if "reasoning_content" not in message:
+        return message
+    renamed = {k: v for k, v in message.items() if k != "reasoning_content"}
+    if renamed.get("reasoning") is None and message["reasoning_content"] is not None:
+        renamed["reasoning"] = message["reasoning_content"]
+    return renamed
 
 
 def _tokenize_answer(url: str, response: httpx.Response) -> dict[str, Any]:

@@ -55,6 +55,7 @@ from emil.serving.cpu_vllm import (
     group_members,
 )
 from emil.serving.router import ReplicaCounters, RouterOptions, VLLMRouter, replica_counters
+from emil.testing.processes import child_env, stop_group
 from emil.world.bridge import Bot
 from emil.world.server import EmbeddedServer
 from emil.world.wire import BotSettings, ReflexSettings
@@ -235,7 +236,8 @@ class EmilProcess:
         self.exit_code: int | None = None
 
     def env(self, endpoint: str, mc_port: int, options: EmilOptions) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("EMIL_")}
+        # No EMIL_* setting of this process leaks in; the test run's tag does (emil.testing.processes).
+        env = child_env({k: v for k, v in os.environ.items() if not k.startswith("EMIL_")})
         env.update({
             "PYTHONPATH": str(ROOT), "EMIL_NO_BOOTSTRAP": "1", "PYTHONUNBUFFERED": "1",
             "EMIL_ENDPOINT": endpoint, "EMIL_MC_PORT": str(mc_port), "EMIL_BOT_NAME": self.name,
@@ -296,7 +298,8 @@ class EmilProcess:
                 await anyio.sleep(0.3)
 
     async def stop(self, within: float = 60.0) -> int:
-        """SIGTERM (what Ctrl-C does), wait; SIGKILL its group past ``within``. The exit code."""
+        """SIGTERM (what Ctrl-C does), wait; SIGKILL its group past ``within``; then whatever
+        of its group is left (its bot's Node process) is stopped. The exit code."""
         proc = self.proc
         assert proc is not None
         if proc.returncode is None:
@@ -308,6 +311,7 @@ class EmilProcess:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 await proc.wait()
+        await anyio.to_thread.run_sync(stop_group, proc.pid)
         self.exit_code = proc.returncode
         assert self.exit_code is not None
         return self.exit_code

@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from emil.recording import EndRecord, HeaderRecord, read_recording
+from emil.testing import processes
 from emil.testing.brains import DemoBrain
 from emil.testing.vllm_double import VLLMDouble
 from emil.world.server import EmbeddedServer
@@ -29,7 +30,7 @@ async def test_live_plays_and_ctrl_c_closes_the_recording(tmp_path: Path) -> Non
     async with EmbeddedServer() as server, VLLMDouble(DemoBrain()) as double:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "EMIL_NO_BOOTSTRAP": "1", "EMIL_MC_PORT": str(server.port), "EMIL_METRICS_ADDRESS": "127.0.0.1:0"}
         cmd = [sys.executable, str(ROOT / "run_emil.py"), "live", "--endpoint", double.base_url, "--recording", str(recording)]
-        async with await anyio.open_process(cmd, cwd=tmp_path, env=env, stderr=subprocess.STDOUT) as proc:
+        async with processes.open_process(cmd, cwd=tmp_path, env=env, stderr=subprocess.STDOUT) as proc:
             output = bytearray()
 
             async def read() -> None:
