@@ -80,7 +80,7 @@ class PerceptionPolicy:
     npcs: frozenset[str] = frozenset()
     npc_turns_per_minute: float = 2.0
     npc_exchanges: int = 3
-    npc_loop_detection: bool = True
+    npc_loop_detection: bool = False
     speech_actions: frozenset[str] = frozenset({"say", "whisper"})
     """Actions that are Emil speaking (the tools that declare ``speaks``)."""
 

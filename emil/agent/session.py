@@ -54,6 +54,7 @@ from emil.metrics import MetricsServer, serve_metrics
 from emil.recording import ErrorRecord, Recorder, outage_record
 from emil.world.actions import tool_specs, validate_tool_call
 from emil.world.bridge import Bot
+from emil.world.peers import PeerRegistry
 from emil.world.wire import BotSettings, ReflexSettings
 
 __all__ = [
@@ -215,8 +216,12 @@ async def open_session(
                     agent = build_agent(s, model, memory.world(BotWorld(bot, s)), tools, recorder, context=context,
                                         patience=patience, session_id=session_id)
                     outages.agent = agent
-                    yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget,
-                                  path, metrics, memory)
+                    # Other Emils on this server are NPCs without a list (docs/trust.md, "NPCs").
+                    with PeerRegistry(s.mc_host, s.mc_port, s.bot_name) as peers:
+                        if agent.perception.budget is not None:
+                            agent.perception.budget.peers = peers.peers
+                        yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget,
+                                      path, metrics, memory)
     except BaseException as e:
         _close(recorder, ending_of(e, stop_reason=_why(agent, why_stopped)))
         raise

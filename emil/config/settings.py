@@ -160,8 +160,9 @@ class Settings(BaseModel):
     """Turns one NPC's chat may start within a minute."""
     npc_exchanges: int = Field(default=3, ge=0, le=100)
     """Turns in a row that NPC chat alone may start, until a player speaks (0: never)."""
-    npc_loop_detection: bool = True
-    """Treat a speaker who answers Emil within 3 s, 8 times in a row, as an NPC (docs/trust.md)."""
+    npc_loop_detection: bool = False
+    """Treat a speaker who answers Emil within 3 s, 8 times in a row, as an NPC (docs/trust.md;
+    other Emils on the same machine are found without it)."""
     reflexes: tuple[Literal["defend", "flee", "eat", "unstuck"], ...] = ("defend", "flee", "eat", "unstuck")
     """Reflexes switched on in the bot module; they act without the model (comma-separated)."""
     disabled_tools: tuple[str, ...] = ()

@@ -4,17 +4,18 @@ Two NPCs that answer every line addressed to them answer each other forever (two
 server made 527 model requests in 30 s). The budget, per Emil:
 
 - **NPC chat never interrupts and starts a turn only within a budget.** An NPC is a player in
-  ``npc_players`` or a speaker caught in a fast loop (below). Its chat is never urgent; it
+  ``npc_players``, another Emil on the same server found by :mod:`emil.world.peers`, or (when
+  switched on) a speaker caught in a fast loop (below). Its chat is never urgent; it
   starts a turn only while its speaker has a token (``npc_turns_per_minute`` each) *and* fewer
   than ``npc_exchanges`` turns in a row were started by NPC chat alone. A line over budget is
   held: it joins the next turn something else starts (at most :data:`HELD_LIMIT` lines, the
   newest), so Emil still reads it. A real player's chat ends the run; so does
   :data:`RUN_RESET_S` without an NPC-started turn.
-- **Loop detection** (``npc_loop_detection``, on by default). A speaker whose line came within
+- **Loop detection** (``npc_loop_detection``, off by default). A speaker whose line came within
   :data:`REPLY_WINDOW_S` of Emil's own chat, :data:`LOOP_STREAK` times in a row, is treated as an
   NPC until it has been quiet for :data:`QUIET_RESET_S` (another Emil that nobody listed, or any
-  bot that answers everything). A scripted client of the operator's that answers at once may be
-  caught too: list nothing and switch it off, or list the real NPCs.
+  bot that answers everything). Off by default: a person's own scripted client that answers at
+  once would be caught too, and the turn-rate cap bounds an unlisted bot's load anyway.
 - **A turn-rate cap.** At most ``turns_per_minute`` turns start a minute (a bucket holding
   :func:`burst_of` turns), whatever starts them: it bounds the load on the model whatever the
   chat does.
@@ -57,8 +58,10 @@ class TurnBudget:
     npc_turns_per_minute: float = 2.0
     npc_exchanges: int = 3
     turns_per_minute: float = 20.0
-    detect_loops: bool = True
+    detect_loops: bool = False
     """Mark instant answerers as NPCs (setting ``npc_loop_detection``)."""
+    peers: Callable[[], frozenset[str]] | None = None
+    """Other Emils on the same server, found without a list (emil.world.peers)."""
     clock: Callable[[], float] = time.monotonic
     detected: dict[str, float] = field(default_factory=dict)
     """Speakers loop detection marked as NPCs -> their last line's time."""
@@ -78,7 +81,7 @@ class TurnBudget:
     # --- who is an NPC -------------------------------------------------------------------
 
     def is_npc(self, speaker: str) -> bool:
-        if speaker in self.npcs:
+        if speaker in self.npcs or (self.peers is not None and speaker in self.peers()):
             return True
         last = self.detected.get(speaker)
         if last is None:

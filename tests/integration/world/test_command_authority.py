@@ -98,7 +98,7 @@ async def stage(tmp_path: Path) -> AsyncIterator[Stage]:
             endpoint=double.base_url, mc_port=server.port, recording_dir=tmp_path, endpoint_wait_s=30.0,
             allow_commands=True, operators=("Olga",), chat_debounce_s=1.0,
             # 48 asks in a row from a script that answers at once: the rates are not what this tests
-            turns_per_minute=600, chat_lines_per_minute=60, npc_loop_detection=False,
+            turns_per_minute=600, chat_lines_per_minute=60,
         )
         async with (
             open_session(settings, recording=tmp_path / "session.jsonl") as session,

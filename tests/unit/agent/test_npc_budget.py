@@ -16,7 +16,8 @@ class Clock:
 
 
 def perception(clock: Clock, **kw: object) -> Perception:
-    policy = PerceptionPolicy(chat_debounce_s=0.0, turns_per_minute=kw.pop("turns", 600), npcs=frozenset({"Otto"}), **kw)  # type: ignore[arg-type]
+    policy = PerceptionPolicy(chat_debounce_s=0.0, turns_per_minute=kw.pop("turns", 600), npcs=frozenset({"Otto"}),
+                              npc_loop_detection=True, **kw)  # type: ignore[arg-type]
     return Perception(policy, clock=clock)
 
 

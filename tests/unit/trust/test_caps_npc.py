@@ -119,7 +119,7 @@ def test_the_per_speaker_rate() -> None:
 
 def test_loop_detection_marks_an_instant_answerer_and_forgets_them() -> None:
     clock = Clock()
-    budget = TurnBudget(clock=clock)
+    budget = TurnBudget(clock=clock, detect_loops=True)
     for i in range(LOOP_STREAK):
         assert not budget.is_npc("Otto"), i
         budget.emil_spoke()
@@ -134,7 +134,7 @@ def test_loop_detection_marks_an_instant_answerer_and_forgets_them() -> None:
 
 def test_a_human_who_pauses_is_never_marked() -> None:
     clock = Clock()
-    budget = TurnBudget(clock=clock)
+    budget = TurnBudget(clock=clock, detect_loops=True)
     for i in range(50):
         budget.emil_spoke()
         clock.now += REPLY_WINDOW_S / 2 if i % (LOOP_STREAK - 1) else REPLY_WINDOW_S + 1
@@ -149,3 +149,13 @@ def test_the_turn_rate_cap() -> None:
         assert budget.turn_wait_s() == 0
         budget.started(npc_speakers=[], player_spoke=True)
     assert budget.turn_wait_s() == 5.0
+
+
+def test_loop_detection_is_off_unless_asked() -> None:
+    clock = Clock()
+    budget = TurnBudget(clock=clock)
+    for _ in range(3 * LOOP_STREAK):
+        budget.emil_spoke()
+        clock.now += 0.5
+        budget.heard("probe_bot")
+    assert not budget.is_npc("probe_bot")
