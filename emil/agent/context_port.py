@@ -7,20 +7,24 @@ neutralised against the served vocabulary's special tokens (emil.context.untrust
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from emil.config import Settings
+from emil.context.budget import Budget
 from emil.context.history import History, Message
-from emil.context.ladder import TrimRecord
+from emil.context.ladder import LadderConfig, TrimRecord
 from emil.context.manager import Assembly, ContextManager
+from emil.context.rungs import NotesSource, RefreshNotes, Summarise, SummarySource
 from emil.context.untrusted import Neutraliser
 from emil.exceptions import BudgetError, ContextOverflowError
 from emil.llm.types import LLM
-from emil.model.family import FAMILIES
+from emil.model.family import FAMILIES, ModelFamily
 from emil.model.tokens import TokenCounter
 
-__all__ = ["ContextAssembly", "ManagedContext", "served_specials"]
+__all__ = ["ContextAssembly", "ManagedContext", "served_specials", "session_context"]
 
 
 def served_specials(counter: TokenCounter) -> frozenset[str]:
@@ -82,9 +86,12 @@ class ManagedContext:
         *,
         history: History | None = None,
         llm: LLM | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.manager = manager
         self.llm = llm
+        self.clock = clock
+        """Wall time at each assembly (the memory horizon; replay gives the recorded times)."""
         self.system_prompt = system_prompt
         self.tools = tools
         self.history = history if history is not None else History()
@@ -125,7 +132,7 @@ class ManagedContext:
 
     def assemble(self, limit: int | None = None) -> ContextAssembly:
         try:
-            assembly = self.manager.assemble(self.history, limit=limit)
+            assembly = self.manager.assemble(self.history, limit=limit, now=self.clock())
         except BudgetError as e:
             # At start the pinned prompt was checked to fit (check_fits); now it is this turn's
             # own opening that does not: the turn fails, the session goes on.
@@ -156,3 +163,32 @@ class ManagedContext:
                 f"(system prompt + tool specs + one observation{f' + memory notes {notes}' if notes else ''}); "
                 "raise the window or lower output_reserve" + (" or memory_tokens" if notes else "")
             )
+
+
+def session_context(
+    s: Settings,
+    *,
+    family: ModelFamily,
+    budget: Budget,
+    system_prompt: str,
+    tools: list[dict[str, Any]],
+    history: History | None = None,
+    llm: LLM | None = None,
+    notes: NotesSource | None = None,
+    summaries: SummarySource | None = None,
+    clock: Callable[[], float] = time.time,
+) -> ManagedContext:
+    """A session's context as the settings shape it, live and in replay alike: the family's
+    counter and template, the thinking kwargs the family reads, the ``trim_rungs`` ladder with
+    the session's notes (``refresh_notes``) and summariser (``summarise``), the notes block
+    from the first request on."""
+    manager = ContextManager(
+        family.tokenizer(), budget, system_prompt, tools, s.enable_thinking, family=family,
+        preserve_thinking=family.sends_preserve_thinking(enable_thinking=s.enable_thinking,
+                                                         preserve_thinking=s.preserve_thinking),
+        ladder=LadderConfig(rungs=s.trim_rungs), rungs=[RefreshNotes(notes), Summarise(summaries)],
+    )
+    start = history if history is not None else History()
+    if notes is not None and (text := notes.text()):
+        start = replace(start, notes=Message.memory(text))
+    return ManagedContext(manager, system_prompt, tools, history=start, llm=llm, clock=clock)

@@ -206,7 +206,7 @@ async def open_session(
                 model = await check_model(s, llm, patience)
                 notes = memory.pinned(max_tokens=s.memory_tokens, tokens_of=model.counter.count,
                                       neutralise=Neutraliser(served_specials(model.counter)))
-                context = build_context(s, model.counter, model.family, model.budget, tools, llm=llm, notes=notes,
+                context = build_context(s, model.family, model.budget, tools, llm=llm, notes=notes,
                                         summaries=memory.summariser(s, record=recorder.write),
                                         notes_bound=s.memory_tokens)
                 async with Bot.connect(bot_settings(s), on_outage=outages) as bot:
