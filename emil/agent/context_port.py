@@ -18,24 +18,11 @@ from emil.context.history import History, Message
 from emil.context.ladder import LadderConfig, TrimRecord
 from emil.context.manager import Assembly, ContextManager
 from emil.context.rungs import NotesSource, RefreshNotes, Summarise, SummarySource
-from emil.context.untrusted import Neutraliser
 from emil.exceptions import BudgetError, ContextOverflowError
 from emil.llm.types import LLM
-from emil.model.family import FAMILIES, ModelFamily
-from emil.model.tokens import TokenCounter
+from emil.model.family import ModelFamily
 
-__all__ = ["ContextAssembly", "ManagedContext", "served_specials", "session_context"]
-
-
-def served_specials(counter: TokenCounter) -> frozenset[str]:
-    """The special tokens untrusted text must not spell: the served vocabulary's (the family's
-    tokenizer, which counts every prompt); for a model only the server can count (its
-    vocabulary unknown here), every shipped family's, which covers the ChatML and Qwen control
-    tokens most templates use."""
-    specials = counter.special_tokens
-    if specials:
-        return specials
-    return frozenset().union(*(family.special_tokens for family in FAMILIES))
+__all__ = ["ContextAssembly", "ManagedContext", "session_context"]
 
 
 @dataclass(frozen=True)
@@ -96,28 +83,12 @@ class ManagedContext:
         self.tools = tools
         self.history = history if history is not None else History()
         self.last: Assembly | None = None
-        self.neutralise = Neutraliser(served_specials(manager.counter))
-        """Applied to every text of every message added (the served vocabulary's specials)."""
-
-    def _safe(self, text: str | None) -> str | None:
-        return None if text is None else self.neutralise(text)
+        self.neutralise = manager.neutraliser
+        """The served vocabulary's special tokens, broken up (the manager's)."""
 
     def add(self, message: Message, *, new_turn: bool = False) -> Message:
-        safe = self.neutralise
-        # every text the model will read, neutralised; the message keeps its id
-        stored = replace(
-            message,
-            content=self._safe(message.content),
-            # tool-call ids are the server's own; names and arguments are model text that may
-            # echo a player (arguments are JSON the server decodes before rendering)
-            tool_calls=tuple(
-                {k: v if k == "id" else safe.json_text(v) if k == "arguments" else safe(v) for k, v in c.items()}
-                for c in message.tool_calls
-            ),
-            name=self._safe(message.name),
-            reasoning=self._safe(message.reasoning),
-            status=self._safe(message.status),
-        )
+        # every text the model will read, neutralised (the manager's one point); the id stays
+        stored = self.manager.admit(message)
         self.history = self.history.start_turn(stored) if new_turn else self.history.append(stored)
         return stored
 

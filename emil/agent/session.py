@@ -30,7 +30,6 @@ from pathlib import Path
 
 import anyio
 
-from emil.agent.context_port import served_specials
 from emil.agent.loop import Agent
 from emil.agent.startup import (
     build_agent,
@@ -45,7 +44,7 @@ from emil.agent.startup import (
 from emil.agent.world_port import BotWorld
 from emil.backoff import OutageEvent
 from emil.config import LoadedSettings, Settings
-from emil.context.untrusted import Neutraliser
+from emil.context.untrusted import Neutraliser, served_specials
 from emil.exceptions import ConfigurationError, PatienceExhausted
 from emil.llm.client import OpenAIClient, ServedModel
 from emil.memory.session import Memory, open_memory

@@ -49,12 +49,12 @@ class ScriptedWorld:
     """A world double: the test pushes events; ``go_to`` walks until an abort."""
 
     def __init__(self) -> None:
-        self.send, self._recv = anyio.create_memory_object_stream[GameEvent](2000)
+        self.send, self.receive = anyio.create_memory_object_stream[GameEvent](2000)
         self.walking = anyio.Event()
         self.first_call_done = anyio.Event()
 
     async def events(self) -> AsyncIterator[GameEvent]:
-        async for ev in self._recv:
+        async for ev in self.receive:
             yield ev
 
     async def snapshot(self) -> Mapping[str, Any]:
@@ -167,6 +167,7 @@ async def _play(path: Path) -> Path:
                 tg.start_soon(play)
                 await agent.run()
         world.send.close()
+        world.receive.close()
     return path
 
 
