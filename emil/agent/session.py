@@ -41,7 +41,7 @@ from emil.agent.startup import (
     preflight,
     summary_line,
 )
-from emil.agent.world_port import BotWorld
+from emil.agent.world_port import BotWorld, action_policy
 from emil.backoff import OutageEvent
 from emil.config import LoadedSettings, Settings
 from emil.context.untrusted import Neutraliser, served_specials
@@ -209,7 +209,7 @@ async def open_session(
                                         summaries=memory.summariser(s, record=recorder.write),
                                         notes_bound=s.memory_tokens)
                 async with Bot.connect(bot_settings(s), on_outage=outages) as bot:
-                    agent = build_agent(s, model, memory.world(BotWorld(bot, s)), tools, recorder, context=context,
+                    agent = build_agent(s, model, memory.world(BotWorld(bot, action_policy(s))), tools, recorder, context=context,
                                         patience=patience)
                     outages.agent = agent
                     yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget,
