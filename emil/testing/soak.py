@@ -176,12 +176,15 @@ async def play_soak(
     data_dir: Path,
     seed: int = 0,
     window: int = 16384,
+    decode_tps: float | None = None,
 ) -> SoakResult:
-    """Start everything, let the players play for ``duration_s``, stop everything."""
+    """Start everything, let the players play for ``duration_s``, stop everything.
+    ``decode_tps``: the double's simulated decode rate (None: answers at once); a slower model
+    gives the players' hits time to interrupt its calls."""
     result = SoakResult()
     started = time.monotonic()
     rng = random.Random(seed)
-    async with EmbeddedServer() as server, VLLMDouble(SoakBrain(), window=window) as llm:
+    async with EmbeddedServer() as server, VLLMDouble(SoakBrain(), window=window, decode_tps=decode_tps) as llm:
         s = settings.model_copy(update={
             "endpoint": llm.base_url, "model": "auto", "mc_host": "127.0.0.1", "mc_port": server.port,
             "endpoint_wait_s": 30.0, "data_dir": data_dir,
