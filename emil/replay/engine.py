@@ -32,7 +32,7 @@ from emil.config.settings import Settings, recorded_settings
 from emil.context.budget import Budget
 from emil.context.history import Message
 from emil.events import ActionFinished, Death, parse_event
-from emil.exceptions import ContextOverflowError, EmilError
+from emil.exceptions import ConfigurationError, ContextOverflowError, EmilError
 from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
 from emil.memory.summary import load_summary_prompt
@@ -148,6 +148,14 @@ class ReplayReport:
         }
 
 
+def _recorded_family_name(header: HeaderRecord | None) -> str | None:
+    """The family the recording was counted with, when its header says."""
+    try:
+        return family_for_recording(header).name
+    except ConfigurationError:
+        return None
+
+
 class _TurnOver(Exception):
     """The recorded turn ends here (no answer to its request, or no further step)."""
 
@@ -223,6 +231,12 @@ class Replayer:
         header = session.header or HeaderRecord()
         self.header = header
         self.family = o.family or family_for_recording(session.header, o.tokenizer)
+        # The recorded usage counts the recording's own tokens: it calibrates today's margin
+        # only when replay counts as the recording did (--tokenizer naming another family
+        # would read, say, Qwen3.6 counts as Qwen3 ones: 159-204 tokens "missing" a request).
+        self._recorded_counts_apply = o.family is None and (
+            o.tokenizer is None or _recorded_family_name(session.header) == self.family.name
+        )
         self.settings = self._settings(header)
         self.budget = self._budget(header, self.settings)
         self.tools = list(header.tools)
@@ -446,7 +460,7 @@ class Replayer:
             diff = self._diff(turn, step, recorded.predicted_tokens, messages, request)
             if index == 0 or not diff.identical:
                 self.report.diffs.append(diff)
-            same = diff.identical and self.options.family is None
+            same = diff.identical and self._recorded_counts_apply
             if index + 1 < len(attempts) and index < len(step.overflows):
                 overflow = step.overflows[index]
                 if same and not overflow.prompt_is_lower_bound and overflow.prompt_tokens is not None:
