@@ -39,6 +39,7 @@ from emil.agent.startup import (
     default_recording_path,
     endpoint_patience,
     new_client,
+    new_session_id,
     preflight,
     summary_line,
 )
@@ -201,7 +202,8 @@ async def open_session(
     try:
         # The notes first: data_dir unwritable, or another Emil on it, is found before connecting.
         with open_memory(s.data_dir, bot_name=s.bot_name) as memory:
-            async with new_client(s, validate_tool_call) as llm:
+            session_id = new_session_id()  # in the recording's header and every request's session key
+            async with new_client(s, validate_tool_call, session_id=session_id) as llm:
                 patience = endpoint_patience(s, limit_s=s.endpoint_wait_s, on_event=outages)
                 model = await check_model(s, llm, patience)
                 notes = memory.pinned(max_tokens=s.memory_tokens, tokens_of=model.counter.count,
@@ -211,7 +213,7 @@ async def open_session(
                                         notes_bound=s.memory_tokens)
                 async with Bot.connect(bot_settings(s), on_outage=outages) as bot:
                     agent = build_agent(s, model, memory.world(BotWorld(bot, s)), tools, recorder, context=context,
-                                        patience=patience)
+                                        patience=patience, session_id=session_id)
                     outages.agent = agent
                     yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget,
                                   path, metrics, memory)

@@ -49,6 +49,11 @@ NOT_HERE: dict[str, str] = {
         "fault suite, tests/integration/agent/test_faults.py, runs the same scenarios once"
     ),
     "python3 tools/soak.py --sample": "rewrites the committed soak sample (run by hand when the schema changes)",
+    "python3 tools/bench_router.py": (
+        "starts two real vLLM replicas and plays every mode three times (about half an hour); "
+        "tests/integration/real_vllm/test_scale_out.py runs its code (run_mode) in both modes on "
+        "the test's replicas"
+    ),
     "python3 tools/ci_under_load.py": (
         "runs this whole suite (bash .ci/run) several times with a core kept busy: an hour or more; "
         "tests/unit/test_ci_under_load.py runs it on a small test file"

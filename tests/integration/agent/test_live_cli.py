@@ -58,3 +58,12 @@ async def test_live_plays_and_ctrl_c_closes_the_recording(tmp_path: Path) -> Non
     read = read_recording(recording)
     assert read.complete and isinstance(read.records[-1], EndRecord)
     assert "playing as Emil" in out
+    # One session key, the recording's, on every request the session made (models, the family
+    # probe's /tokenize; no player spoke, so no chat: the unit tests and the scale-out test see
+    # chat carry it): what a router hashes to keep the session on one replica.
+    header = next(r for r in read.records if isinstance(r, HeaderRecord))
+    assert header.session_key == f"Emil-{header.session_id}" and len(header.session_id) == 12
+    paths = {path for path, _ in double.request_headers}
+    assert {"/v1/models", "/tokenize"} <= paths
+    assert {h.get("x-session-id") for _, h in double.request_headers} == {header.session_key}
+    assert f"X-Session-ID: {header.session_key}" in out  # and the log says which
