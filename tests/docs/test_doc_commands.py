@@ -83,6 +83,11 @@ SCALED: dict[str, tuple[str, str]] = {
         "the documented run (24 h, three seeds, four budgets, three setups) takes about 6 minutes of "
         "CPU; the same command runs here on a 4-hour day and one seed (the later flags win)",
     ),
+    "python3 tools/soak.py --real-vllm": (
+        "--duration 60",
+        "the documented soak plays 30 minutes against a real vLLM on this CPU; the same command "
+        "runs here for one minute (the later flag wins; the server's start comes on top)",
+    ),
     "--synthetic-hours 24": (
         "--synthetic-hours 3",
         "a day of synthetic play swept over 11 budgets takes minutes of CPU; the same command "
