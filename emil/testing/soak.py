@@ -318,7 +318,7 @@ class SoakFigures:
             f"trims {self.trims}, overflows {self.overflows}, summaries "
             + (", ".join(f"{k} {n}" for k, n in sorted(self.summaries.items())) or "none")
             + f", LLM retries {self.retries}",
-            "error records: " + (", ".join(f"{k} {n}" for k, n in self.errors.most_common()) or "none"),
+            "error records by kind: " + (", ".join(f"{k} {n}" for k, n in self.errors.most_common()) or "none"),
         ]
 
 
