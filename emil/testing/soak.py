@@ -53,7 +53,7 @@ from emil.world.bridge import Bot
 from emil.world.server import EmbeddedServer
 from emil.world.wire import BotSettings, ReflexSettings
 
-__all__ = ["PLAYERS", "SoakBrain", "SoakFigures", "SoakResult", "play_soak", "soak_figures"]
+__all__ = ["PLAYERS", "SoakBrain", "SoakFigures", "SoakResult", "drain", "play_soak", "soak_figures"]
 
 _log = logging.getLogger("emil.soak")
 
@@ -237,6 +237,13 @@ async def play_soak(
     return result
 
 
+async def drain(bot: Bot) -> None:
+    """Read a player's events and let them go: a player acts on a script, and a bot whose
+    events nobody reads fills its buffer and logs what it drops, as if Emil were behind."""
+    async for _event in bot.events:
+        pass
+
+
 async def _run_player(name: str, index: int, server: EmbeddedServer, s: Settings, result: SoakResult, rng: random.Random) -> None:
     # dana joins late: a join while Emil plays; the others arrive a little apart.
     join_after = 20.0 if name == "dana" else 1.5 * index
@@ -246,7 +253,8 @@ async def _run_player(name: str, index: int, server: EmbeddedServer, s: Settings
         reflexes=ReflexSettings(defend=False, flee=False, eat=False, unstuck=False),
     )
     try:
-        async with Bot.connect(player_settings) as bot:
+        async with Bot.connect(player_settings) as bot, anyio.create_task_group() as tg:
+            tg.start_soon(drain, bot)
             player = _Player(name, bot, server, s.bot_name, result, rng)
             await player.play(getattr(player, name), start_after=2.0)
     except Exception as e:  # one player's bot failing must not end the soak
@@ -314,7 +322,7 @@ class SoakFigures:
             f"trims {self.trims}, overflows {self.overflows}, summaries "
             + (", ".join(f"{k} {n}" for k, n in sorted(self.summaries.items())) or "none")
             + f", LLM retries {self.retries}",
-            "error records: " + (", ".join(f"{k} {n}" for k, n in self.errors.most_common()) or "none"),
+            "error records by kind: " + (", ".join(f"{k} {n}" for k, n in self.errors.most_common()) or "none"),
         ]
 
 

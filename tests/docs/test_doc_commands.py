@@ -90,6 +90,11 @@ SCALED: dict[str, tuple[str, str]] = {
         "the soak recording's 12288 window swept over ten budgets (the smallest overflow at every "
         "request) and a day of synthetic play: 84 s of CPU; here 3 hours and two budgets",
     ),
+    "python3 tools/soak.py --real-vllm": (
+        "--duration 60",
+        "the documented soak plays 30 minutes against a real vLLM on this CPU; the same command "
+        "runs here for one minute (the later flag wins; the server's start comes on top)",
+    ),
     "--synthetic-hours 24": (
         "--synthetic-hours 3",
         "a day of synthetic play swept over 11 budgets takes minutes of CPU; the same command "
