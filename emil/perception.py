@@ -94,6 +94,8 @@ class Triaged:
     why: str = ""
     at: float = 0.0
     """``time.monotonic()`` when the event arrived (for turn latency)."""
+    npc: bool = False
+    """A chat line from a speaker taken for an NPC when it arrived (emil.trust.npc)."""
 
 
 @dataclass
@@ -122,8 +124,9 @@ class Perception:
                                      detect_loops=p.npc_loop_detection, clock=self.clock)
 
     def is_npc(self, name: str) -> bool:
-        """A player whose chat is budgeted (listed in npc_players, or caught answering in a loop)."""
-        return self.budget is not None and self.budget.is_npc(name)
+        """A player whose chat is budgeted (listed in npc_players, another Emil, or caught
+        answering in a loop)."""
+        return name in self.policy.npcs or (self.budget is not None and self.budget.is_npc(name))
 
     def emil_spoke(self) -> None:
         """Emil's own chat went out (loop detection, emil.trust.npc)."""
@@ -136,9 +139,12 @@ class Perception:
         if event.ok and event.action in self.policy.speech_actions:
             self.emil_spoke()
 
-    def classify(self, event: GameEvent) -> tuple[Priority, str]:
-        """Priority of one event and a short reason (pure apart from the health memory)."""
+    def classify(self, event: GameEvent, *, npc: bool | None = None) -> tuple[Priority, str]:
+        """Priority of one event and a short reason (pure apart from the health memory);
+        ``npc``: whether a chat line's speaker is an NPC (None: ask :meth:`is_npc`)."""
         p = self.policy
+        if npc is None:
+            npc = isinstance(event, Chat) and self.is_npc(event.sender)
         match event:
             case Damage():
                 return "urgent", f"hit by {event.attacker or 'something'}"
@@ -159,7 +165,7 @@ class Perception:
                 return "ambient", event.kind
             case Chat() if event.sender == p.bot_name:
                 return "ambient", "own chat"
-            case Chat() if self.is_npc(event.sender):
+            case Chat() if npc:
                 return "normal", f"chat from the NPC {event.sender}"  # never urgent: it cannot interrupt
             case Chat() if event.whisper:
                 return "urgent", f"whisper from {event.sender}"
@@ -170,14 +176,17 @@ class Perception:
             case _:
                 return "normal", event.kind
 
-    def add(self, event: GameEvent, now: float | None = None) -> Triaged:
-        """Classify and queue an event (ambient ones only update the status facts)."""
+    def add(self, event: GameEvent, now: float | None = None, *, npc: bool | None = None) -> Triaged:
+        """Classify and queue an event (ambient ones only update the status facts). ``npc``:
+        whether a chat line is an NPC's, as recorded (replay); None: as perception sees it now."""
         now = time.monotonic() if now is None else now
         if self.budget is not None and isinstance(event, Chat) and event.sender != self.policy.bot_name:
             self.budget.heard(event.sender)
-        priority, why = self.classify(event)
+        if npc is None:
+            npc = isinstance(event, Chat) and event.sender != self.policy.bot_name and self.is_npc(event.sender)
+        priority, why = self.classify(event, npc=npc)
         self._remember(event)
-        triaged = Triaged(event, priority, why, now)
+        triaged = Triaged(event, priority, why, now, npc=npc)
         if priority != "ambient":
             self.pending.append(triaged)
             if isinstance(event, Chat) and not self._held(triaged):
@@ -185,12 +194,13 @@ class Perception:
             self._drop_old_held()
         return triaged
 
-    def _npc_line(self, t: Triaged) -> bool:
-        return isinstance(t.event, Chat) and self.is_npc(t.event.sender)
+    @staticmethod
+    def _npc_line(t: Triaged) -> bool:
+        return t.npc
 
     def _held(self, t: Triaged) -> bool:
         """An NPC's line its budget does not let start a turn now (it joins the next one)."""
-        return self.budget is not None and isinstance(t.event, Chat) and self.budget.is_npc(t.event.sender) \
+        return self.budget is not None and t.npc and isinstance(t.event, Chat) \
             and not self.budget.npc_may_start(t.event.sender)
 
     def _drop_old_held(self) -> None:

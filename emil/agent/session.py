@@ -30,7 +30,6 @@ from pathlib import Path
 
 import anyio
 
-from emil.agent.context_port import served_specials
 from emil.agent.loop import Agent
 from emil.agent.startup import (
     build_agent,
@@ -43,10 +42,10 @@ from emil.agent.startup import (
     preflight,
     summary_line,
 )
-from emil.agent.world_port import BotWorld
+from emil.agent.world_port import BotWorld, action_policy, guard_for
 from emil.backoff import OutageEvent
 from emil.config import LoadedSettings, Settings
-from emil.context.untrusted import Neutraliser
+from emil.context.untrusted import Neutraliser, served_specials
 from emil.exceptions import ConfigurationError, PatienceExhausted
 from emil.llm.client import OpenAIClient, ServedModel
 from emil.memory.session import Memory, open_memory
@@ -209,11 +208,11 @@ async def open_session(
                 model = await check_model(s, llm, patience)
                 notes = memory.pinned(max_tokens=s.memory_tokens, tokens_of=model.counter.count,
                                       neutralise=Neutraliser(served_specials(model.counter)))
-                context = build_context(s, model.counter, model.family, model.budget, tools, llm=llm, notes=notes,
+                context = build_context(s, model.family, model.budget, tools, llm=llm, notes=notes,
                                         summaries=memory.summariser(s, record=recorder.write),
                                         notes_bound=s.memory_tokens)
                 async with Bot.connect(bot_settings(s), on_outage=outages) as bot:
-                    agent = build_agent(s, model, memory.world(BotWorld(bot, s)), tools, recorder, context=context,
+                    agent = build_agent(s, model, memory.world(BotWorld(bot, action_policy(s), guard=guard_for(s))), tools, recorder, context=context,
                                         patience=patience, session_id=session_id)
                     outages.agent = agent
                     # Other Emils on this server are NPCs without a list (docs/trust.md, "NPCs").

@@ -113,6 +113,9 @@ class EventRecord(_Record):
     event: dict[str, Any] = Field(default_factory=dict)
     priority: str | None = None
     """urgent | normal | ambient, or echo (the end of an action the loop awaited itself)."""
+    npc: bool = False
+    """A chat line perception took for an NPC's (listed, another Emil, caught in a loop:
+    emil.trust.npc), so replay triages it as live did."""
 
 
 class ObservationRecord(_Record):
@@ -127,6 +130,9 @@ class ObservationRecord(_Record):
     snapshot: dict[str, Any] | None = None
     shown: int | None = None
     """Events shown verbatim; fewer than ``events`` when a flood was coalesced to fit the cap."""
+    notes: list[str] = Field(default_factory=list)
+    """What the world did on the turn's words before the model (a command an operator
+    confirmed), noted at the top of the observation (docs/trust.md)."""
 
 
 class RequestRecord(_Record):
@@ -180,6 +186,8 @@ class CompletionRecord(_Record):
     model: str | None = None
     assistant_ref: str | None = None
     """The message record holding the assistant message this completion added to history."""
+    dropped_tool_calls: int = 0
+    """Tool calls past the cap of one answer: never run, the model told how many."""
 
     @classmethod
     def from_completion(cls, c: Completion, **fields: Any) -> CompletionRecord:
@@ -197,6 +205,7 @@ class CompletionRecord(_Record):
             total_s=tm.total_s if tm else None,
             first_token_s=tm.first_token_s if tm else None,
             model=c.model,
+            dropped_tool_calls=c.dropped_tool_calls,
             **fields,
         )
 
@@ -221,6 +230,7 @@ class CompletionRecord(_Record):
             usage=usage,
             timings=timings,
             model=self.model,
+            dropped_tool_calls=self.dropped_tool_calls,
         )
 
 
