@@ -155,7 +155,7 @@ class Settings(BaseModel):
     """Chat lines (say, whisper) one turn may send."""
     chat_lines_per_minute: int = Field(default=20, ge=1, le=60)
     """Chat lines Emil sends within any minute (a server kicks a client that spams)."""
-    turns_per_minute: float = Field(default=20.0, ge=1, le=600)
+    turns_per_minute: float = Field(default=30.0, ge=1, le=600)
     """Turns that start within a minute at most (a burst of up to 5 first): bounds the model's load."""
     npc_turns_per_minute: float = Field(default=2.0, gt=0, le=60)
     """Turns one NPC's chat may start within a minute."""

@@ -57,7 +57,7 @@ class TurnBudget:
     npcs: frozenset[str] = frozenset()
     npc_turns_per_minute: float = 2.0
     npc_exchanges: int = 3
-    turns_per_minute: float = 20.0
+    turns_per_minute: float = 30.0
     detect_loops: bool = False
     """Mark instant answerers as NPCs (setting ``npc_loop_detection``)."""
     peers: Callable[[], frozenset[str]] | None = None
