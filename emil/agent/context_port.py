@@ -129,8 +129,8 @@ class ManagedContext:
         budget = self.manager.effective_budget()
         if pinned > budget:
             raise BudgetError(
-                f"prompt budget {budget} (window {self.manager.budget.window} - output reserve "
-                f"{self.manager.budget.output_reserve} - margin {self.manager.budget.margin}) < pinned {pinned} "
+                f"{self.manager.budget.explain(self.manager.budget.window - self.manager.budget.output_reserve - budget)}"
+                f" < pinned {pinned} "
                 f"(system prompt + tool specs + one observation{f' + memory notes {notes}' if notes else ''}); "
                 "raise the window or lower output_reserve" + (" or memory_tokens" if notes else "")
             )
