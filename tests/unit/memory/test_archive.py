@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,7 +95,7 @@ class _Broken:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn, self.broken = conn, True
 
-    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
         if self.broken and sql.lstrip().upper().startswith("INSERT"):
             raise sqlite3.OperationalError("database or disk is full")
         return self.conn.execute(sql, *args)
