@@ -52,7 +52,7 @@ class Memory:
         facts of the summaries it uses to this store, and each request's ``summary`` record
         through ``record``."""
         self.summaries = Summariser(
-            prompt=load_summary_prompt(s.prompts_dir, name=s.bot_name), name=s.bot_name,
+            prompt=load_summary_prompt(s.prompts_dir, name=s.bot_name, max_tokens=s.summary_max_tokens), name=s.bot_name,
             max_tokens=s.summary_max_tokens, timeout_s=s.summary_timeout_s, store=self.store, record=record,
         )
         return self.summaries

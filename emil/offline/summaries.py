@@ -68,7 +68,7 @@ class SweepSummaries:
         self.records: list[SummaryRecord] = []
         self.llm = _TimedScripted(counter, timing)
         self.summariser = Summariser(
-            prompt=load_summary_prompt(None, name=name), name=name, max_tokens=timing.max_tokens,
+            prompt=load_summary_prompt(None, name=name, max_tokens=timing.max_tokens), name=name, max_tokens=timing.max_tokens,
             record=self.records.append, clock=lambda: 0.0,
         )
 

@@ -186,8 +186,9 @@ class Replayer:
         )
         self.history = History(notes=Message.memory(text) if (text := self.notes.text()) else None)
         self.judge = None if live is None else SummaryJudge(
-            session.summaries, live, prompt=load_summary_prompt(None, name=header.bot_name or "Emil"),
-            name=header.bot_name or "Emil", max_tokens=int(header.settings.get("summary_max_tokens", 512)),
+            session.summaries, live, name=header.bot_name or "Emil",
+            prompt=load_summary_prompt(None, name=header.bot_name or "Emil", max_tokens=int(header.settings.get("summary_max_tokens", 512))),
+            max_tokens=int(header.settings.get("summary_max_tokens", 512)),
         )
         self._cursor = 0
         self._dispatched: Counter[str] = Counter()
