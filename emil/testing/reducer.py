@@ -93,7 +93,7 @@ def reducer_summary(request: ScriptRequest) -> Reply:
     if not lines:
         lines = ["nothing worth keeping"]
     lines[0] = f"{REDUCER_MARK} {lines[0]}"
-    facts = []
+    facts: list[dict[str, str]] = []
     for _clock, clause in kept:
         if (m := _SPEECH.search(clause)) is not None and len(facts) < _MAX_FACTS:
             facts.append({"about": "player", "subject": m.group(1), "topic": "note", "detail": m.group(2).rstrip('"')[:200]})
