@@ -201,6 +201,26 @@ class Archive:
             raise
         return archive
 
+    @classmethod
+    def open_existing(cls, path: Path, *, readonly: bool = True) -> Archive:
+        """An existing archive file, for the operator's commands (no retention, no schema change)."""
+        try:
+            conn = connect(path, readonly=readonly)
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.Error as e:
+            raise _open_error(path, e) from e
+        if "lines" not in tables:
+            conn.close()
+            raise MemoryStoreError(f"{path} is an SQLite file but not Emil's archive; check data_dir")
+        return cls(conn, path)
+
+    def forget(self, speaker: str) -> int:
+        """Delete every line ``speaker`` said (any case); returns how many."""
+        with self._conn:
+            cur = self._conn.execute("DELETE FROM lines WHERE speaker = ? COLLATE NOCASE", (speaker,))
+        self._written_total = None
+        return cur.rowcount
+
     def close(self) -> None:
         """Write what waits (once more), then close (idempotent)."""
         if self._pending:

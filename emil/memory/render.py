@@ -6,10 +6,14 @@ as it was. Every untrusted string (player names, their words, item and place nam
 through :func:`emil.memory.untrusted.as_data`.
 
 When the notes do not fit ``max_tokens``, lines are chosen by priority and the rest left out:
-unfinished goals, then players (most recently seen first) and places (newest first) taken in
-turn, one of each, so that a day of many places does not push every player out (or the
-reverse), then finished goals. What is left out is still in the database; only the prompt is
-bounded.
+unfinished goals, then the players present (in the latest snapshot: whom Emil is about to talk
+to), then the other players (most recently seen first) and places (newest first) taken in turn,
+one of each, so that a day of many places does not push every player out (or the reverse), then
+finished goals. A present player's line says more: up to :data:`ASKED_PRESENT` of their
+requests and :data:`NOTES_PRESENT` notes (an absent player's: :data:`ASKED_ABSENT` and
+:data:`NOTES_ABSENT`), chosen by what they said least often and at most length first, so a
+request said once ("my vault combination is 3406") outranks the tenth "come here". What is left
+out is still in the database and in the archive; only the prompt is bounded.
 """
 
 from __future__ import annotations
@@ -30,9 +34,9 @@ NOTES_HEADER = (
 )
 
 _DONE_GOALS = 3
-_ASKED = 2
+ASKED_PRESENT, ASKED_ABSENT = 6, 2
+NOTES_PRESENT, NOTES_ABSENT = 4, 2
 _PROMISED = 2
-_FREE_NOTES = 2
 
 
 def _when(t: float) -> str:
@@ -41,6 +45,13 @@ def _when(t: float) -> str:
 
 def _newest(notes: Iterable[Note], n: int) -> list[Note]:
     return sorted(notes, key=lambda x: (-x.last_t, -x.id))[:n]
+
+
+def _telling(notes: Iterable[Note], n: int) -> list[Note]:
+    """The ``n`` notes that say the most: said least often, then longest, then newest; shown
+    oldest first."""
+    chosen = sorted(notes, key=lambda x: (x.count, -len(x.detail), -x.last_t, -x.id))[:n]
+    return sorted(chosen, key=lambda x: (x.last_t, x.id))
 
 
 def _quoted(notes: Sequence[Note]) -> str:
@@ -52,7 +63,7 @@ def _items(notes: Sequence[Note]) -> str:
     return ", ".join(f"{n.count} {as_data(n.detail, 40)}" for n in ordered)
 
 
-def _player_line(name: str, notes: Sequence[Note]) -> str:
+def _player_line(name: str, notes: Sequence[Note], *, present: bool = False) -> str:
     by: dict[str, list[Note]] = defaultdict(list)
     for n in notes:
         by[n.topic].append(n)
@@ -64,20 +75,21 @@ def _player_line(name: str, notes: Sequence[Note]) -> str:
     if by["hit_me"]:
         hits = sum(n.count for n in by["hit_me"])
         parts.append(f"hit you {hits} time{'s' if hits != 1 else ''} (last {_when(max(n.last_t for n in by['hit_me']))})")
+    free = NOTES_PRESENT if present else NOTES_ABSENT
     if by["helped"]:
-        parts.append(f"helped: {_quoted(_newest(by['helped'], _FREE_NOTES))}")
+        parts.append(f"helped: {_quoted(_newest(by['helped'], free))}")
     if by["trust"]:
         parts.append(f"trust: {_quoted(_newest(by['trust'], 1))}")
     if by["asked"]:
-        parts.append(f"asked you {_quoted(_newest(by['asked'], _ASKED))}")
+        parts.append(f"asked you {_quoted(_telling(by['asked'], ASKED_PRESENT if present else ASKED_ABSENT))}")
     open_promises = sorted((n for n in by["promised"] if n.note != "kept"), key=lambda x: (x.last_t, x.id))
     if open_promises:
         # The oldest one still open (the easiest to forget) and the newest: not yet kept.
         shown = list(dict.fromkeys([*open_promises[:1], *open_promises[-_PROMISED:]]))
         parts.append(f"you promised (not yet kept) {_quoted(shown)}")
     if by["note"]:
-        parts.append(f"notes: {_quoted(_newest(by['note'], _FREE_NOTES))}")
-    return f"- {as_data(name, 32)}: " + "; ".join(parts)
+        parts.append(f"notes: {_quoted(_telling(by['note'], free))}")
+    return f"- {as_data(name, 32)}{' (here now)' if present else ''}: " + "; ".join(parts)
 
 
 def _place_line(n: Note) -> str:
@@ -103,13 +115,14 @@ def render_notes(
     max_tokens: int,
     tokens_of: Callable[[str], int],
     neutralise: Callable[[str], str] | None = None,
+    present: frozenset[str] = frozenset(),
 ) -> str | None:
     """The pinned notes block within ``max_tokens`` (by ``tokens_of``, the session's exact
     text counter), or None when there is nothing to say or no room for a single note.
 
     ``neutralise``: the served vocabulary's special-token breaker (the project-wide neutraliser
     for untrusted text), applied to every line before it is counted, so the bound holds for the
-    text as sent."""
+    text as sent. ``present``: the players in the latest snapshot (first, and said more of)."""
     players: dict[str, list[Note]] = defaultdict(list)
     places: list[Note] = []
     goals: list[Note] = []
@@ -122,12 +135,14 @@ def render_notes(
             goals.append(n)
     unfinished = [g for g in goals if g.note in ("active", "interrupted", "")]
     finished = _newest((g for g in goals if g not in unfinished), _DONE_GOALS)
-    seen = sorted(players.items(), key=lambda kv: (-max(n.last_t for n in kv[1]), kv[0]))
+    seen = sorted(players.items(), key=lambda kv: (kv[0] not in present, -max(n.last_t for n in kv[1]), kv[0]))
     # (section, line) in priority order; kept lines are printed in section order.
-    people = [(0, _player_line(name, ns)) for name, ns in seen]
+    here = [(0, _player_line(name, ns, present=True)) for name, ns in seen if name in present]
+    people = [(0, _player_line(name, ns)) for name, ns in seen if name not in present]
     spots = [(1, _place_line(p)) for p in _newest(places, len(places))]
     candidates: list[tuple[int, str]] = (
         [(2, _goal_line(g)) for g in _newest(unfinished, len(unfinished))]
+        + here
         + [line for pair in zip_longest(people, spots) for line in pair if line is not None]
         + [(2, _goal_line(g)) for g in finished]
     )

@@ -44,7 +44,8 @@ class Memory:
     ) -> PinnedNotes:
         """The notes source for the context manager (bounded by the session's exact counter;
         ``neutralise`` is the served vocabulary's special-token breaker, when there is one)."""
-        self.block = PinnedNotes(self.store, max_tokens=max_tokens, tokens_of=tokens_of, neutralise=neutralise)
+        self.block = PinnedNotes(self.store, max_tokens=max_tokens, tokens_of=tokens_of, neutralise=neutralise,
+                                 present=lambda: self.learner.present)
         return self.block
 
     def summariser(self, s: Settings, *, record: Callable[[SummaryRecord], None]) -> Summariser:

@@ -7,14 +7,15 @@ of its last committed fact, readable by the next start and by ``run_emil.py memo
 (:mod:`emil.memory.lock`); the operator's ``memory`` commands do not take it, and SQLite's own
 locking keeps a ``forget`` beside a running Emil consistent.
 
-Growth is bounded: each ``(about, subject, topic)`` keeps its newest :data:`KEEP_PER_TOPIC`
-notes (a player flooding requests keeps their last few, not all; promises not yet kept go
-last), and the whole store its newest :data:`MAX_NOTES`.
+Growth is bounded: each ``(about, subject, topic)`` keeps :data:`KEEP_PER_TOPIC` notes (a
+player flooding requests keeps their last fifty, not all: promises not yet kept go last, then
+what was said once or twice before what was repeated, then the newest), and the whole store its
+newest :data:`MAX_NOTES`. Everything said stays in the archive (:mod:`emil.memory.archive`) for
+its retention; the notes are the short form the pinned block is made of.
 """
 
 from __future__ import annotations
 
-import logging
 import shutil
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -28,11 +29,9 @@ from emil.memory.notes import Fact, Note, Source
 
 __all__ = ["DB_FILE", "KEEP_PER_TOPIC", "MAX_NOTES", "MIN_FREE_BYTES", "MemoryStore", "MemoryStoreError", "check_free_space"]
 
-_log = logging.getLogger("emil.memory")
-
 DB_FILE = "memory.sqlite3"
 SCHEMA_VERSION = 1
-KEEP_PER_TOPIC = 12
+KEEP_PER_TOPIC = 50
 MAX_NOTES = 20_000
 MIN_FREE_BYTES = 8 * 1024 * 1024
 """Free space data_dir must have at start (a day of archive is a few MB)."""
@@ -207,7 +206,7 @@ class MemoryStore:
             """
             DELETE FROM notes WHERE id IN (
                 SELECT id FROM notes WHERE about = ? AND subject = ? AND topic = ?
-                ORDER BY (topic = 'promised' AND note = '') DESC, last_t DESC, id DESC LIMIT -1 OFFSET ?
+                ORDER BY (topic = 'promised' AND note = '') DESC, (count > 2) ASC, last_t DESC, id DESC LIMIT -1 OFFSET ?
             )
             """,
             (f.about, f.subject, f.topic, KEEP_PER_TOPIC),

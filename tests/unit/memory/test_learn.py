@@ -76,6 +76,22 @@ def test_a_death_without_a_position_uses_the_last_snapshot(store: MemoryStore) -
     assert ("place", "death", "at", "-5,70,9", 1) in _facts(store)
 
 
+def test_a_promise_naming_nobody_is_filed_under_the_player_it_answers(store: MemoryStore) -> None:
+    learn = Learner(store, clock=lambda: 10.0)
+    learn.observe(Chat(t=1.0, sender="alex", text="Emil, could you bring me some cobblestone?"))
+    learn.observe(Chat(t=2.0, sender="cody", text="lol nice hat"))
+    learn.observe(Chat(t=3.0, sender="bella", text="Emil, can you fetch wheat for the farm?"))
+    learn.tool_done("say", {"text": "Sure, I'll fetch you wheat for the farm soon."}, True, frozenset({"alex", "bella", "cody"}))
+    learn.tool_done("say", {"text": "I will get cobblestone after that."}, True, frozenset({"alex", "bella", "cody"}))
+    learn.tool_done("say", {"text": "I'll be right back."}, True, frozenset({"alex", "bella", "cody"}))  # answers both asks
+    promised = {(n.subject, n.detail) for n in store.notes() if n.topic == "promised"}
+    assert promised == {
+        ("bella", "Sure, I'll fetch you wheat for the farm soon."),
+        ("alex", "I will get cobblestone after that."),
+        ("alex", "I'll be right back."), ("bella", "I'll be right back."),  # cody did not speak to Emil
+    }
+
+
 def test_gifts_and_promises_emil_makes(store: MemoryStore) -> None:
     learn = Learner(store, clock=lambda: 10.0)
     learn.tool_done("give", {"player": "alex", "item": "oak_log", "count": 4}, True, frozenset({"alex"}))
