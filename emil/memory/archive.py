@@ -325,7 +325,7 @@ class Archive:
 
     def search(
         self, terms: Iterable[str], *, names: Iterable[str] = (), limit: int = 20, before: float | None = None,
-        exclude: Iterable[int] = (), kinds: Sequence[Kind] | None = None,
+        exclude: Iterable[int] = (), kinds: Sequence[Kind] | None = None, newest_if_common: bool = False,
     ) -> list[Line]:
         """Lines matching the ``terms`` that say something, best first, at most ``limit``.
 
@@ -335,7 +335,8 @@ class Archive:
         rows and rank them by length). Lines by one of ``names`` (the players the search is
         about) rank higher. ``before``: only lines older than this (unix time: what is still
         verbatim in the prompt is left out); ``exclude``: line ids not wanted (already shown);
-        ``kinds``: only these.
+        ``kinds``: only these. ``newest_if_common``: when every term is common, the newest lines
+        holding all of them instead of nothing (the ``recall`` tool: the model asked).
         """
         wanted = list(dict.fromkeys(w for term in terms for w in words(term)))
         if not wanted or limit <= 0:
@@ -344,7 +345,11 @@ class Archive:
         who = {w for name in names for w in words(name)}
         try:
             selective = self._selective(wanted)
-            rows = self._ranked(selective, limit=(limit + len(skip)) * 2, before=before, kinds=kinds) if selective else []
+            if not selective and newest_if_common:
+                every = " AND ".join(fts_query([w]) for w in wanted)
+                rows = self._ranked([every], limit=limit + len(skip), before=before, kinds=kinds, newest=True)
+            else:
+                rows = self._ranked(selective, limit=(limit + len(skip)) * 2, before=before, kinds=kinds) if selective else []
         except sqlite3.Error as e:
             self._read_failed(e)
             rows = []
@@ -383,8 +388,8 @@ class Archive:
     def _docs(self, query: str) -> int:
         return int(self._conn.execute("SELECT COUNT(*) FROM lines_fts WHERE lines_fts MATCH ?", (query,)).fetchone()[0])
 
-    def _ranked(self, terms: Sequence[str], *, limit: int, before: float | None,
-                kinds: Sequence[Kind] | None) -> list[tuple[int, float, Kind, str | None, str | None, str, float]]:
+    def _ranked(self, terms: Sequence[str], *, limit: int, before: float | None, kinds: Sequence[Kind] | None,
+                newest: bool = False) -> list[tuple[int, float, Kind, str | None, str | None, str, float]]:
         query = " OR ".join(t if " AND " in t else fts_query([t]) for t in terms)
         sql = (
             "SELECT l.id, l.t, l.kind, l.speaker, l.target, l.text, bm25(lines_fts, 1.0, 2.0) AS score "
@@ -397,7 +402,7 @@ class Archive:
         if kinds is not None:
             sql += f" AND l.kind IN ({','.join('?' * len(kinds))})"
             params += list(kinds)
-        sql += " ORDER BY score, l.t DESC LIMIT ?"
+        sql += " ORDER BY l.t DESC LIMIT ?" if newest else " ORDER BY score, l.t DESC LIMIT ?"
         params.append(limit)
         return self._conn.execute(sql, params).fetchall()
 

@@ -6,7 +6,8 @@ as it was. Every untrusted string (player names, their words, item and place nam
 through :func:`emil.memory.untrusted.as_data`.
 
 When the notes do not fit ``max_tokens``, lines are chosen by priority and the rest left out:
-unfinished goals, then the players present (in the latest snapshot: whom Emil is about to talk
+unfinished goals, then the newest :data:`OWN_NOTES` notes Emil wrote about itself with
+``remember``, then the players present (in the latest snapshot: whom Emil is about to talk
 to), then the other players (most recently seen first) and places (newest first) taken in turn,
 one of each, so that a day of many places does not push every player out (or the reverse), then
 finished goals. A present player's line says more: up to :data:`ASKED_PRESENT` of their
@@ -36,6 +37,7 @@ NOTES_HEADER = (
 _DONE_GOALS = 3
 ASKED_PRESENT, ASKED_ABSENT = 6, 2
 NOTES_PRESENT, NOTES_ABSENT = 4, 2
+OWN_NOTES = 6
 _PROMISED = 2
 
 
@@ -126,6 +128,7 @@ def render_notes(
     players: dict[str, list[Note]] = defaultdict(list)
     places: list[Note] = []
     goals: list[Note] = []
+    own: list[Note] = []
     for n in notes:
         if n.about == "player":
             players[n.subject].append(n)
@@ -133,6 +136,8 @@ def render_notes(
             places.append(n)
         elif n.about == "goal":
             goals.append(n)
+        elif n.about == "self" and n.topic == "note":
+            own.append(n)
     unfinished = [g for g in goals if g.note in ("active", "interrupted", "")]
     finished = _newest((g for g in goals if g not in unfinished), _DONE_GOALS)
     seen = sorted(players.items(), key=lambda kv: (kv[0] not in present, -max(n.last_t for n in kv[1]), kv[0]))
@@ -142,13 +147,14 @@ def render_notes(
     spots = [(1, _place_line(p)) for p in _newest(places, len(places))]
     candidates: list[tuple[int, str]] = (
         [(2, _goal_line(g)) for g in _newest(unfinished, len(unfinished))]
+        + [(3, f'- "{as_data(n.detail, 200)}"') for n in sorted(_newest(own, OWN_NOTES), key=lambda x: (x.last_t, x.id))]
         + here
         + [line for pair in zip_longest(people, spots) for line in pair if line is not None]
         + [(2, _goal_line(g)) for g in finished]
     )
     if neutralise is not None:
         candidates = [(section, neutralise(line)) for section, line in candidates]
-    titles = ("players:", "places:", "your goals:")
+    titles = ("players:", "places:", "your goals:", "your own notes (remember):")
     room = max_tokens - tokens_of(NOTES_HEADER + "\n") - sum(tokens_of(t + "\n") for t in titles)
     kept: list[tuple[int, int, str]] = []
     for order, (section, line) in enumerate(candidates):
