@@ -52,6 +52,7 @@ CREATE TABLE IF NOT EXISTS notes (
     UNIQUE (about, subject, topic, detail)
 );
 CREATE INDEX IF NOT EXISTS notes_by_topic ON notes (about, subject, topic, last_t);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 _COLUMNS = "id, about, subject, topic, detail, count, note, told_by, first_t, last_t, source"
@@ -168,6 +169,16 @@ class MemoryStore:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+    def meta(self, key: str) -> str | None:
+        """A value the store keeps about itself (e.g. ``archive_since``), None when unset."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._conn:
+            self._conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                               (key, value))
 
     # -- writing ----------------------------------------------------------------------------------
 
