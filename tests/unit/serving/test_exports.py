@@ -10,6 +10,7 @@ import pytest
 MODULES = [
     "emil.serving.bench",
     "emil.serving.checkpoint",
+    "emil.serving.cpu_vllm",
     "emil.serving.failures",
     "emil.serving.kv",
     "emil.serving.launcher",
