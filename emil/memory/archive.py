@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
 
-from emil.memory.dbfile import Watched, connect
+from emil.memory.dbfile import Trouble, Watched, connect
 from emil.memory.store import MemoryStoreError
 
 __all__ = [
@@ -144,15 +144,17 @@ class Archive:
     """
 
     def __init__(self, conn: sqlite3.Connection, path: Path, *, durable: bool = True,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, trouble: Trouble | None = None) -> None:
         self.path = path
+        self.trouble = trouble or Trouble(path.parent)
+        """Where a failing write is said (shared with the notes: one warning per outage)."""
         self._file = Watched(conn, path, what="archive", durable=durable)
         self._clock = clock
         self._pending: deque[Line] = deque()
         self._dropped = 0
         self._next_pending = -1
         self._retry_at = 0.0
-        self._warned = False
+        self._read_warned = False
         self.written = 0
         """Lines written by this process."""
         self._dfs: dict[str, tuple[int, int]] = {}
@@ -166,7 +168,7 @@ class Archive:
 
     @classmethod
     def open(cls, data_dir: Path, *, retention_days: float = 90.0, durable: bool = True,
-             now: float | None = None) -> Archive:
+             now: float | None = None, trouble: Trouble | None = None) -> Archive:
         """Open (creating if needed) the archive in ``data_dir`` and drop lines past retention.
 
         Raises :class:`~emil.memory.store.MemoryStoreError` (a configuration error, exit 2) when
@@ -190,7 +192,7 @@ class Archive:
             with conn:
                 conn.executescript(_SCHEMA)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            archive = cls(conn, path, durable=durable)
+            archive = cls(conn, path, durable=durable, trouble=trouble)
             if retention_days > 0:
                 archive.prune(before=(time.time() if now is None else now) - retention_days * 86400.0)
         except sqlite3.Error as e:
@@ -272,10 +274,7 @@ class Archive:
 
     def _failed(self, e: sqlite3.Error) -> None:
         self._retry_at = self._clock() + RETRY_S
-        if not self._warned:
-            self._warned = True
-            _log.warning("memory: the archive %s cannot be written (%s); playing on, new lines kept in "
-                         "memory and written when the disk takes them again", self.path, e)
+        self.trouble.failed("archive", e)
 
     def _flush(self) -> None:
         try:
@@ -287,11 +286,11 @@ class Archive:
             return
         self._wrote(len(self._pending))
         self._pending.clear()
-        if self._warned:
-            self._warned = False
-            lost = f"; {self._dropped} older lines did not fit in memory and are lost" if self._dropped else ""
-            _log.warning("memory: the archive %s takes writes again; the waiting lines are written%s", self.path, lost)
+        if self._dropped:
+            _log.warning("memory: %d archive lines did not fit in memory while the disk refused them and are lost",
+                         self._dropped)
             self._dropped = 0
+        self.trouble.recovered()
 
     def check(self) -> None:
         """Between turns: restore a deleted file, write waiting lines when it is time."""
@@ -418,9 +417,9 @@ class Archive:
         return [line for *_k, line in sorted(scored, key=lambda s: (s[0], s[1]))[:limit]]
 
     def _read_failed(self, e: sqlite3.Error) -> None:
-        if not self._warned:
-            self._warned = True
-            _log.warning("memory: the archive %s cannot be searched (%s); this turn recalls nothing from it", self.path, e)
+        if not self._read_warned:
+            self._read_warned = True
+            _log.warning("memory: the archive %s cannot be searched (%s); turns recall nothing from it meanwhile", self.path, e)
 
     def recent(self, *, limit: int = 50, speaker: str | None = None) -> list[Line]:
         """The newest lines (of one speaker), newest first: for the operator's commands."""

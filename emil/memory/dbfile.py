@@ -28,7 +28,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-__all__ = ["Watched", "connect", "file_id"]
+__all__ = ["Trouble", "Watched", "connect", "file_id"]
 
 _log = logging.getLogger("emil.memory")
 
@@ -113,3 +113,28 @@ class Watched:
         self.opened = file_id(self.path)
         self._failed = False
         return target
+
+
+class Trouble:
+    """One warning per outage of data_dir's disk, whichever write meets it first (a note, an
+    archive line, a check), and one line when writing works again: play goes on in between."""
+
+    def __init__(self, where: Path) -> None:
+        self.where = where
+        self.failing = False
+        self.outages = 0
+
+    def failed(self, what: str, error: BaseException) -> None:
+        """A write failed (``what``: which kind); warns on the first failure of an outage."""
+        if self.failing:
+            return
+        self.failing = True
+        self.outages += 1
+        _log.warning("memory: cannot write to %s (%s: %s); playing on: new notes are not kept and new archive "
+                     "lines wait in memory until the disk takes writes again", self.where, what, error)
+
+    def recovered(self) -> None:
+        """Writing works again (the archive wrote what waited)."""
+        if self.failing:
+            self.failing = False
+            _log.warning("memory: %s takes writes again; the archive lines that waited are written", self.where)

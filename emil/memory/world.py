@@ -6,8 +6,9 @@ game event (before the loop sees it), every status snapshot, and every tool call
 outcome. The agent loop does not change; memory is
 switched on by wrapping the world at start (:func:`emil.memory.session.open_memory`).
 
-A note that cannot be written (disk full, database gone) must not cost Emil its turn: the
-failure is logged once per kind and play goes on without that note.
+A note that cannot be written (disk full, data_dir turned read-only) must not cost Emil its
+turn: the first failure of an outage is one warning (:class:`~emil.memory.dbfile.Trouble`,
+shared with the archive), and play goes on without that note.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from emil.agent.ports import Outcome, WorldPort
 from emil.events import GameEvent
 from emil.llm.types import ToolCall
 from emil.memory.archivist import Archivist
+from emil.memory.dbfile import Trouble
 from emil.memory.learn import Learner
 
 __all__ = ["RememberingWorld"]
@@ -34,20 +36,19 @@ class RememberingWorld:
     databases' between-turns check)."""
 
     def __init__(self, world: WorldPort, learner: Learner, archivist: Archivist | None = None,
-                 *, check: Callable[[], None] | None = None) -> None:
+                 *, check: Callable[[], None] | None = None, trouble: Trouble | None = None) -> None:
         self.world = world
         self.learner = learner
         self.archivist = archivist
         self._check = check
-        self._failed: set[str] = set()
+        self.trouble = trouble or (archivist.archive.trouble if archivist is not None else Trouble(learner.store.path.parent))
+        """Where a failing write is said: one warning per outage of the disk."""
 
     def _safely(self, what: str, learn: Callable[..., Any], *args: Any) -> Any:
         try:
             return learn(*args)
         except (sqlite3.Error, OSError) as e:
-            if what not in self._failed:
-                self._failed.add(what)
-                _log.error("memory: could not write a note (%s: %s); playing on without it", what, e)
+            self.trouble.failed(what, e)
             return None
 
     async def events(self) -> AsyncIterator[GameEvent]:
