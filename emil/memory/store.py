@@ -16,6 +16,7 @@ its retention; the notes are the short form the pinned block is made of.
 
 from __future__ import annotations
 
+import errno
 import shutil
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -104,6 +105,10 @@ class MemoryStore:
             if held is not None:
                 held.acquire()
         except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise MemoryStoreError(
+                    f"data_dir {data_dir}: the disk is full ({e.strerror or e}); free space or point data_dir elsewhere"
+                ) from e
             raise MemoryStoreError(
                 f"data_dir {data_dir} is not writable ({e.strerror or e}); "
                 "make it writable or set data_dir to a directory Emil may write"
