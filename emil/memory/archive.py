@@ -21,8 +21,10 @@ The index is external-content, kept by triggers; the porter stemmer makes "torch
 more than lines naming them).
 
 Retention: lines older than ``retention_days`` (a setting, default 90; 0 keeps everything)
-are deleted when the archive opens. The archive is written one line per transaction, durably
-(:mod:`emil.memory.dbfile`): a process killed at any moment loses no line it had written.
+are deleted when the archive opens. Lines are searchable the moment they are added and
+committed together (:data:`COMMIT_S`, :data:`BATCH`, and at each turn's start), durably
+(:mod:`emil.memory.dbfile`): a process killed at any moment loses no committed line, and at
+most the last second of lines.
 
 A line that cannot be written (disk full, data_dir turned read-only) costs no turn: the first
 failure is logged once, the line waits in memory (searched like the others, at most
@@ -47,6 +49,8 @@ from emil.memory.store import MemoryStoreError
 
 __all__ = [
     "ARCHIVE_FILE",
+    "BATCH",
+    "COMMIT_S",
     "COMMON_MIN",
     "COMMON_SHARE",
     "KINDS",
@@ -70,6 +74,10 @@ PENDING_MAX = 20_000
 """Lines kept in memory while the disk refuses them (about a day of a busy server)."""
 RETRY_S = 60.0
 """How often writing is tried again after a failure."""
+COMMIT_S = 1.0
+BATCH = 64
+"""Lines are committed together: at most COMMIT_S after the first of them, at BATCH lines, and at
+each turn's start (one disk sync for a burst of chat instead of one per line)."""
 COMMON_SHARE = 0.02
 COMMON_MIN = 200
 """A word in more than COMMON_SHARE of the lines, and in more than COMMON_MIN of them, is common:
@@ -154,6 +162,8 @@ class Archive:
         self._dropped = 0
         self._next_pending = -1
         self._retry_at = 0.0
+        self._failing = False
+        self._first_pending_at = 0.0
         self._read_warned = False
         self.written = 0
         """Lines written by this process."""
@@ -237,23 +247,23 @@ class Archive:
     # -- writing ----------------------------------------------------------------------------------
 
     def add(self, t: float, kind: Kind, text: str, *, speaker: str | None = None, target: str | None = None) -> None:
-        """Archive one line now (committed before this returns, or kept in memory: module doc)."""
+        """Archive one line: searchable at once, committed with the others within
+        :data:`COMMIT_S` (or :data:`BATCH` lines, or at the next :meth:`check`)."""
         if not text.strip():
             return
         line = Line(self._next_pending, t, kind, speaker, target, _clip(text))
         self._next_pending -= 1
-        if self._pending:
-            self._queue(line)
-            if self._clock() >= self._retry_at:
-                self._flush()
-            return
-        try:
-            with self._conn:
-                self._insert(line)
-            self._wrote(1)
-        except sqlite3.Error as e:
-            self._failed(e)
-            self._queue(line)
+        if not self._pending:
+            self._first_pending_at = self._clock()
+        self._queue(line)
+        if self._due():
+            self._flush()
+
+    def _due(self) -> bool:
+        now = self._clock()
+        if self._failing:
+            return now >= self._retry_at
+        return len(self._pending) >= BATCH or now - self._first_pending_at >= COMMIT_S
 
     def _insert(self, line: Line) -> None:
         self._conn.execute(
@@ -273,6 +283,7 @@ class Archive:
             self._dropped += 1
 
     def _failed(self, e: sqlite3.Error) -> None:
+        self._failing = True
         self._retry_at = self._clock() + RETRY_S
         self.trouble.failed("archive", e)
 
@@ -286,6 +297,9 @@ class Archive:
             return
         self._wrote(len(self._pending))
         self._pending.clear()
+        if not self._failing:
+            return
+        self._failing = False
         if self._dropped:
             _log.warning("memory: %d archive lines did not fit in memory while the disk refused them and are lost",
                          self._dropped)
@@ -293,9 +307,10 @@ class Archive:
         self.trouble.recovered()
 
     def check(self) -> None:
-        """Between turns: restore a deleted file, write waiting lines when it is time."""
+        """Each turn: restore a deleted file, commit the waiting lines (after a failure, once
+        :data:`RETRY_S` passed)."""
         self._file.check()
-        if self._pending and self._clock() >= self._retry_at:
+        if self._pending and (not self._failing or self._clock() >= self._retry_at):
             self._flush()
 
     def prune(self, *, before: float) -> int:
@@ -340,6 +355,8 @@ class Archive:
         wanted = list(dict.fromkeys(w for term in terms for w in words(term)))
         if not wanted or limit <= 0:
             return []
+        if self._pending and not self._failing:
+            self._flush()  # what waits is searched by the index, stemmed like the rest
         skip = set(exclude)
         who = {w for name in names for w in words(name)}
         try:

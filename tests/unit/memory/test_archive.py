@@ -81,6 +81,25 @@ def test_words_split_as_the_index_does() -> None:
     assert words("Alex's chest, 12 64 -7! über-cool_x") == ["alex's", "chest", "12", "64", "7", "über", "cool", "x"]
 
 
+def test_lines_are_committed_in_bursts_within_a_second(tmp_path: Path) -> None:
+    clock = [0.0]
+    a = Archive.open(tmp_path, now=DAY)
+    a._clock = lambda: clock[0]
+    a.add(DAY, "chat", "one", speaker="alex")
+    a.add(DAY, "chat", "two", speaker="alex")
+    assert a.pending == 2 and a.written == 0  # searchable, not yet committed
+    clock[0] = archive_mod.COMMIT_S
+    a.add(DAY, "chat", "three", speaker="alex")
+    assert a.pending == 0 and a.written == 3  # one commit for the burst
+    for i in range(archive_mod.BATCH):
+        a.add(DAY, "chat", f"flood {i}", speaker="dana")
+    assert a.pending == 0  # a full batch commits at once
+    a.add(DAY, "chat", "waits", speaker="dana")
+    a.check()  # a turn's start commits what waits
+    assert a.pending == 0
+    a.close()
+
+
 def test_a_long_line_is_clipped(tmp_path: Path) -> None:
     a = Archive.open(tmp_path, now=DAY)
     a.add(DAY, "chat", "spam " * 1000, speaker="x")
@@ -116,11 +135,13 @@ def test_a_refused_write_waits_in_memory_is_searched_and_written_later(tmp_path:
     a = Archive.open(tmp_path, now=DAY)
     a._clock = lambda: clock[0]
     a.add(DAY, "chat", "written before the fault", speaker="alex")
+    a.check()  # a turn starts: committed
     broken = _Broken(a._file.conn)
     a._file.conn = broken  # type: ignore[assignment]
     with caplog.at_level(logging.WARNING, logger="emil.memory"):
         for i in range(3):
             a.add(DAY + 1 + i, "chat", f"waiting line {i} about lapis", speaker="bella")
+            a.check()
     assert sum("cannot write to" in r.message for r in caplog.records) == 1  # one warning
     assert a.pending == 3
     assert a.search(["lapis"])[0].text.startswith("waiting line")
