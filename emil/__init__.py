@@ -1,12 +1,21 @@
 """Emil: a local LLM playing Minecraft as a non-player character.
 
-The package is split by concern (see docs/architecture.md):
+The packages, lowest layer first (docs/architecture.md draws them; an import only ever goes
+down, which tests/unit/test_house.py holds):
 
-- ``emil.context``  the token-exact context window (counting, history, trim ladder, budget)
-- ``emil.llm``      the one model seam ``complete(request) -> Completion`` and its failure policy
-- ``emil.world``    the mineflayer bot, the bridge, the embedded server and the NPC's tools
-- ``emil.agent``    the async turn loop joining them
-- ``emil.testing``  shipped doubles (a vLLM-dialect HTTP server, scripted brains)
+- ``emil.exceptions``, ``emil.events``, ``emil.backoff``  the shared vocabulary
+- ``emil.model``     what Emil knows about the served model (families, tokenizers, templates)
+- ``emil.llm``       the one model seam ``complete(request) -> Completion``, the client, the
+  server's /tokenize, the failure policy
+- ``emil.context``   the token-exact context window (history, budget, trim ladder)
+- ``emil.world``     the mineflayer bot, the bridge, the embedded server and Emil's tools
+- ``emil.perception``, ``emil.observation``, ``emil.recording``  triage, observations, recordings
+- ``emil.config``    the settings
+- ``emil.memory``    notes that survive a restart
+- ``emil.agent``     the turn loop joining them, and a live session
+- ``emil.replay``, ``emil.offline``, ``emil.serving``  the operator's tools' logic
+- ``emil.testing``   shipped doubles (a vLLM-dialect HTTP server, scripted brains); only the demo
+  and the tool scripts use them
 """
 
 __version__ = "0.1.0"

@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as e:
         return _fail(str(e))
     if ns.print_config:
-        from emil.agent.model_family import describe_family
+        from emil.model.resolve import describe_family
 
         print(format_settings(loaded, {"model_family": describe_family(loaded.settings)}))
         return 0

@@ -19,49 +19,25 @@ from pathlib import Path
 import anyio
 from pydantic import JsonValue
 
-from emil.agent.ports import WorldPort
 from emil.agent.session import Session, open_session
 from emil.agent.startup import summary_line
 from emil.config import LoadedSettings
 from emil.events import Chat
-from emil.testing.brains import SCRIPTED_PREFIX, NpcBrain, NpcContext
-from emil.testing.script import Reply
+from emil.testing.brains import DemoBrain
 from emil.testing.vllm_double import VLLMDouble
 from emil.world.actions import TOOLS
-from emil.world.bridge import Bot, BotSettings, ReflexSettings
+from emil.world.bridge import Bot
+from emil.world.port import WorldPort
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
+from emil.world.wire import BotSettings, ReflexSettings
 
-__all__ = ["DEMO_PLAYER", "DemoBrain", "DemoResult", "play_demo", "run_demo"]
+__all__ = ["DEMO_PLAYER", "DemoResult", "play_demo", "run_demo"]
 
 _log = logging.getLogger("emil.demo")
 
 DEMO_PLAYER = "alex"
 DEMO_GIFT = ("bread", 3)
-
-
-class DemoBrain(NpcBrain):
-    """SCRIPTED demo brain (rules, not a model): NpcBrain's rules plus thanks for gifts and a
-    complaint when hit."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.add_rule(self.when_given, first=True)
-        self.add_rule(self.when_hit, first=True)
-
-    def when_hit(self, ctx: NpcContext) -> Reply | None:
-        """"you were hit by X" -> complain to X."""
-        if ctx.last_role == "user" and "you were hit by" in ctx.text:
-            who = ctx.text.split("you were hit by", 1)[1].split(":", 1)[0].strip()
-            return self._say(ctx, f"{SCRIPTED_PREFIX}Ouch! Why did you hit me, {who}?")
-        return None
-
-    def when_given(self, ctx: NpcContext) -> Reply | None:
-        """"you picked up N item" -> thanks."""
-        if ctx.last_role == "user" and "you picked up" in ctx.text:
-            what = ctx.text.split("you picked up", 1)[1].splitlines()[0].strip()
-            return self._say(ctx, f"{SCRIPTED_PREFIX}Thanks for the {what}!")
-        return None
 
 
 @dataclass

@@ -25,8 +25,8 @@ def check_settings(s: Settings, *, recording: Path | None = None) -> None:
     """Raise ConfigurationError for the first setting that names something unusable."""
     from emil.agent.persona import load_system_prompt
     from emil.memory.summary import load_summary_prompt
+    from emil.model.resolve import get_token_counter
     from emil.model.template import ChatTemplate
-    from emil.model.tokens import get_token_counter
 
     if s.chat_template is not None:
         try:

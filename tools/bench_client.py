@@ -40,9 +40,9 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 import anyio
 
 from emil.cli_args import OneLineParser, non_negative_float, non_negative_int, positive_int
-from emil.context import count_prompt_tokens
 from emil.llm.client import OpenAIClient
 from emil.llm.types import ChatRequest
+from emil.model.counting import count_prompt_tokens
 from emil.offline.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 from emil.testing.brains import fixed_reply
 from emil.testing.script import Reply

@@ -33,7 +33,7 @@ from emil.cli_args import OneLineParser, positive_float, positive_int
 from emil.context.budget import Budget
 from emil.context.history import History
 from emil.context.manager import ContextManager
-from emil.model.family import ModelFamily, family_for_model
+from emil.model.family import DEFAULT_FAMILY, ModelFamily, family_for_model
 from emil.model.tokens import TokenCounter
 from emil.offline.synthetic import (
     SYSTEM_PROMPT,
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history-tokens", type=positive_int, default=36000)
     parser.add_argument("--hours", type=positive_float, default=4.0, help="game time of the prefix-reuse session (4: long enough to trim at 36k)")
     parser.add_argument("--accuracy-turns", type=positive_int, default=300)
-    parser.add_argument("--tokenizer", default="qwen3.6")
+    parser.add_argument("--tokenizer", default=DEFAULT_FAMILY)
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object instead of tables"
     )

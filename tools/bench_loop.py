@@ -40,7 +40,6 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from emil.agent.ports import Outcome
 from emil.agent.startup import build_agent, check_model, new_client
 from emil.cli_args import OneLineParser, positive_int, positive_ints
 from emil.config import Settings
@@ -52,6 +51,7 @@ from emil.recording import Recorder
 from emil.testing.script import Reply, ScriptedCall, ScriptRequest
 from emil.testing.subprocess_double import double_in_subprocess
 from emil.testing.vllm_double import VLLMDouble
+from emil.world.tool import Outcome
 
 
 class BenchWorldDouble:

@@ -40,9 +40,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from emil.events import Chat, ItemCollected
     from emil.memory import Learner, MemoryStore, PinnedNotes
-    from emil.model.tokens import get_token_counter
+    from emil.model.family import DEFAULT_FAMILY
+    from emil.model.resolve import get_token_counter
 
-    counter = get_token_counter("qwen3.6")
+    counter = get_token_counter(DEFAULT_FAMILY)
     with tempfile.TemporaryDirectory(prefix="emil-bench-memory-") as d:
         store = MemoryStore.open(Path(d))
         learner = Learner(store, bot_name="Emil")

@@ -31,11 +31,14 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 
 from emil.cli_args import OneLineParser, positive_float, positive_int, positive_ints
 from emil.context.budget import Budget
-from emil.model.tokens import get_token_counter
-from emil.offline.budget_sweep import BudgetPoint
+from emil.model.family import DEFAULT_FAMILY
+from emil.model.resolve import get_token_counter
 from emil.offline.day_recall import SETUPS, Setup, restart_recall, run_day
 from emil.offline.recall import WHERE
+from emil.offline.simulate import BudgetPoint
+from emil.offline.summaries import SummaryModel
 from emil.offline.synthetic import synthetic_day
+from emil.testing.summaries import SCRIPTED_LABEL, scripted_summary_text
 
 
 def _ints(text: str) -> list[int]:
@@ -44,9 +47,10 @@ def _ints(text: str) -> list[int]:
 
 def _one(job: tuple[float, int, int, int, int, int, Setup]) -> tuple[int, int, Setup, BudgetPoint]:
     hours, seed, window, reserve, budget, memory_tokens, setup = job
-    counter = get_token_counter("qwen3.6")
+    counter = get_token_counter(DEFAULT_FAMILY)
     day = synthetic_day(hours, seed=seed, memory_tokens=memory_tokens)
-    point = run_day(day, Budget(window=window, output_reserve=reserve, margin=window - reserve - budget), counter, setup)
+    point = run_day(day, Budget(window=window, output_reserve=reserve, margin=window - reserve - budget), counter, setup,
+                    summaries=SummaryModel(scripted_summary_text, SCRIPTED_LABEL))
     return budget, seed, setup, point
 
 
@@ -75,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         results = list(pool.map(_one, jobs))
-    counter = get_token_counter("qwen3.6")
+    counter = get_token_counter(DEFAULT_FAMILY)
     restarts = [restart_recall(cut_hours=args.cut, seed=s, counter=counter, memory_tokens=args.memory_tokens) for s in args.seeds]
     if args.json:
         print(json.dumps({

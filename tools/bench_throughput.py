@@ -73,7 +73,8 @@ def _demo_doubles() -> Iterator[list[str]]:
     """Two vLLM-dialect DOUBLE servers (simulated speeds), for a runnable example only."""
     from emil.testing.brains import fixed_reply
     from emil.testing.script import Reply
-    from emil.testing.vllm_double import SpecDecode, VLLMDouble
+    from emil.testing.vllm_answer import SpecDecode
+    from emil.testing.vllm_double import VLLMDouble
 
     policy = fixed_reply(Reply(content="[scripted] story"))
     mtp = VLLMDouble(

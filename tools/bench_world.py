@@ -38,9 +38,10 @@ from emil.cli_args import OneLineParser, positive_int
 from emil.events import Chat
 from emil.llm.types import ToolCall
 from emil.world.actions import dispatch
-from emil.world.bridge import Bot, BotSettings
+from emil.world.bridge import Bot
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
+from emil.world.wire import BotSettings
 
 
 def summary(name: str, xs: list[float]) -> str:

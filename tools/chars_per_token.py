@@ -4,7 +4,7 @@
     python3 tools/chars_per_token.py RECORDING.jsonl [...] [--tokenizer qwen3.6 ...]
                                     [--assume 4.0] [--json] [--synthetic-hours H]
 
---tokenizer takes what emil.model.tokens.get_token_counter takes: a model name ("qwen3.6",
+--tokenizer takes what emil.model.resolve.get_token_counter takes: a model name ("qwen3.6",
 "Qwen/Qwen3.6-35B-A3B-NVFP4-Fast"), a tokenizer.json path, a model directory, or "heuristic".
 Shows per category the exact tokens, chars/token, what --assume chars/token predicts and its
 error (negative = the estimate under-counts). Recordings and --synthetic-hours together are also
@@ -25,6 +25,7 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 
 from emil.cli_args import OneLineParser, positive_float, recording_path
 from emil.exceptions import ConfigurationError
+from emil.model.family import DEFAULT_FAMILY
 from emil.offline.chars_per_token import format_table, measure_chars_per_token
 
 
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give recordings and/or --synthetic-hours")
     try:
         report = measure_chars_per_token(
-            args.recordings, args.tokenizers or ["qwen3.6"], assume=args.assume,
+            args.recordings, args.tokenizers or [DEFAULT_FAMILY], assume=args.assume,
             synthetic_hours=args.synthetic_hours, seed=args.seed,
         )
     except (ConfigurationError, ValueError) as exc:

@@ -145,7 +145,7 @@ def _world_tools(
     """The NPC's tool specs and the validator of their pydantic argument models."""
     from emil.world.actions import tool_specs, validate_tool_call
 
-    return tool_specs(settings), validate_tool_call
+    return tool_specs(settings.disabled_tools), validate_tool_call
 
 
 def _live_parts(

@@ -21,7 +21,8 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 import anyio
 
 from emil.llm.client import OpenAIClient
-from emil.llm.recovery import RecoveryEvent, complete_with_recovery
+from emil.llm.recovery import complete_with_recovery
+from emil.llm.recovery_steps import RecoveryEvent
 from emil.testing.brains import fixed_reply
 from emil.testing.script import Reply
 from emil.testing.vllm_double import VLLMDouble

@@ -23,7 +23,14 @@ import anyio
 
 from emil.cli_args import OneLineParser, positive_int, recording_path
 from emil.exceptions import ConfigurationError
-from emil.offline.swap_drill import drill, format_drill
+from emil.offline.swap_drill import UNKNOWN, drill, format_drill
+from emil.testing.brains import echo_brain
+from emil.testing.vllm_double import VLLMDouble
+
+
+def serve(family: str, window: int) -> VLLMDouble:
+    """The vLLM-dialect double (a DOUBLE, not vLLM) serving a model of ``family``."""
+    return VLLMDouble.serving(echo_brain, None if family == UNKNOWN else family, window=window)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        rows = anyio.run(lambda: drill(args.recording, args.family, window=args.window))
+        rows = anyio.run(lambda: drill(args.recording, args.family, serve=serve, window=args.window))
     except ConfigurationError as e:
         parser.error(str(e))
     print(format_drill(rows))

@@ -41,13 +41,14 @@ from emil.cli_args import (
     recording_path,
 )
 from emil.exceptions import ConfigurationError
-from emil.model.family import family_for_model
-from emil.model.tokens import get_token_counter
+from emil.model.family import DEFAULT_FAMILY, family_for_model
+from emil.model.resolve import counter_for_recording, get_token_counter
 from emil.offline.budget_report import format_side_by_side, format_sweep, plot_sweep
-from emil.offline.budget_sweep import BudgetPoint, SweepResult, sweep
-from emil.offline.summaries import SummaryTiming
-from emil.offline.tokenizer import counter_for
+from emil.offline.budget_sweep import SweepResult, sweep
+from emil.offline.simulate import BudgetPoint
+from emil.offline.summaries import SummaryModel
 from emil.offline.trace import SessionTrace
+from emil.testing.summaries import SCRIPTED_LABEL, scripted_summary_text
 
 
 def _budgets(text: str) -> list[int]:
@@ -139,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                 traces = [replace(t, model_family=family.name) for t in traces]
             first = traces[0]
             counter = (
-                counter_for(first.header, args.tokenizer) if first.header is not None
-                else get_token_counter(args.tokenizer or "qwen3.6")  # the synthetic day is Qwen3.6-shaped
+                counter_for_recording(first.header, args.tokenizer) if first.header is not None
+                else get_token_counter(args.tokenizer or DEFAULT_FAMILY)  # the synthetic day is Qwen3.6-shaped
             )
             windows = args.window or [(recorded[0].window if recorded else None) or 65536]
             reserves = args.output_reserve or [(recorded[0].output_reserve if recorded else None) or 6144]
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                 slack=args.slack, low_water=args.low_water, jobs=max(1, args.jobs),
                 progress=_progress if sys.stderr.isatty() else None,
                 assume_chars_per_token=args.estimate,
-                summaries=SummaryTiming() if args.summaries else None,
+                summaries=SummaryModel(scripted_summary_text, SCRIPTED_LABEL) if args.summaries else None,
             )
             results.append(result)
             budgets = budgets or sorted({p.prompt_budget for p in result.points})  # the next group: the same budgets

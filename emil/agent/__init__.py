@@ -1,7 +1,17 @@
-"""The agent: the async turn loop joining world, context window and model (see loop.py)."""
+"""The agent: the async turn loop joining world, context window and model, and a live session.
+
+- ``loop``          :class:`Agent`: the pump (events -> perception), the turns, the failure policy
+- ``interrupts``    which urgent event interrupts what
+- ``ports``         what the loop needs from the context and the model (the world's port is
+  :mod:`emil.world.port`); ``context_port`` and ``world_port`` the real adapters
+- ``between_turns`` the context's preparation while the loop idles
+- ``turnstats``     per-turn figures (the log line, the ``turn`` record)
+- ``persona``       the system prompt from prompts/
+- ``startup``       startup checks and the wiring; ``session`` a live session and how it ends
+"""
 
 from emil.agent.loop import Agent, AgentOptions
-from emil.agent.ports import Completer, ContextPort, Outcome, WorldPort
+from emil.agent.ports import Completer, ContextPort
 from emil.agent.turnstats import SessionStats, TurnStats
 
 __all__ = [
@@ -9,8 +19,6 @@ __all__ = [
     "AgentOptions",
     "Completer",
     "ContextPort",
-    "Outcome",
     "SessionStats",
     "TurnStats",
-    "WorldPort",
 ]

@@ -38,10 +38,12 @@ from typing import Any
 import anyio
 
 from emil.agent.between_turns import BetweenTurns
-from emil.agent.ports import Completer, ContextPort, Message, Outcome, WorldPort
+from emil.agent.interrupts import Interrupts
+from emil.agent.ports import Completer, ContextPort
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.backoff import OutageEvent
-from emil.events import ActionFinished, Chat, Damage, Death, GameEvent, Health, HostileNearby
+from emil.context.history import Message
+from emil.events import ActionFinished, Death
 from emil.exceptions import (
     ConfigurationError,
     ContextOverflowError,
@@ -53,10 +55,10 @@ from emil.exceptions import (
     WorldError,
 )
 from emil.llm.classify import config_hint
-from emil.llm.recovery import RecoveryEvent
+from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion, ToolCall
 from emil.observation import compose_events
-from emil.perception import Perception, PerceptionPolicy, Triaged, asks_to_stop, format_status_line
+from emil.perception import Perception, PerceptionPolicy, Triaged, format_status_line
 from emil.recording import (
     CompletionRecord,
     ErrorRecord,
@@ -69,6 +71,8 @@ from emil.recording import (
     ToolResultRecord,
     outage_record,
 )
+from emil.world.port import WorldPort
+from emil.world.tool import Outcome
 
 __all__ = ["Agent", "AgentOptions"]
 
@@ -106,20 +110,6 @@ class AgentOptions:
     """Players whose "stop" cancels a model call even when they did not start the turn."""
     stop_abort_s: float = 1.0
     """On a stop, how long the world gets to abort a running action."""
-
-
-def _urgent_key(event: GameEvent) -> str:
-    """Same key = same emergency: a second hit by the same attacker, or a second line from the
-    player being answered, does not abort the response."""
-    match event:
-        case Damage():
-            return f"damage:{event.attacker}"
-        case HostileNearby():
-            return f"hostile:{event.name}"
-        case Chat():
-            return f"chat:{event.sender}"
-        case _:
-            return event.kind
 
 
 class _Interrupted(Exception):
@@ -161,10 +151,8 @@ class Agent:
         self._world_ended = False
         self._action_scope: anyio.CancelScope | None = None
         self._interrupt_reason: str | None = None
-        self._turn_keys: set[str] = set()
-        self._requesters: frozenset[str] = frozenset()
-        """Every player whose words are in this turn (operator-only acts need all of them;
-        a "stop" from any of them cancels a model call)."""
+        self.interrupts = Interrupts(operators=self.options.operators, urgent_interval_s=self.options.urgent_interval_s)
+        """Which urgent event interrupts what, and the turn's requesters."""
         self._in_turn = False
         self._step = 0
         self._rejected_in_a_row = 0
@@ -172,8 +160,6 @@ class Agent:
         self._turn_scope: anyio.CancelScope | None = None
         self._call_scope: anyio.CancelScope | None = None
         self._call_interrupted_by = ""
-        self._quiet_until: dict[str, float] = {}
-        """Player -> monotonic time before which their urgent lines do not interrupt again."""
         self.stop_reason = ""
         self._dispatched: Counter[str] = Counter()
         """Actions this loop dispatched whose action_finished echo has not arrived yet."""
@@ -244,59 +230,19 @@ class Agent:
         self._log.warning("the world's event stream ended; stopping")
         self.stop("the world's event stream ended")
 
-    def _asks_to_stop(self, event: GameEvent) -> bool:
-        """A "stop" from an operator or from a player this turn is answering."""
-        return (
-            isinstance(event, Chat)
-            and (event.sender in self.options.operators or event.sender in self._requesters)
-            and asks_to_stop(event.text)
-        )
-
-    def _may_interrupt(self, triaged: Triaged, now: float) -> bool:
-        event = triaged.event
-        if isinstance(event, Death):
-            return True
-        if isinstance(event, Chat):
-            if now < self._quiet_until.get(event.sender, -math.inf):
-                return False  # this player interrupted a moment ago
-            return _urgent_key(event) not in self._turn_keys or self._asks_to_stop(event)
-        return _urgent_key(event) not in self._turn_keys
-
-    def _claim(self, triaged: Triaged) -> bool:
-        """True when ``triaged`` interrupts now (and starts its player's quiet interval)."""
-        now = time.monotonic()
-        if not self._may_interrupt(triaged, now):
-            return False
-        if isinstance(triaged.event, Chat):
-            self._quiet_until[triaged.event.sender] = now + self.options.urgent_interval_s
-        return True
-
-    def _cancels_call(self, triaged: Triaged) -> bool:
-        """Worth cancelling a model call for: danger to Emil, or a stop from who may give it."""
-        event = triaged.event
-        if isinstance(event, Damage | Death | Health | HostileNearby):
-            return True
-        return self._asks_to_stop(event)
-
     def _maybe_interrupt(self, triaged: Triaged) -> None:
         if isinstance(triaged.event, Death):
             self.perception.clear_actions()
         why = triaged.why or triaged.event.kind
         if self._action_scope is not None:
-            if self._claim(triaged):
+            if self.interrupts.claim(triaged):
                 self._interrupt_reason = why
                 self._action_scope.cancel()
-        elif self._call_scope is not None and self._cancels_call(triaged) and self._claim(triaged):
+        elif self._call_scope is not None and self.interrupts.cancels_call(triaged) and self.interrupts.claim(triaged):
             # Give an answer about to arrive a moment to land; then start over with the news.
             self._call_interrupted_by = why
             grace = anyio.current_time() + self.options.interrupt_grace_s
             self._call_scope.deadline = min(self._call_scope.deadline, grace)
-
-    def _pending_interrupt(self) -> str | None:
-        for t in self.perception.pending:
-            if t.priority == "urgent" and self._claim(t):
-                return t.why or t.event.kind
-        return None
 
     # --- turns --------------------------------------------------------------------------
 
@@ -331,8 +277,7 @@ class Agent:
         reason = "; ".join(dict.fromkeys(reasons)) or "events"
         stats = TurnStats(turn=turn, reason=reason, started=time.monotonic(), event_at=min((t.at for t in triaged), default=None))
         self.stats.turns.append(stats)
-        self._turn_keys = {_urgent_key(t.event) for t in urgent}
-        self._requesters = frozenset(t.event.sender for t in triaged if isinstance(t.event, Chat))
+        self.interrupts.begin_turn(triaged)
         self._in_turn = True
         self._step = 0
         scope = anyio.CancelScope()
@@ -363,8 +308,7 @@ class Agent:
         finally:
             self._turn_scope = None
             self._in_turn = False
-            self._turn_keys = set()
-            self._requesters = frozenset()
+            self.interrupts.end_turn()
             stats.ended = time.monotonic()
             self.recorder.write(stats.record())
             self._log.info("%s", stats.log_line())
@@ -460,7 +404,7 @@ class Agent:
                 self._add_result(stats.turn, step, call, Outcome(False, "not run: Emil is stopping"))
                 continue
             if interrupted is None:
-                interrupted = self._pending_interrupt()
+                interrupted = self.interrupts.pending(self.perception)
             if interrupted is not None:
                 outcome = Outcome(False, f"not run: interrupted ({interrupted})")
             else:
@@ -490,7 +434,7 @@ class Agent:
             self._action_scope = scope
             try:
                 with anyio.fail_after(timeout + min(5.0, timeout)):  # backstop: the bridge has its own
-                    outcome = await self.world.run_tool(call, limit_s=timeout, requesters=self._requesters)
+                    outcome = await self.world.run_tool(call, limit_s=timeout, requesters=self.interrupts.requesters)
             except TimeoutError:
                 outcome = Outcome(False, f"error: {call.name} timed out after {timeout:g} s and was aborted")
                 await self._abort()

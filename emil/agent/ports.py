@@ -1,33 +1,23 @@
 """What the agent loop needs from the world, the context window and the model.
 
-The loop depends on these small protocols only; adapters (:mod:`emil.agent.context_port`,
-:mod:`emil.agent.world_port`, the completer bound in :mod:`emil.agent.startup`) build them from
-the real parts (the context manager, the mineflayer bridge, the recovering LLM client), and
-tests drive the loop with doubles of them. Keeping the seam here means a change in
+The loop depends on these small protocols only (and on the world's, :class:`emil.world.port.WorldPort`);
+adapters (:mod:`emil.agent.context_port`, :mod:`emil.agent.world_port`, the completer bound in
+:mod:`emil.agent.startup`) build them from the real parts (the context manager, the mineflayer
+bridge, the recovering LLM client), and tests drive the loop with doubles of them. Keeping the seam here means a change in
 one area's API touches one adapter, not the loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from emil.context.history import Message
 from emil.context.ladder import TrimRecord
-from emil.events import GameEvent
-from emil.llm.recovery import Assembler, RecoveryEvent
-from emil.llm.types import Completion, ToolCall
-from emil.world.tool import Outcome  # the one tool-result type; the loop reads and makes them
+from emil.llm.recovery_steps import Assembler, RecoveryEvent
+from emil.llm.types import Completion
 
-__all__ = [
-    "AssemblyView",
-    "Completer",
-    "ContextPort",
-    "Message",
-    "Outcome",
-    "TrimRecord",
-    "WorldPort",
-]
+__all__ = ["AssemblyView", "Completer", "ContextPort"]
 
 
 class AssemblyView(Protocol):
@@ -76,30 +66,6 @@ class ContextPort(Protocol):
     async def prepare(self) -> None:
         """Between turns, off the hot path: the trim ladder's preparation (e.g. a summary the
         model writes for the next trim). The loop cancels it when a turn starts."""
-        ...
-
-
-class WorldPort(Protocol):
-    """Emil's body: events in, snapshot, tools out."""
-
-    def events(self) -> AsyncIterator[GameEvent]:
-        """Game events until the world goes away for good."""
-        ...
-
-    async def snapshot(self) -> Mapping[str, Any]:
-        """Status for the observation (position, health, inventory, nearby...)."""
-        ...
-
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
-        """Validate and run one tool call; model mistakes come back as ``ok=False`` text.
-
-        ``requesters``: every player whose words are in the turn (operator-only acts need all
-        of them to be operators).
-        """
-        ...
-
-    async def abort(self) -> None:
-        """Abort whatever action is running (idempotent)."""
         ...
 
 

@@ -52,7 +52,8 @@ from emil.memory.session import Memory, open_memory
 from emil.metrics import MetricsServer, serve_metrics
 from emil.recording import ErrorRecord, Recorder, outage_record
 from emil.world.actions import tool_specs, validate_tool_call
-from emil.world.bridge import Bot, BotSettings, ReflexSettings
+from emil.world.bridge import Bot
+from emil.world.wire import BotSettings, ReflexSettings
 
 __all__ = [
     "EXIT_BUG",
@@ -183,7 +184,7 @@ async def open_session(
     ``why_stopped`` says why, when the caller cancelled the session (a signal during startup).
     """
     path = recording or default_recording_path(s)
-    tools = tool_specs(s)
+    tools = tool_specs(s.disabled_tools)
     preflight(s, tools)
     # Before connecting to anything: a metrics port in use is a configuration error.
     metrics = serve_metrics(s.metrics_address)

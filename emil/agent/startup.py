@@ -36,9 +36,8 @@ from typing import Any
 
 from emil.agent.context_port import ManagedContext
 from emil.agent.loop import Agent, AgentOptions
-from emil.agent.model_family import ResolvedFamily, resolve_family, verify_family
 from emil.agent.persona import load_system_prompt
-from emil.agent.ports import Completer, WorldPort
+from emil.agent.ports import Completer
 from emil.agent.turnstats import SessionStats
 from emil.backoff import Backoff, OutageEvent, Patience, wait_out
 from emil.config import Settings
@@ -49,12 +48,17 @@ from emil.context.manager import ContextManager
 from emil.context.rungs import NotesSource, RefreshNotes, Summarise, SummarySource
 from emil.exceptions import ConfigurationError, ServerFault, TransientError
 from emil.llm.client import OpenAIClient, ServedModel
-from emil.llm.recovery import Assembler, RecoveryEvent, complete_with_recovery
+from emil.llm.recovery import complete_with_recovery
+from emil.llm.recovery_steps import Assembler, RecoveryEvent
+from emil.llm.tokenize import ServerCounting, ServerTokenizeCounter
 from emil.llm.types import ChatRequest, Completion, ToolCall
 from emil.model.family import ModelFamily, server_family
-from emil.model.tokens import ServerCounting, ServerTokenizeCounter, TokenCounter
+from emil.model.resolve import ResolvedFamily, resolve_family
+from emil.model.tokens import TokenCounter
+from emil.model.verify import verify_family
 from emil.perception import PerceptionPolicy
 from emil.recording import HeaderRecord, Recorder
+from emil.world.port import WorldPort
 
 __all__ = [
     "ModelSetup",

@@ -7,18 +7,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from emil.agent.ports import Outcome
 from emil.config import Settings
 from emil.events import GameEvent
 from emil.llm.types import ToolCall
-from emil.world.actions import ActionPolicy, dispatch
+from emil.world.actions import dispatch
 from emil.world.bridge import Bot
+from emil.world.tool import ActionPolicy, Outcome
 
 __all__ = ["BotWorld"]
 
 
 class BotWorld:
-    """Emil's body through the bridge: the agent loop's :class:`~emil.agent.ports.WorldPort`."""
+    """Emil's body through the bridge: the agent loop's :class:`~emil.world.port.WorldPort`."""
 
     def __init__(self, bot: Bot, settings: Settings) -> None:
         self.bot = bot

@@ -29,8 +29,9 @@ from emil.context.rungs import build_rungs
 from emil.exceptions import BudgetError
 from emil.llm.types import LLM
 from emil.model.family import ModelFamily, family_for_model
+from emil.model.resolve import get_token_counter
 from emil.model.template import ChatTemplate
-from emil.model.tokens import TokenCounter, get_token_counter
+from emil.model.tokens import TokenCounter
 
 __all__ = ["Assembly", "ContextManager"]
 

@@ -1,8 +1,11 @@
-"""The model side: one seam (``complete``), vLLM's overflow wordings, and the failure policy.
+"""The model side: one seam (``complete``), the live client, and the failure policy.
 
-``emil.llm.client`` holds the live client and ``emil.llm.response`` the validation of its answers;
-``emil.llm.classify`` says what a failure means, ``emil.llm.recovery`` what to do next (the
-sans-IO flow and its driver); waiting out an outage is ``emil.backoff``'s.
+- ``types``          the seam: ``ChatRequest``, ``Completion``, ``ToolCall``, the ``LLM`` protocol
+- ``client``         the live client (AsyncOpenAI against vLLM); ``response`` validates its answers
+- ``tokenize``       the server's own count (``POST /tokenize``)
+- ``classify``       what a failure means; ``overflow`` vLLM's overflow wordings, parsed
+- ``recovery``       what to do next (a sans-IO flow and its driver); ``recovery_steps`` its
+  vocabulary. Waiting out an outage is :mod:`emil.backoff`'s.
 """
 
 from emil.llm.overflow import Overflow, detect_clamp, parse_overflow

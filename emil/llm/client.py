@@ -49,8 +49,8 @@ from emil.exceptions import (
 from emil.llm.classify import OverflowRejected, classify_failure, config_hint
 from emil.llm.overflow import extract_error_message, parse_overflow
 from emil.llm.response import StreamAssembler, parse_completion, parse_models
+from emil.llm.tokenize import ServerTokenizeCounter
 from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, root_url_of
-from emil.model.tokens import ServerTokenizeCounter
 
 __all__ = ["OpenAIClient", "ServedModel", "parse_tool_call"]
 

@@ -13,8 +13,8 @@ to do next (docs/llm.md has the table):
 - **configuration**: propagate at once. Never retried.
 
 :func:`recovery_flow` is a generator in the style of httpx's ``Auth.auth_flow``: it yields
-steps (:class:`Assemble`, :class:`Send`, :class:`Wait`, :class:`CountExactly`,
-:class:`Calibrate`, :class:`Notify`) and receives their results, so the live client, replay
+steps (:mod:`emil.llm.recovery_steps`: assemble, send, wait, count exactly, calibrate, notify)
+and receives their results, so the live client, replay
 and tests drive the same policy. :func:`complete_with_recovery` is the async driver.
 """
 
@@ -24,7 +24,6 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import Literal
 
 from emil.backoff import Patience
 from emil.exceptions import (
@@ -36,116 +35,24 @@ from emil.exceptions import (
 )
 from emil.llm.classify import OverflowRejected
 from emil.llm.overflow import Overflow, detect_clamp, parse_overflow
+from emil.llm.recovery_steps import (
+    Assemble,
+    Assembler,
+    Calibrate,
+    CountExactly,
+    Notify,
+    RecoveryEvent,
+    RecoveryKind,
+    Send,
+    Step,
+    StepResult,
+    Wait,
+)
 from emil.llm.types import LLM, ChatRequest, Completion
 
-__all__ = [
-    "Assemble",
-    "Assembler",
-    "Calibrate",
-    "CountExactly",
-    "Notify",
-    "RecoveryEvent",
-    "Send",
-    "Step",
-    "StepResult",
-    "Wait",
-    "complete_with_recovery",
-    "recovery_flow",
-]
+__all__ = ["complete_with_recovery", "recovery_flow"]
 
 _log = logging.getLogger("emil.llm.recovery")
-
-Assembler = Callable[[int | None], ChatRequest]
-"""``assemble(limit)``: the request whose predicted prompt is at most ``limit`` (None: the
-normal budget)."""
-
-RecoveryKind = Literal[
-    "overflow", "exact_count", "retry", "recovered", "gave_up", "transient", "server_fault", "config"
-]
-
-
-@dataclass(frozen=True)
-class RecoveryEvent:
-    """One thing the policy did, for logs, metrics and session recordings.
-
-    ``retry`` is a strictly smaller request after an overflow; ``transient`` and
-    ``server_fault`` are failed attempts of the same request (``message`` says why).
-    """
-
-    kind: RecoveryKind
-    attempt: int
-    """0 for the first request, 1 for the first smaller retry..."""
-    window: int | None = None
-    requested_output: int | None = None
-    server_prompt_tokens: int | None = None
-    prompt_is_lower_bound: bool | None = None
-    predicted_prompt_tokens: int | None = None
-    next_limit: int | None = None
-    family: str | None = None
-    status: int | None = None
-    message: str = ""
-    send: int = 1
-    """Which send of this request failed (transient / server_fault): 1 = the first."""
-
-
-@dataclass(frozen=True)
-class Assemble:
-    """Step: build a request whose predicted prompt is at most ``limit`` (None: no limit)."""
-
-    limit: int | None
-
-
-@dataclass(frozen=True)
-class Send:
-    """Step: send ``request``; send back the Completion or the exception it raised."""
-
-    request: ChatRequest
-    attempt: int
-    send: int = 1
-    """1 for the first send of this request, 2 after one wait..."""
-
-
-@dataclass(frozen=True)
-class Wait:
-    """Step: the request failed for a reason that may pass; wait before sending it again.
-
-    The driver waits with the service's :class:`~emil.backoff.Patience`, or re-raises
-    ``error`` when it has none (the caller then decides).
-    """
-
-    error: EndpointUnavailable | ServerFault
-
-
-@dataclass(frozen=True)
-class CountExactly:
-    """Step: count ``request``'s prompt exactly (server /tokenize); send back an int or None."""
-
-    request: ChatRequest
-
-
-@dataclass(frozen=True)
-class Calibrate:
-    """Step: tell the budget what the server counted for a prompt Emil predicted."""
-
-    predicted: int
-    server_tokens: int
-    lower_bound: bool
-    """True when ``server_tokens`` is only a floor of the real size."""
-
-
-@dataclass(frozen=True)
-class Notify:
-    """Step: report ``event`` (log, record, count)."""
-
-    event: RecoveryEvent
-
-
-Step = Assemble | Send | Wait | CountExactly | Calibrate | Notify
-
-StepResult = ChatRequest | Completion | Exception | int | None
-"""What the driver sends back: a request (Assemble), a completion or the exception a send
-raised (Send), a count or None (CountExactly), None otherwise."""
-
 
 @dataclass
 class _Tuning:

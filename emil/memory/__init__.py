@@ -8,6 +8,8 @@
 - :mod:`emil.memory.render`    the pinned notes block: bounded in tokens, deterministic
 - :mod:`emil.memory.untrusted` untrusted text made safe to quote in the prompt
 - :mod:`emil.memory.pinned`    the block's seam with the context manager (changes at trims)
+- :mod:`emil.memory.summary`   the summary request (prompt, facts kept) and its parsing
+- :mod:`emil.memory.summariser` the ``summarise`` rung's source: asks the served model between turns
 - :mod:`emil.memory.session`   all of it opened for one session
 - :mod:`emil.memory.cli`       ``run_emil.py memory show | forget NAME | export``
 

@@ -27,7 +27,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from emil.agent.model_family import resolve_family
 from emil.cli_args import positive_int
 from emil.config import Settings, load_settings
 from emil.exceptions import ConfigurationError
@@ -35,12 +34,14 @@ from emil.memory.archive import ARCHIVE_FILE, Archive
 from emil.memory.render import render_notes
 from emil.memory.retrieval import format_line
 from emil.memory.store import DB_FILE, SCHEMA_VERSION, MemoryStore
-from emil.model.tokens import TokenCounter, get_token_counter
+from emil.model.family import DEFAULT_FAMILY
+from emil.model.resolve import get_token_counter, resolve_family
+from emil.model.tokens import TokenCounter
 
 __all__ = ["cli_main"]
 
 EXIT_MISTAKE = 2
-_FALLBACK = "qwen3.6"
+_FALLBACK = DEFAULT_FAMILY
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 

@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from emil.agent.ports import WorldPort
 from emil.config import Settings
 from emil.memory.archive import ARCHIVE_FILE, Archive
 from emil.memory.archivist import Archivist
@@ -32,6 +31,7 @@ from emil.memory.summary import load_summary_prompt
 from emil.memory.tools import MemoryTools
 from emil.memory.world import RememberingWorld
 from emil.recording import SummaryRecord
+from emil.world.port import WorldPort
 
 __all__ = ["Memory", "open_memory"]
 

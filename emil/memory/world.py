@@ -1,4 +1,4 @@
-"""Emil's body with a memory: a :class:`~emil.agent.ports.WorldPort` that learns as it goes.
+"""Emil's body with a memory: a :class:`~emil.world.port.WorldPort` that learns as it goes.
 
 It forwards everything to the world it wraps and hands what passes through to the
 :class:`~emil.memory.learn.Learner` and the :class:`~emil.memory.archivist.Archivist`: every
@@ -18,12 +18,13 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
-from emil.agent.ports import Outcome, WorldPort
 from emil.events import GameEvent
 from emil.llm.types import ToolCall
 from emil.memory.archivist import Archivist
 from emil.memory.dbfile import Trouble
 from emil.memory.learn import Learner
+from emil.world.port import WorldPort
+from emil.world.tool import Outcome
 
 __all__ = ["RememberingWorld"]
 

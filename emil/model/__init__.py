@@ -1,22 +1,31 @@
-"""What Emil knows about the served model: its family, tokenizer and chat template.
+"""What Emil knows about the served model; the one package that names model families.
 
-A ``ModelFamily`` (``family``) bundles the tokenizer (``tokens``: exact local counters, the
-server's /tokenize for a model of no family), the chat template (``template``: rendered as
-transformers and vLLM render it; Emil's own templates in ``templates/``, their per-message
-twins in ``qwen_blocks``), the template kwargs and the user-query rule. ``count_prompt_tokens``
-(``counting``) is one exact count. It is resolved once at start (emil.agent.model_family);
-emil.context budgets and trims with it. See docs/context.md "Model families".
+- ``family``   :class:`ModelFamily`: tokenizer, chat template, the template kwargs it reads,
+  the user-query rule, where ``<think>`` shows, special tokens; the shipped families and
+  :data:`DEFAULT_FAMILY`
+- ``tokens``   exact local counters (Qwen vocabularies, any tokenizer.json; the 4-chars
+  heuristic for comparisons only); the server's ``/tokenize`` is beside the client in
+  :mod:`emil.llm.tokenize`
+- ``cached``   a counter that counts each text (and line piece) once, for sweeps
+- ``template`` chat templates rendered as transformers and vLLM render them (Emil's own in
+  ``templates/``, their per-message twins in ``qwen_blocks``)
+- ``resolve``  names, settings and recording headers -> a family or a counter
+- ``verify``   a resolved family checked against the server's own count
+- ``counting`` one exact count of a prompt
+
+A family is resolved once at start (``resolve``); emil.context budgets and trims with it. No
+module outside this package tests a model name. See docs/context.md "Model families".
 """
 
 from emil.model.counting import count_prompt_tokens
 from emil.model.family import ModelFamily, family_by_name, family_for_model
+from emil.model.resolve import get_token_counter
 from emil.model.template import ChatTemplate, TemplateError
-from emil.model.tokens import ServerTokenizeCounter, TokenCounter, get_token_counter
+from emil.model.tokens import TokenCounter
 
 __all__ = [
     "ChatTemplate",
     "ModelFamily",
-    "ServerTokenizeCounter",
     "TemplateError",
     "TokenCounter",
     "count_prompt_tokens",

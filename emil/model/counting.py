@@ -6,8 +6,9 @@ import functools
 from typing import Any
 
 from emil.model.family import family_for_model
+from emil.model.resolve import get_token_counter
 from emil.model.template import ChatTemplate, TemplateError
-from emil.model.tokens import TokenCounter, get_token_counter
+from emil.model.tokens import TokenCounter
 
 __all__ = ["count_prompt_tokens"]
 

@@ -4,7 +4,7 @@ A :class:`ModelFamily` is one value: its tokenizer, its chat template (or none, 
 server's ``/tokenize`` can count), the template kwargs the template reads, where the template
 shows reasoning (which messages count as a real user query), an optional exact fast path and
 the special tokens of its vocabulary. It is resolved once at start
-(:func:`emil.agent.model_family.resolve_family`) and everything else asks it; no other module
+(:func:`emil.model.resolve.resolve_family`) and everything else asks it; no other module
 tests model names.
 
 Shipped families (templates written for this project, in ``templates/``):
@@ -28,16 +28,18 @@ import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from emil.exceptions import ConfigurationError
 from emil.model.qwen_blocks import BlockRenderer, qwen3_block, qwen35_block, qwen36_block
 from emil.model.template import ChatTemplate, packaged_template
-from emil.model.tokens import ServerCounting, TokenCounter, get_token_counter, qwen_counter
+from emil.model.tokens import HeuristicCounter, TokenCounter, qwen_counter
 
 __all__ = [
+    "DEFAULT_FAMILY",
     "FAMILIES",
     "ModelFamily",
+    "PromptCounting",
     "family_by_name",
     "family_for_model",
     "family_names",
@@ -133,6 +135,8 @@ class ModelFamily:
     """Served model names (last path component) that belong to this family."""
     prompt_count: PromptCount | None = field(default=None, repr=False)
     """Counts whole prompts when there is no local template (the server's /tokenize)."""
+    example: str = ""
+    """A served model name of this family (what the vLLM double calls itself as the family)."""
 
     @property
     def special_tokens(self) -> frozenset[str]:
@@ -176,6 +180,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
         shows_think=_think_qwen36,
         fast_path=qwen36_block,
         names=_suffix(r"qwen3[._]?6"),
+        example="Qwen/Qwen3.6-35B-A3B",
     ),
     ModelFamily(
         name="qwen3.5",
@@ -188,6 +193,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
         shows_think=_think_qwen35,
         fast_path=qwen35_block,
         names=_suffix(r"qwen3[._]?5"),
+        example="Qwen/Qwen3.5-35B-A3B",
     ),
     ModelFamily(
         name="qwen3-coder",
@@ -195,6 +201,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
         tokenizer=functools.partial(qwen_counter, "qwen3"),
         template=functools.partial(_packaged, "qwen3_coder.jinja"),
         names=_suffix(r"qwen3-coder-(?:30b-a3b|480b-a35b)-instruct"),
+        example="Qwen/Qwen3-Coder-30B-A3B-Instruct",
     ),
     ModelFamily(
         name="qwen3-instruct-2507",
@@ -203,6 +210,7 @@ FAMILIES: tuple[ModelFamily, ...] = (
         template=functools.partial(_packaged, "qwen3_instruct_2507.jinja"),
         fast_path=functools.partial(qwen3_block, thinking=False),
         names=_suffix(r"qwen3-(?:4b|30b-a3b|235b-a22b)-instruct-2507"),
+        example="Qwen/Qwen3-30B-A3B-Instruct-2507",
     ),
     ModelFamily(
         name="qwen3",
@@ -214,10 +222,17 @@ FAMILIES: tuple[ModelFamily, ...] = (
         shows_think=_think_qwen3,
         fast_path=functools.partial(qwen3_block, thinking=True),
         names=_suffix(rf"qwen3-(?:{_QWEN3_SIZES}){_QWEN3_OTHER}"),
+        example="Qwen/Qwen3-30B-A3B",
     ),
 )
 
 _BY_NAME = {family.name: family for family in FAMILIES}
+
+DEFAULT_FAMILY = "qwen3.6"
+"""The family Emil's defaults assume where nothing names one: the model the operator's field
+notes serve (Qwen3.6-35B-A3B), the offline tools' default tokenizer, and the family of
+recordings written before families existed. Code outside emil.model names this constant,
+never a family literal."""
 _ALIASES = {"qwen3.5/3.6": "qwen3.6", "qwen36": "qwen3.6", "qwen35": "qwen3.5"}
 
 
@@ -263,7 +278,20 @@ def template_family(counter: TokenCounter, template: ChatTemplate | None) -> Mod
     )
 
 
-def server_family(counting: ServerCounting) -> ModelFamily:
+class PromptCounting(TokenCounter, Protocol):
+    """A counter that also counts whole chat prompts with the server's own template (the
+    server's /tokenize: :class:`emil.llm.tokenize.ServerCounting`)."""
+
+    def count_prompt(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        add_generation_prompt: bool,
+        template_kwargs: dict[str, Any],
+    ) -> int: ...
+
+
+def server_family(counting: PromptCounting) -> ModelFamily:
     """The family of a model only the server can count: its prompts and texts counted by
     ``counting`` (``/tokenize``), reasoning placement guessed as for a template known only by
     its text; every assembled prompt is also counted whole (see IncrementalCounter)."""
@@ -277,4 +305,4 @@ def server_family(counting: ServerCounting) -> ModelFamily:
 
 def generic_family() -> ModelFamily:
     """Rules for a template known only by its text (see :func:`template_family`)."""
-    return template_family(get_token_counter("heuristic"), None)
+    return template_family(HeuristicCounter(), None)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emil.offline.budget_sweep import BudgetPoint, SweepResult
+from emil.offline.budget_sweep import SweepResult
+from emil.offline.simulate import BudgetPoint
 
 __all__ = ["format_side_by_side", "format_sweep", "plot_sweep"]
 
@@ -47,7 +48,7 @@ def format_sweep(result: SweepResult) -> str:
             else []
         ),
         *(
-            ["summaries: the summarise rung with the SCRIPTED summariser (not a model), timed as a served model"]
+            [f"summaries: the summarise rung with {result.summariser or 'a summary writer'}, timed as a served model"]
             if summaries
             else []
         ),

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emil.model.tokens import TokenCounter, get_token_counter
+from emil.model.family import DEFAULT_FAMILY
+from emil.model.resolve import get_token_counter
+from emil.model.tokens import TokenCounter
 from emil.offline.content import CATEGORIES, INSIDE_OTHERS, Piece, iter_pieces
 from emil.recording import read_recording
 
@@ -157,7 +159,7 @@ def measure_pieces(
 
 def measure_chars_per_token(
     paths: Sequence[str | Path],
-    tokenizers: Sequence[str | TokenCounter] = ("qwen3.6",),
+    tokenizers: Sequence[str | TokenCounter] = (DEFAULT_FAMILY,),
     *,
     assume: float = 4.0,
     synthetic_hours: float | None = None,

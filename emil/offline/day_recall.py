@@ -6,8 +6,8 @@ Three setups, side by side:
 - ``digest``: no notes, no summaries: the ladder's deterministic digest only (memory before
   issue #13);
 - ``notes``: the pinned notes block (learned from events, refreshed at trims), the digest;
-- ``notes+summaries``: the notes, and the summarise rung asking the (SCRIPTED, timed) model
-  between turns.
+- ``notes+summaries``: the notes, and the summarise rung asking the summary writer the caller
+  chose (tools/bench_recall.py: the SCRIPTED one, timed as a served model) between turns.
 
 The restart: the day's first ``cut`` hours are played with notes in a data_dir; a new session
 opens that data_dir as Emil does at start (:func:`emil.memory.session.open_memory`) and its first
@@ -25,9 +25,9 @@ from emil.context.budget import Budget
 from emil.context.history import History, Message
 from emil.memory.session import open_memory
 from emil.model.tokens import TokenCounter
-from emil.offline.budget_sweep import BudgetPoint, simulate
 from emil.offline.recall import Recall, recall
-from emil.offline.summaries import SummaryTiming
+from emil.offline.simulate import BudgetPoint, simulate
+from emil.offline.summaries import SummaryModel
 from emil.offline.synthetic import BOT, SyntheticDay, day_trace, synthetic_day
 
 __all__ = ["SETUPS", "Setup", "restart_recall", "run_day"]
@@ -37,12 +37,15 @@ SETUPS: tuple[Setup, ...] = ("digest", "notes", "notes+summaries")
 
 
 def run_day(day: SyntheticDay, budget: Budget, counter: TokenCounter, setup: Setup, *,
-            timing: SummaryTiming | None = None) -> BudgetPoint:
-    """One budget, one memory setup, over a generated day (see the module doc)."""
+            summaries: SummaryModel | None = None) -> BudgetPoint:
+    """One budget, one memory setup, over a generated day (see the module doc); ``summaries``
+    is the summary writer of ``notes+summaries`` (required there)."""
     trace = day_trace(day)
     if setup == "digest":
         trace = replace(trace, steps=tuple(s for s in trace.steps if s.op != "notes"))
-    summaries = (timing or SummaryTiming()) if setup == "notes+summaries" else None
+    if setup == "notes+summaries" and summaries is None:
+        raise ValueError("the notes+summaries setup needs a summary writer (summaries=)")
+    summaries = summaries if setup == "notes+summaries" else None
     return simulate(trace, budget, counter, summaries=summaries)
 
 

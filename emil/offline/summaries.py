@@ -1,19 +1,19 @@
-"""Summaries in a budget sweep: the ``summarise`` rung with a SCRIPTED summariser, timed like a
-served model.
+"""Summaries in a budget sweep: the ``summarise`` rung with an injected summary writer, timed
+like a served model.
 
 A sweep (and the recall benchmark) runs the real :class:`~emil.memory.summariser.Summariser`
-between turns, as the agent loop does. The model side is the scripted summariser the
-vLLM-dialect double answers with (:func:`emil.testing.summaries.scripted_summary`, rules, not a
-model), called in-process; its usage is counted in real tokens of the session's counter. A
-request takes the time the served model would (prefill plus decode at the rates of
-:class:`SummaryTiming`): when the next turn of the session starts sooner, the turn cancels the
-request, as live.
+between turns, as the agent loop does. The model side is a :class:`SummaryModel` the tool
+script chooses (tools/tune_budget.py and tools/bench_recall.py pass the SCRIPTED summariser
+the vLLM-dialect double answers with, rules, not a model), called in-process; its usage is
+counted in real tokens of the session's counter. A request takes the time the served model
+would (prefill plus decode at the rates of :class:`SummaryTiming`): when the next turn of the
+session starts sooner, the turn cancels the request, as live.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 
@@ -24,10 +24,11 @@ from emil.memory.summariser import Summariser
 from emil.memory.summary import load_summary_prompt
 from emil.model.tokens import TokenCounter
 from emil.recording import SummaryRecord
-from emil.testing.script import ScriptRequest
-from emil.testing.summaries import scripted_summary
 
-__all__ = ["SummaryTiming", "SweepSummaries"]
+__all__ = ["SummaryModel", "SummaryTiming", "SummaryWriter", "SweepSummaries"]
+
+SummaryWriter = Callable[[ChatRequest], str]
+"""The text that answers one summary request (:func:`emil.memory.summary.summary_request`)."""
 
 
 @dataclass(frozen=True)
@@ -41,34 +42,45 @@ class SummaryTiming:
     decode_tps: float = 50.0
 
 
-class _TimedScripted:
-    """The scripted summariser behind the ``LLM`` seam, with real token counts and the time a
+@dataclass(frozen=True)
+class SummaryModel:
+    """The model side of a sweep's summaries, chosen by the tool script."""
+
+    write: SummaryWriter
+    label: str
+    """What writes the summaries, as reports name it (e.g. "the SCRIPTED summariser (not a model)")."""
+    timing: SummaryTiming = field(default_factory=SummaryTiming)
+
+
+class _Timed:
+    """A :class:`SummaryModel` behind the ``LLM`` seam, with real token counts and the time a
     served model would take; a request longer than ``gap_s`` is cancelled by the next turn."""
 
-    def __init__(self, counter: TokenCounter, timing: SummaryTiming) -> None:
-        self.counter, self.timing = counter, timing
+    def __init__(self, counter: TokenCounter, model: SummaryModel) -> None:
+        self.counter, self.timing, self.write = counter, model.timing, model.write
         self.gap_s = float("inf")
         self.scope: anyio.CancelScope | None = None
 
     async def complete(self, request: ChatRequest) -> Completion:
         prompt = sum(self.counter.count(str(m.get("content") or "")) + 4 for m in request.messages)
-        reply = scripted_summary(ScriptRequest(messages=request.messages, body=dict(request.extra_body)))
-        out = min(self.counter.count(reply.content or ""), request.max_completion_tokens)
+        content = self.write(request)
+        out = min(self.counter.count(content), request.max_completion_tokens)
         seconds = prompt / self.timing.prefill_tps + out / self.timing.decode_tps
         if seconds > self.gap_s and self.scope is not None:
             self.scope.cancel()  # the next turn starts first
             await anyio.lowlevel.checkpoint()
-        return Completion(content=reply.content, finish_reason="stop", usage=Usage(prompt_tokens=prompt, completion_tokens=out))
+        return Completion(content=content, finish_reason="stop", usage=Usage(prompt_tokens=prompt, completion_tokens=out))
 
 
 class SweepSummaries:
     """One session's summariser in a sweep, and what it asked (its ``summary`` records)."""
 
-    def __init__(self, counter: TokenCounter, timing: SummaryTiming, *, name: str = "Emil") -> None:
+    def __init__(self, counter: TokenCounter, model: SummaryModel, *, name: str = "Emil") -> None:
         self.records: list[SummaryRecord] = []
-        self.llm = _TimedScripted(counter, timing)
+        self.llm = _Timed(counter, model)
         self.summariser = Summariser(
-            prompt=load_summary_prompt(None, name=name, max_tokens=timing.max_tokens), name=name, max_tokens=timing.max_tokens,
+            prompt=load_summary_prompt(None, name=name, max_tokens=model.timing.max_tokens), name=name,
+            max_tokens=model.timing.max_tokens,
             record=self.records.append, clock=lambda: 0.0,
         )
 

@@ -1,10 +1,11 @@
 """The model-swap drill: one recording replayed under each model family.
 
-For each family the vLLM-dialect double (emil/testing/vllm_double.py, not vLLM) is started as a
-model of that family (its template and tokenizer count every prompt), plus once as a model of no
-shipped family (:data:`~emil.testing.vllm_double.TERN`, countable only by its ``/tokenize``).
-Emil resolves the family from the double's ``/v1/models`` exactly as at start, replays the
-recording with that family's context manager and sends every assembled request to the double.
+For each family a server the caller provides (:data:`ServeAs`; tools/model_swap_drill.py starts
+the vLLM-dialect double, not vLLM) serves a model of that family (its template and tokenizer
+count every prompt), plus once a model of no shipped family (:data:`UNKNOWN`, countable only by
+the server's ``/tokenize``). Emil resolves the family from the server's ``/v1/models`` exactly
+as at start, replays the recording with that family's context manager and sends every
+assembled request to the server.
 A swap is safe when no request overflows and every prediction equals the server's
 ``usage.prompt_tokens`` (calibration error 0).
 """
@@ -13,28 +14,44 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from emil.agent.model_family import resolve_family, verify_family
 from emil.context.history import History
 from emil.context.manager import Assembly
 from emil.exceptions import ConfigurationError
 from emil.llm.client import OpenAIClient
+from emil.llm.tokenize import ServerCounting, ServerTokenizeCounter
 from emil.llm.types import LLM
 from emil.model.family import FAMILIES, ModelFamily, server_family
-from emil.model.tokens import ServerCounting, ServerTokenizeCounter
+from emil.model.resolve import resolve_family
+from emil.model.verify import verify_family
 from emil.recording import check_recording_file, read_recording
 from emil.replay.engine import Replayer, ReplayOptions
 from emil.replay.session import RecordedSession
-from emil.testing.brains import echo_brain
-from emil.testing.vllm_double import VLLMDouble
 
-__all__ = ["UNKNOWN", "DrillRow", "drill", "format_drill"]
+__all__ = ["UNKNOWN", "DrillRow", "DrillServer", "ServeAs", "drill", "format_drill"]
 
 UNKNOWN = "unknown"
 """The drill's name for the model of no shipped family."""
+
+
+class DrillServer(Protocol):
+    """A running OpenAI-compatible server with /tokenize, serving one model."""
+
+    base_url: str
+    window: int
+    """The served window (``max_model_len``); the drill sets it after sizing the prompts."""
+    tokenize_calls: int
+    """POST /tokenize calls answered so far."""
+
+
+ServeAs = Callable[[str, int], AbstractAsyncContextManager[DrillServer]]
+"""``serve(family, window)``: a server serving a model of that family (or :data:`UNKNOWN`: a
+model of none), entered for the family's drill."""
 
 
 @dataclass(frozen=True)
@@ -95,16 +112,11 @@ def _time_assembly(replayer: Replayer) -> list[float]:
     return timings
 
 
-async def _one(recording: Path, served_as: str, window: int | None) -> DrillRow:
+async def _one(recording: Path, served_as: str, window: int | None, serve: ServeAs) -> DrillRow:
     session = RecordedSession.from_read(read_recording(recording))
     header = session.header
     reserve = (header.output_reserve if header else None) or 6144
-    double = (
-        VLLMDouble.unknown_model(echo_brain, window=_SIZING_WINDOW)
-        if served_as == UNKNOWN
-        else VLLMDouble.as_family(echo_brain, served_as, window=_SIZING_WINDOW)
-    )
-    async with double, OpenAIClient(double.base_url) as llm:
+    async with serve(served_as, _SIZING_WINDOW) as double, OpenAIClient(double.base_url) as llm:
         served = await llm.discover()
         def counted_by_server() -> ModelFamily:
             return server_family(ServerCounting(double.base_url, served.id))
@@ -162,17 +174,18 @@ async def _one(recording: Path, served_as: str, window: int | None) -> DrillRow:
 
 
 async def drill(
-    recording: Path, families: list[str] | None = None, *, window: int | None = None
+    recording: Path, families: list[str] | None = None, *, serve: ServeAs, window: int | None = None
 ) -> list[DrillRow]:
-    """Replay ``recording`` under each family (default: every shipped one, then unknown) with a
-    window that makes each family's ladder trim (or ``window`` for all)."""
+    """Replay ``recording`` under each family (default: every shipped one, then unknown), each
+    served by ``serve``, with a window that makes each family's ladder trim (or ``window`` for
+    all)."""
     check_recording_file(recording)  # "not an Emil recording", not a FAIL table
     known = [*(f.name for f in FAMILIES), UNKNOWN]
     names = families or known
     wrong = [n for n in names if n not in known]
     if wrong:
         raise ConfigurationError(f"unknown family {', '.join(map(repr, wrong))}; the drill knows {', '.join(known)}")
-    return [await _one(recording, name, window) for name in names]
+    return [await _one(recording, name, window, serve) for name in names]
 
 
 def format_drill(rows: list[DrillRow]) -> str:

@@ -73,7 +73,7 @@ class SessionTrace:
     tokenizer: str | None = None
     chat_template: str | None = None
     model_family: str | None = None
-    """The model family the session counted with (see :func:`emil.offline.tokenizer.family_for`)."""
+    """The model family the session counted with (see :func:`emil.model.resolve.family_for_recording`)."""
     stopped_at_line: int | None = None
     problem: str | None = None
     header: HeaderRecord | None = None

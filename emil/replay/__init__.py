@@ -2,7 +2,10 @@
 recorded tool results as the world, today's perception and context manager in between.
 
 ``run_emil.py replay FILE...`` calls :func:`cli_main`; :func:`replay_file` is the library entry.
-See docs/offline.md.
+``session`` regroups a recording into turns and steps, ``engine`` replays them, ``compare`` and
+``report`` say what differs, ``live`` sets a live model's answers beside the recorded ones,
+``notes`` and ``summaries`` serve the recorded notes block and summaries, ``world`` plays the
+recorded actions into an embedded server. See docs/offline.md.
 """
 
 from emil.replay.cli import cli_main, replay_file

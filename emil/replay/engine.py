@@ -27,9 +27,9 @@ from emil.exceptions import BudgetError, EmilError
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
 from emil.memory.summary import load_summary_prompt
 from emil.model.family import ModelFamily
+from emil.model.resolve import family_for_recording
 from emil.model.template import TemplateError
 from emil.model.tokens import TokenCounter
-from emil.offline.tokenizer import family_for
 from emil.perception import Perception, PerceptionPolicy, format_events, format_status_line
 from emil.recording import EventRecord, HeaderRecord
 from emil.replay.compare import RequestDiff, diff_messages
@@ -155,7 +155,7 @@ class Replayer:
         header = session.header or HeaderRecord()
         self.header = header
         o = self.options
-        self.family = o.family or family_for(session.header, o.tokenizer)
+        self.family = o.family or family_for_recording(session.header, o.tokenizer)
         self.counter: TokenCounter = self.family.tokenizer()
         window = o.window or header.window or _DEFAULT_WINDOW
         reserve = o.output_reserve if o.output_reserve is not None else (

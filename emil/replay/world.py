@@ -143,9 +143,11 @@ async def play_into_embedded(
     session (1-based; None: the last)."""
     # Imported here: the bridge loads the JS runtime, which only this mode needs.
     from emil.llm.types import ToolCall
-    from emil.world.actions import Outcome, dispatch
-    from emil.world.bridge import Bot, BotSettings
+    from emil.world.actions import dispatch
+    from emil.world.bridge import Bot
     from emil.world.server import EmbeddedServer
+    from emil.world.tool import Outcome
+    from emil.world.wire import BotSettings
 
     header = pick_session(read_recording(path), session, name=str(path))[0].header
     actions, skipped = recorded_actions(path, session)

@@ -1,7 +1,14 @@
 """Shipped doubles for tests and the demo. Nothing here is a model or a real vLLM.
 
-- ``emil.testing.vllm_double``  a vLLM-dialect HTTP server DOUBLE (real HTTP on 127.0.0.1)
-- ``emil.testing.vllm_wordings`` how each vLLM era words a context overflow
-- ``emil.testing.script``       the scripted reply vocabulary (ScriptRequest -> Reply)
-- ``emil.testing.brains``       SCRIPTED policies (NpcBrain...) and ScriptedLLM (in-process)
+- ``vllm_double``     a vLLM-dialect HTTP server DOUBLE (real HTTP on 127.0.0.1): the server and
+  its fault injection; ``vllm_dialect`` what each endpoint answers; ``vllm_answer`` how one
+  completion is answered (decode steps, simulated metrics); ``vllm_wordings`` how each vLLM era
+  words a context overflow; ``faults`` the fault modes; ``subprocess_double`` the double in
+  its own process; ``sdk_stream`` an SDK-shaped stream for the client's benchmark
+- ``script``          the scripted reply vocabulary (ScriptRequest -> Reply)
+- ``brains``          SCRIPTED policies (NpcBrain, DemoBrain...) and ScriptedLLM (in-process)
+- ``summaries``       the SCRIPTED summariser
+- ``chaos``, ``chaos_scenarios``, ``soak``  the chaos rig and the soak run on the doubles
+
+Only the demo, the tool scripts and the tests use them (tests/unit/test_house.py).
 """

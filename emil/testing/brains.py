@@ -24,6 +24,7 @@ from emil.testing.script import Reply, ScriptedCall, ScriptRequest, last_text
 __all__ = [
     "SCRIPTED_PREFIX",
     "ChatLine",
+    "DemoBrain",
     "NpcBrain",
     "NpcContext",
     "Rule",
@@ -210,6 +211,30 @@ class NpcBrain:
             return self._say(
                 ctx, f"{SCRIPTED_PREFIX}I heard you, {ctx.chat.player}: {ctx.chat.text[:80]}"
             )
+        return None
+
+
+class DemoBrain(NpcBrain):
+    """SCRIPTED demo brain (rules, not a model): NpcBrain's rules plus thanks for gifts and a
+    complaint when hit."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.add_rule(self.when_given, first=True)
+        self.add_rule(self.when_hit, first=True)
+
+    def when_hit(self, ctx: NpcContext) -> Reply | None:
+        """"you were hit by X" -> complain to X."""
+        if ctx.last_role == "user" and "you were hit by" in ctx.text:
+            who = ctx.text.split("you were hit by", 1)[1].split(":", 1)[0].strip()
+            return self._say(ctx, f"{SCRIPTED_PREFIX}Ouch! Why did you hit me, {who}?")
+        return None
+
+    def when_given(self, ctx: NpcContext) -> Reply | None:
+        """"you picked up N item" -> thanks."""
+        if ctx.last_role == "user" and "you picked up" in ctx.text:
+            what = ctx.text.split("you picked up", 1)[1].splitlines()[0].strip()
+            return self._say(ctx, f"{SCRIPTED_PREFIX}Thanks for the {what}!")
         return None
 
 

@@ -31,13 +31,13 @@ from pydantic import JsonValue
 from emil.agent.session import Session, open_session
 from emil.agent.startup import summary_line
 from emil.config import Settings
-from emil.demo import DemoBrain
 from emil.recording import ErrorRecord, read_recording
-from emil.testing.brains import SCRIPTED_PREFIX, NpcContext
+from emil.testing.brains import SCRIPTED_PREFIX, DemoBrain, NpcContext
 from emil.testing.script import Reply
 from emil.testing.vllm_double import VLLMDouble
-from emil.world.bridge import Bot, BotSettings, ReflexSettings
+from emil.world.bridge import Bot
 from emil.world.server import EmbeddedServer
+from emil.world.wire import BotSettings, ReflexSettings
 
 __all__ = ["PLAYERS", "SoakBrain", "SoakResult", "play_soak"]
 

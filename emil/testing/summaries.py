@@ -16,12 +16,15 @@ import re
 from collections import Counter
 from typing import Any
 
+from emil.llm.types import ChatRequest
 from emil.memory.summary import MAX_FACTS
 from emil.testing.script import Reply, ScriptRequest, last_text
 
-__all__ = ["SCRIPTED_MARK", "scripted_summary"]
+__all__ = ["SCRIPTED_LABEL", "SCRIPTED_MARK", "scripted_summary", "scripted_summary_text"]
 
 SCRIPTED_MARK = "(scripted summary, not a model)"
+SCRIPTED_LABEL = "the SCRIPTED summariser (not a model)"
+"""How reports name this summariser (emil.offline.summaries.SummaryModel.label)."""
 _LINES = 8
 _LINE_CHARS = 170
 
@@ -114,3 +117,9 @@ def scripted_summary(request: ScriptRequest) -> Reply:
     lines[0] = f"{SCRIPTED_MARK} {lines[0]}"
     unique = list({json.dumps(f, sort_keys=True): f for f in facts}.values())[:MAX_FACTS]
     return Reply(content=json.dumps({"lines": lines, "facts": unique}, ensure_ascii=False))
+
+
+def scripted_summary_text(request: ChatRequest) -> str:
+    """The scripted summary's text for a summary request: the in-process summary writer the
+    tools give a sweep (emil.offline.summaries.SummaryModel)."""
+    return scripted_summary(ScriptRequest(messages=request.messages, body=dict(request.extra_body))).content or ""

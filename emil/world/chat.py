@@ -34,8 +34,13 @@ words are in the turn is an operator (:meth:`emil.world.tool.ActionPolicy.may_co
 from __future__ import annotations
 
 import unicodedata
+from typing import TYPE_CHECKING, ClassVar
 
-__all__ = ["CHAT_LIMIT", "SLASHES", "clean_chat", "reads_as_command", "split_chat", "utf16_len"]
+from pydantic import Field, JsonValue
+
+from emil.world.tool import PLAYER_NAME, ActionPolicy, Outcome, Speaks, Tool, ToolContext
+
+__all__ = ["CHAT_LIMIT", "SLASHES", "Say", "Whisper", "clean_chat", "reads_as_command", "split_chat", "utf16_len"]
 
 CHAT_LIMIT = 256
 """Longest chat message a client may send, in UTF-16 code units (what Java and JS count)."""
@@ -103,3 +108,75 @@ def reads_as_command(piece: str) -> bool:
         if not _skipped(ch):
             return ch in SLASHES
     return False
+
+
+class _Chat(Tool):
+    """Base of the chat tools: the text is cleaned and cut into chat-sized pieces, and every
+    piece passes the command rule (:mod:`emil.world.chat`) before any is sent."""
+
+    timeout_s: ClassVar[float] = 10.0
+    speaks: ClassVar[Speaks | None] = Speaks()
+    if TYPE_CHECKING:  # a field of each chat tool, declared there to keep its place in the spec
+        text: str
+
+    def _limit(self) -> int:
+        return CHAT_LIMIT
+
+    def _said(self, sent: str) -> str:
+        return f"said: {sent!r}"
+
+    async def run(self, ctx: ToolContext) -> Outcome:
+        name, policy = self.tool_name, ctx.policy
+        pieces = split_chat(self.text, self._limit(), policy.max_chat_messages)
+        if not pieces:
+            return Outcome(False, f"{name} failed: nothing to say after removing control characters")
+        commands = [i for i, piece in enumerate(pieces, 1) if reads_as_command(piece)]
+        if commands and not policy.may_command():
+            return Outcome(False, _refusal(name, commands, len(pieces), policy), {"refused": list(pieces)})
+        # The bot checks the same rule again, with the same requesters (neither side alone).
+        requesters: list[JsonValue] = list(sorted(policy.requesters))
+        for piece in pieces:
+            args = {**self.wire_args(), "text": piece, "requesters": requesters}
+            res = await ctx.bot.act(name, args, timeout=self.timeout_s, job=self.job)
+            if not res.ok:
+                return Outcome(False, f"{name} failed: {res.error}")
+        sent = " ".join(pieces)
+        cut = sent.replace(" ", "") != clean_chat(self.text).replace(" ", "")
+        return Outcome(True, self._said(sent) + (" (cut to fit the chat limit)" if cut else ""), {"messages": list(pieces)})
+
+
+def _refusal(name: str, commands: list[int], total: int, policy: ActionPolicy) -> str:
+    where = "the message" if total == 1 else "piece " + ", ".join(map(str, commands)) + f" of {total}"
+    if not policy.allow_commands:
+        why = "commands are not enabled"
+    elif not policy.requesters:
+        why = "no operator asked for it in this turn"
+    else:
+        others = ", ".join(sorted(policy.requesters - policy.operators))
+        why = f"only operators may order commands, and {others} spoke in this turn"
+    return (
+        f'refused: {name}: {where} would start with "/" (or a look-alike after invisible characters), '
+        f"which the server reads as a command; {why}. Say it without a leading slash."
+    )
+
+
+class Say(_Chat):
+    """Say something in public chat (everyone nearby reads it)."""
+
+    tool_name: ClassVar[str] = "say"
+    text: str = Field(min_length=1, max_length=1000, description="What to say")
+
+
+class Whisper(_Chat):
+    """Whisper privately to one player."""
+
+    tool_name: ClassVar[str] = "whisper"
+    speaks: ClassVar[Speaks | None] = Speaks(to="player")
+    player: str = Field(pattern=PLAYER_NAME, description="Who to whisper to")
+    text: str = Field(min_length=1, max_length=1000, description="What to say")
+
+    def _limit(self) -> int:
+        return CHAT_LIMIT - len(f"/tell {self.player} ")  # mineflayer puts this before every piece
+
+    def _said(self, sent: str) -> str:
+        return f"whispered to {self.player}: {sent!r}"

@@ -32,9 +32,34 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from emil.world.bridge import ActionResult, Snapshot
+from emil.world.wire import ActionResult, Snapshot
 
-__all__ = ["TOOLS", "ActionPolicy", "BotLike", "Gives", "Outcome", "Query", "Speaks", "Tool", "ToolContext"]
+__all__ = [
+    "ITEM_NAME",
+    "PLAYER_NAME",
+    "TOOLS",
+    "ActionPolicy",
+    "BotLike",
+    "Gives",
+    "Outcome",
+    "Query",
+    "Speaks",
+    "Tool",
+    "ToolContext",
+    "fmt_pos",
+]
+
+ITEM_NAME = r"^[a-z0-9_]+$"
+"""The pattern of an item or block name argument."""
+PLAYER_NAME = r"^[A-Za-z0-9_]{1,16}$"
+"""The pattern of a player name argument."""
+
+
+def fmt_pos(p: Any) -> str:
+    """``(x, y, z)`` of a position dict from the bot ("?" when there is none)."""
+    if isinstance(p, dict):
+        return f"({p.get('x')}, {p.get('y')}, {p.get('z')})"
+    return "?"
 
 
 @dataclass(frozen=True)

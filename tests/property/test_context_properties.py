@@ -19,7 +19,7 @@ from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
 from emil.exceptions import BudgetError
 from emil.model.family import family_by_name
-from emil.model.tokens import get_token_counter
+from emil.model.resolve import get_token_counter
 from emil.offline.synthetic import emil_tool_specs
 
 QWEN36 = family_by_name("qwen3.6")

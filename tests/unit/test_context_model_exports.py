@@ -23,6 +23,9 @@ MODULES = [
     "model.qwen_blocks",
     "model.template",
     "model.tokens",
+    "model.resolve",
+    "model.verify",
+    "model.cached",
 ]
 
 

@@ -1,5 +1,5 @@
 'use strict'
-// build: the JS half of the Build tool (emil/world/actions.py). Places a named blueprint
+// build: the JS half of the Build tool (emil/world/making.py). Places a named blueprint
 // (emil_blueprints.js) with one kind of block from the inventory, checking first that there is
 // enough of it (nothing is placed when it is short), then block by block, bottom-up, each against
 // a solid neighbour, walking into reach when needed; stop and abort end it between two blocks.

@@ -1,5 +1,5 @@
 'use strict'
-// store and take: the JS halves of the Store and Take tools (emil/world/actions.py). They open a
+// store and take: the JS halves of the Store and Take tools (emil/world/making.py). They open a
 // chest with mineflayer's own openContainer (the chest at the given coordinates, or the nearest
 // within 32 blocks), move the named items with window.deposit / window.withdraw, and say what
 // did not fit (the chest, or the inventory, is full) and what was not there.
@@ -50,15 +50,16 @@ async function move (ctl, items, signal, direction) {
   const bot = ctl.bot
   for (const name of Object.keys(items.items)) itemByName(bot, name)
   const { block, window } = await openChest(ctl, items.at || {}, signal)
-  const moved = {}
+  const inChest = (id) => window.containerItems().filter((i) => i.type === id).reduce((n, i) => n + i.count, 0)
+  // the chest as the server sent it on opening: what moved is measured against it afterwards
+  const before = Object.fromEntries(Object.keys(items.items).map((name) => [name, inChest(bot.registry.itemsByName[name].id)]))
+  const meant = {}
   const noRoom = {}
   const missing = {}
   try {
     for (const [name, want] of Object.entries(items.items)) {
       const id = bot.registry.itemsByName[name].id
-      const there = direction === 'store'
-        ? countOf(bot, name)
-        : window.containerItems().filter((i) => i.type === id).reduce((n, i) => n + i.count, 0)
+      const there = direction === 'store' ? countOf(bot, name) : inChest(id)
       // mineflayer's withdraw refuses outright when the inventory has no empty slot
       const space = direction === 'store'
         ? room(bot, window, id, 0, window.inventoryStart)
@@ -69,10 +70,19 @@ async function move (ctl, items, signal, direction) {
       if (n <= 0) continue
       if (direction === 'store') await window.deposit(id, null, n)
       else await window.withdraw(id, null, n)
-      moved[name] = n
+      meant[name] = n
     }
+    // what moved is what the server's chest shows, not what the clicks meant to move
     await serverView(bot, window)
-    return { moved, no_room: noRoom, missing, chest: blockPos(block.position), contents: contents(window) }
+    const moved = {}
+    const unmoved = {}
+    for (const [name, n] of Object.entries(meant)) {
+      const change = inChest(bot.registry.itemsByName[name].id) - before[name]
+      const got = Math.max(0, direction === 'store' ? change : -change)
+      if (got > 0) moved[name] = got
+      if (got < n) unmoved[name] = n - got
+    }
+    return { moved, no_room: noRoom, missing, unmoved, chest: blockPos(block.position), contents: contents(window) }
   } finally {
     window.close()
   }
@@ -80,12 +90,12 @@ async function move (ctl, items, signal, direction) {
 
 async function store (ctl, { items, x, y, z }, signal) {
   const out = await move(ctl, { items, at: { x, y, z } }, signal, 'store')
-  return { stored: out.moved, did_not_fit: out.no_room, not_in_inventory: out.missing, chest: out.chest, chest_holds: out.contents }
+  return { stored: out.moved, did_not_fit: out.no_room, not_in_inventory: out.missing, unmoved: out.unmoved, chest: out.chest, chest_holds: out.contents }
 }
 
 async function take (ctl, { items, x, y, z }, signal) {
   const out = await move(ctl, { items, at: { x, y, z } }, signal, 'take')
-  return { took: out.moved, no_room: out.no_room, not_in_chest: out.missing, chest: out.chest, chest_holds: out.contents }
+  return { took: out.moved, no_room: out.no_room, not_in_chest: out.missing, unmoved: out.unmoved, chest: out.chest, chest_holds: out.contents }
 }
 
 module.exports = { store, take }

@@ -1,5 +1,5 @@
 'use strict'
-// craft and smelt: the JS halves of the Craft and Smelt tools (emil/world/actions.py).
+// craft and smelt: the JS halves of the Craft and Smelt tools (emil/world/making.py).
 //
 // craft plans from the same recipe families the embedded server matches (emil_recipes.js: a tag
 // ingredient accepts any of its members, so two kinds of planks make one pickaxe), names exactly
@@ -221,6 +221,8 @@ async function smelt (ctl, { item, count, fuel, wait_s: waitS }, signal) {
   await reach(ctl, found.block.position, signal)
   const outId = bot.registry.itemsByName[output].id
   const furnace = await abortable(bot.openFurnace(found.block), signal, () => {})
+  // the inventory part of the furnace window, as the server sent it on opening
+  const outBefore = furnace.count(outId)
   const tookOut = {}
   let taken = 0
   let fuelName = null
@@ -279,10 +281,12 @@ async function smelt (ctl, { item, count, fuel, wait_s: waitS }, signal) {
     }
     await serverView(bot, furnace)
     const remaining = furnace.inputItem() && furnace.inputItem().type === info.id ? furnace.inputItem().count : 0
+    // what Emil got is what the server's window shows (the clicks only predicted it)
+    const got = furnace.count(outId) - outBefore + (fuelName === output ? fuelPut : 0)
     return {
       smelted: item,
       output,
-      count: taken,
+      count: got,
       asked: want,
       still_cooking: remaining,
       eta_s: remaining ? remaining * COOK_TICKS / 20 : 0,

@@ -1,9 +1,10 @@
 'use strict'
-// sleep: the JS half of the Sleep tool (emil/world/actions.py). Checks what vanilla checks before
+// sleep: the JS half of the Sleep tool (emil/world/making.py). Checks what vanilla checks before
 // walking anywhere (night or a thunderstorm, a bed within 32 blocks or one in the inventory to
 // place, no monster within 8 blocks of it, not taken), lies down with mineflayer's own bot.sleep,
 // then waits up to `wait_s` for the morning: the night passes once every player sleeps. Still
-// asleep then, it says so and leaves Emil in bed; the next long job (or stop) gets Emil up.
+// asleep then, it says so and leaves Emil in bed; the next long job (or stop) gets Emil up. Woken,
+// it reports the clock as it was at the wake, and whether that was still night.
 const { abortable, blockPos, countOf, goto, free, solid, placeAt, sleep: pause } = require('./emil_act_common')
 
 const SEARCH_RADIUS = 32
@@ -94,12 +95,15 @@ async function lieDownAndWait (ctl, waitS, signal, sleepers) {
       bot.removeListener('actionBar', onBar)
     }
   }
-  const woke = new Promise((resolve) => bot.once('wake', () => resolve(true)))
-  const outcome = await abortable(Promise.race([woke, pause((waitS ?? 15) * 1000, signal).then(() => false)]), signal, () => { bot.wake().catch(() => {}) })
+  // what Emil saw as he woke: the clock then, not later (a wake is the morning only when the
+  // clock says so; being hurt or the bed dug wakes a sleeper too)
+  const woke = new Promise((resolve) => bot.once('wake', () => resolve({ time: bot.time.timeOfDay, night: night(bot) })))
+  const outcome = await abortable(Promise.race([woke, pause((waitS ?? 15) * 1000, signal).then(() => null)]), signal, () => { bot.wake().catch(() => {}) })
   return {
     bed: bed ? { ...blockPos(bed.position), placed } : null,
-    woke: outcome,
-    time: bot.time.timeOfDay,
+    woke: outcome !== null,
+    time: outcome ? outcome.time : bot.time.timeOfDay,
+    night: outcome ? outcome.night : night(bot),
     players_sleeping: sleepers()
   }
 }

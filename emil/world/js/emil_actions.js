@@ -1,7 +1,7 @@
 'use strict'
 // Coarse actions: each does a whole job, honours an AbortSignal and returns a small plain
 // result (or throws an Error whose message the model will read, e.g. "no oak_log within 32
-// blocks"). Each is the JS half of one tool class in emil/world/actions.py (same name), which
+// blocks"). Each is the JS half of one tool class in emil/world/chat.py, body.py, making.py or queries.py (same name), which
 // validates the arguments before they get here, says whether it is a long job and how its
 // result reads to the model. The longer ones live in their own files (emil_act_*.js) and are
 // listed here with the rest.
@@ -148,7 +148,9 @@ const ACTIONS = {
 
   async place (ctl, { item, x, y, z }, signal) {
     const now = await placeAt(ctl, item, new ctl.lib.Vec3(x, y, z), signal)
-    return { placed: now ? now.name : item, at: { x, y, z } }
+    // the block Emil sees there now, not the item he held (its chunk can unload meanwhile)
+    if (!now) throw new Error(`the spot ${x} ${y} ${z} went out of view before the block there could be seen`)
+    return { placed: now.name, at: { x, y, z } }
   },
 
   async equip (ctl, { item, destination }) {
@@ -209,20 +211,26 @@ const ACTIONS = {
     const started = Date.now()
     const limit = started + (durationS ?? 10) * 1000
     let hits = 0
+    let died = false
     const onHit = () => { hits++ }
+    // the death is the server's word (entity status 3); an entity that leaves the client's view
+    // without it is gone, not known to be dead
+    const onDead = (e) => { if (e === entity) died = true }
     bot.on('attackedTarget', onHit)
+    bot.on('entityDead', onDead)
     bot.pvp.attack(entity)
     try {
-      while (Date.now() < limit && entity.isValid) {
+      while (Date.now() < limit && entity.isValid && !died) {
         aborted(signal)
         if (entity.position.distanceTo(bot.entity.position) > 32) throw new Error(`${target} got away`)
         await sleep(100, signal)
       }
     } finally {
       bot.removeListener('attackedTarget', onHit)
+      bot.removeListener('entityDead', onDead)
       try { bot.pvp.forceStop() } catch (e) { /* done */ }
     }
-    return { target, hits, defeated: !entity.isValid, fought_s: Math.round((Date.now() - started) / 100) / 10 }
+    return { target, hits, defeated: died, gone: !died && !entity.isValid, fought_s: Math.round((Date.now() - started) / 100) / 10 }
   },
 
   async flee (ctl, { from, distance }, signal) {

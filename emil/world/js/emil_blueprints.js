@@ -2,7 +2,7 @@
 // Named blueprints for the build tool: block offsets from an origin (the block where the builder
 // stands, or where the structure's base goes), listed bottom-up so every block has a placed
 // neighbour to go against. Pure data; the names are the Build tool's `blueprint` choices
-// (emil/world/actions.py), checked against this list by a unit test.
+// (emil/world/making.py), checked against this list by a unit test.
 const BLUEPRINTS = {
   // Walls two high on all four sides of the origin and a roof over it: the emergency box to wait
   // out a night in (mobs do not pass diagonally, so the corners stay open). The roof's first

@@ -12,7 +12,7 @@ const { need } = require('./emil_require')
 // bridge hands each line to Emil's log (emil/world/_jsruntime.py).
 console.log = console.info = console.debug = (...args) => console.error(...args)
 const { EventEmitter } = require('events')
-const { installEvents } = require('./emil_events')
+const { installEvents, reasonText } = require('./emil_events')
 const { installReflexes, DEFAULT_REFLEXES } = require('./emil_reflexes')
 const { ACTIONS } = require('./emil_actions')
 const { snapshot } = require('./emil_snapshot')
@@ -276,27 +276,4 @@ function createController (optionsJson) {
   return ctl
 }
 
-function reasonText (reason) {
-  if (typeof reason === 'string') {
-    try { return flatten(JSON.parse(reason)) } catch (e) { return reason }
-  }
-  return flatten(reason)
-}
-
-function flatten (c) {
-  if (c == null) return ''
-  if (typeof c === 'string') return c
-  if (Array.isArray(c)) return c.map(flatten).join('')
-  if (typeof c === 'object') {
-    let s = ''
-    if (c.text !== undefined) s += flatten(c.text)
-    if (c.translate !== undefined) s += c.translate + (c.with ? ' ' + c.with.map(flatten).join(' ') : '')
-    if (c.extra) s += flatten(c.extra)
-    if (c.value !== undefined && typeof c.value !== 'object') s += String(c.value)
-    else if (c.value !== undefined) s += flatten(c.value)
-    return s || JSON.stringify(c)
-  }
-  return String(c)
-}
-
-module.exports = { createController, reasonText }
+module.exports = { createController }

@@ -185,7 +185,7 @@ function installEvents (ctl, bot) {
   })
   bot.on('rain', () => emit('weather', { raining: !!bot.isRaining }))
 
-  bot.on('kicked', (reason) => emit('kicked', { reason: require('./emil_bot').reasonText(reason) }))
+  bot.on('kicked', (reason) => emit('kicked', { reason: reasonText(reason) }))
   bot.on('end', (reason) => {
     if (ctl.bot !== bot) return
     ctl.connected = false
@@ -201,4 +201,28 @@ function here (bot) {
 }
 function safe (fn) { try { fn() } catch (err) { /* a reflex failing must not stop events */ } }
 
-module.exports = { installEvents, phaseOf }
+// A kick or disconnect reason (chat component JSON or text) as plain text.
+function reasonText (reason) {
+  if (typeof reason === 'string') {
+    try { return flatten(JSON.parse(reason)) } catch (e) { return reason }
+  }
+  return flatten(reason)
+}
+
+function flatten (c) {
+  if (c == null) return ''
+  if (typeof c === 'string') return c
+  if (Array.isArray(c)) return c.map(flatten).join('')
+  if (typeof c === 'object') {
+    let s = ''
+    if (c.text !== undefined) s += flatten(c.text)
+    if (c.translate !== undefined) s += c.translate + (c.with ? ' ' + c.with.map(flatten).join(' ') : '')
+    if (c.extra) s += flatten(c.extra)
+    if (c.value !== undefined && typeof c.value !== 'object') s += String(c.value)
+    else if (c.value !== undefined) s += flatten(c.value)
+    return s || JSON.stringify(c)
+  }
+  return String(c)
+}
+
+module.exports = { installEvents, phaseOf, reasonText }

@@ -8,6 +8,12 @@
 // weather. Its update_time also always said the world's age was 0; vanilla sends the real age and a
 // negative time of day when the daylight cycle is stopped.
 //
+// flying-squid's clock (plugins/daycycle.js) read the time in a tick, awaited its 'changeTime'
+// behaviour's hooks, then wrote the time read plus 20: whatever set the time in between, in the
+// same tick, was undone. The beds skip the night in a tick; one time in twenty (the ticks where
+// the clock moves) the morning came and went back to the night it had replaced, right after
+// everybody woke. Here the clock moves in the tick itself, read and written with no await between.
+//
 //   /weather <clear|rain|thunder> [seconds]   (the duration is how long it lasts, then clear)
 //   /time set|add <ticks|day|noon|night|midnight>, /time query   (flying-squid's, plus noon/midnight)
 const LEVEL_STEP = 0.01 // per tick, vanilla
@@ -47,6 +53,14 @@ function install (serv) {
     weather.until = seconds ? Date.now() + seconds * 1000 : null
     if (wasRaining !== weather.raining) state(null, weather.raining ? START_RAINING : STOP_RAINING, 0)
   }
+
+  // flying-squid's clock asks its 'changeTime' behaviour every 20 ticks; the hook runs in the tick
+  // (the behaviour's first await comes after it): the hook moves the clock and cancels the
+  // stale write, quietly (no plugin sees a cancelled change).
+  serv.on('changeTime_cancel', (change, cancel) => {
+    cancel(false, true)
+    serv.setTime(serv.time + (change.newTime - change.old))
+  })
 
   serv.on('tick', () => {
     if (weather.until !== null && Date.now() >= weather.until) serv.setWeather('clear')

@@ -19,9 +19,10 @@ from emil.config import Settings
 from emil.events import Chat
 from emil.recording import Record, read_recording
 from emil.testing.vllm_double import VLLMDouble
-from emil.world.bridge import Bot, BotSettings, ReflexSettings
+from emil.world.bridge import Bot
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
+from emil.world.wire import BotSettings, ReflexSettings
 
 
 @dataclass
@@ -34,6 +35,14 @@ class World:
     player: Bot
     heard: list[str]
     """What Emil said in chat, as the player heard it."""
+    agent_done: anyio.Event
+    """Set once Emil's agent loop has returned (after a stop, nothing more is recorded)."""
+
+    async def stop_agent(self, within: float = 30.0) -> None:
+        """Stop Emil's loop and wait until it has returned."""
+        self.session.agent.stop()
+        with anyio.fail_after(within):
+            await self.agent_done.wait()
 
     def records(self) -> list[Record]:
         return read_recording(self.session.recording_path).records
@@ -90,10 +99,18 @@ async def running_world(
             )
             async with Bot.connect(player_settings) as player, anyio.create_task_group() as tg:
                 heard: list[str] = []
+                done = anyio.Event()
+
+                async def run_agent() -> None:
+                    try:
+                        await session.agent.run()
+                    finally:
+                        done.set()
+
                 tg.start_soon(_listen, player, s.bot_name, heard)
-                tg.start_soon(session.agent.run)
+                tg.start_soon(run_agent)
                 try:
-                    yield World(server, double, session, player, heard)
+                    yield World(server, double, session, player, heard, done)
                 finally:
                     session.agent.stop()
                     tg.cancel_scope.cancel()

@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import anyio
 import pytest
 
 from emil.config import load_settings
-from emil.context import count_prompt_tokens
-from emil.demo import DemoBrain, play_demo
+from emil.demo import play_demo
+from emil.model.counting import count_prompt_tokens
 from emil.recording import (
     ErrorRecord,
     OverflowRecord,
@@ -25,6 +24,7 @@ from emil.recording import (
     TurnRecord,
     read_recording,
 )
+from emil.testing.brains import DemoBrain
 from tests.integration.agent.services import events_of, running_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -105,7 +105,8 @@ async def test_llm_outage_is_survived_with_reflexes_acting(tmp_path: Path) -> No
         await w.wait_for("reflex", lambda: bool(events_of(w.records(), "reflex")), within=20)
         # (the outage is a "service down" record now, its attempts "retry" records: issue #11)
         await w.wait_for("outage noticed", lambda: any(isinstance(r, ServiceRecord) and r.state == "down" for r in w.records()))
-        await anyio.sleep(2.0)
+        down_at = next(r.t for r in w.records() if isinstance(r, ServiceRecord) and r.state == "down")
+        await w.wait_for("a retry while down", lambda: any(isinstance(r, RetryRecord) and r.t >= down_at for r in w.records()))
         w.double.start()  # back, on the same port
         await w.wait_for("complaint after the outage", lambda: any("Ouch" in h for h in w.heard), within=40)
         records = w.records()

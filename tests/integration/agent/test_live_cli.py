@@ -12,8 +12,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emil.demo import DemoBrain
 from emil.recording import EndRecord, HeaderRecord, read_recording
+from emil.testing.brains import DemoBrain
 from emil.testing.vllm_double import VLLMDouble
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
@@ -30,20 +30,29 @@ async def test_live_plays_and_ctrl_c_closes_the_recording(tmp_path: Path) -> Non
         env = {**os.environ, "PYTHONPATH": str(ROOT), "EMIL_NO_BOOTSTRAP": "1", "EMIL_MC_PORT": str(server.port), "EMIL_METRICS_ADDRESS": "127.0.0.1:0"}
         cmd = [sys.executable, str(ROOT / "run_emil.py"), "live", "--endpoint", double.base_url, "--recording", str(recording)]
         async with await anyio.open_process(cmd, cwd=tmp_path, env=env, stderr=subprocess.STDOUT) as proc:
-            try:
-                with anyio.fail_after(60):
-                    while not (recording.exists() and any(isinstance(r, HeaderRecord) for r in read_recording(recording).records)):
-                        assert proc.returncode is None, "live ended before it started playing"
-                        await anyio.sleep(0.3)
-                await anyio.sleep(2.0)
-                proc.send_signal(signal.SIGINT)
-                with anyio.fail_after(30):
-                    await proc.wait()
+            output = bytearray()
+
+            async def read() -> None:
                 assert proc.stdout is not None
-                out = b"".join([chunk async for chunk in proc.stdout]).decode(errors="replace")
+                async for chunk in proc.stdout:
+                    output.extend(chunk)
+
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(read)
+                    # playing: the recording has its header and the log says so
+                    with anyio.fail_after(60):
+                        while not (b"playing as Emil" in output and recording.exists()
+                                   and any(isinstance(r, HeaderRecord) for r in read_recording(recording).records)):
+                            assert proc.returncode is None, "live ended before it started playing"
+                            await anyio.sleep(0.3)
+                    proc.send_signal(signal.SIGINT)
+                    with anyio.fail_after(30):
+                        await proc.wait()
             finally:
                 if proc.returncode is None:
                     proc.kill()
+            out = output.decode(errors="replace")
     assert proc.returncode == 0, out
     read = read_recording(recording)
     assert read.complete and isinstance(read.records[-1], EndRecord)

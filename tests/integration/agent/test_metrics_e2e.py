@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from emil.demo import DemoBrain
 from emil.recording import (
     CompletionRecord,
     EventRecord,
@@ -22,6 +20,7 @@ from emil.recording import (
     ToolResultRecord,
     TurnRecord,
 )
+from emil.testing.brains import DemoBrain
 from tests.integration.agent.services import World, events_of, running_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -89,9 +88,7 @@ async def test_metrics_follow_a_session_through_an_llm_outage(tmp_path: Path) ->
 
         w.double.start()
         await w.wait_for("complaint after the outage", lambda: any("Ouch" in h for h in w.heard), within=40)
-        await anyio.sleep(0.5)
-        w.session.agent.stop()
-        await anyio.sleep(1.0)  # the loop finishes its step; no record comes after this
+        await w.stop_agent()  # the loop has returned: no record comes after this
         back = await scrape(w)
         records = w.records()
     assert value(back, "emil:llm_endpoint_up") == 1

@@ -11,8 +11,9 @@ import itertools
 
 import pytest
 
-from emil.context import Budget, ContextManager, ServerTokenizeCounter
+from emil.context import Budget, ContextManager
 from emil.llm.client import OpenAIClient
+from emil.llm.tokenize import ServerTokenizeCounter
 from emil.llm.types import ChatRequest
 from emil.offline.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 from emil.testing.brains import echo_brain

@@ -16,11 +16,13 @@ from emil.exceptions import (
 )
 from emil.llm import detect_clamp
 from emil.llm.client import OpenAIClient
-from emil.llm.recovery import RecoveryEvent, complete_with_recovery
+from emil.llm.recovery import complete_with_recovery
+from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest
 from emil.testing.brains import NpcBrain, fixed_reply, tool_call_brain
 from emil.testing.script import Reply, ScriptedCall
-from emil.testing.vllm_double import DOUBLE_HEADER, SpecDecode, VLLMDouble
+from emil.testing.vllm_answer import SpecDecode
+from emil.testing.vllm_double import DOUBLE_HEADER, VLLMDouble
 from emil.testing.vllm_wordings import WORDINGS, Wording
 
 from .conftest import Assembler, server_counter
@@ -310,7 +312,7 @@ async def test_outage_during_recovery_never_resends_the_rejected_prompt() -> Non
 
 
 async def test_default_counter_is_the_projects_exact_count_to_the_token() -> None:
-    from emil.context import count_prompt_tokens
+    from emil.model.counting import count_prompt_tokens
 
     window, output = 4096, 1024
     system = {"role": "system", "content": "You are Emil."}

@@ -13,9 +13,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emil.demo import DemoBrain
 from emil.memory import NOTES_HEADER, MemoryStore
 from emil.recording import RequestRecord, messages_for_request, read_recording
+from emil.testing.brains import DemoBrain
 from tests.integration.agent.services import World, running_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -29,8 +29,11 @@ async def _toss_bread(w: World, store: MemoryStore) -> None:
     """The player tosses bread at Emil until Emil has picked some up (a toss can land out of
     reach: flying-squid drops it at the thrower's feet)."""
     for _attempt in range(4):
+        had = (await w.player.snapshot()).inventory.get("bread", 0)
         await w.server.command("give alex bread 3")
-        await anyio.sleep(1.0)
+        with anyio.fail_after(10):
+            while (await w.player.snapshot()).inventory.get("bread", 0) < had + 3:  # noqa: ASYNC110 - the bot's view
+                await anyio.sleep(0.1)
         out = await w.player.act("give", {"player": "Emil", "item": "bread", "count": 3}, timeout=30)
         assert out.ok, out.error
         with anyio.move_on_after(6):

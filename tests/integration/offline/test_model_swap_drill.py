@@ -10,6 +10,8 @@ import pytest
 
 from emil.model.family import FAMILIES
 from emil.offline.swap_drill import UNKNOWN, drill, format_drill
+from emil.testing.brains import echo_brain
+from emil.testing.vllm_double import VLLMDouble
 
 pytestmark = pytest.mark.slow
 
@@ -17,7 +19,10 @@ SAMPLE = Path(__file__).resolve().parents[3] / "emil" / "data" / "samples" / "de
 
 
 async def test_one_recording_under_every_family() -> None:
-    rows = await drill(SAMPLE)
+    def serve(family: str, window: int) -> VLLMDouble:
+        return VLLMDouble.serving(echo_brain, None if family == UNKNOWN else family, window=window)
+
+    rows = await drill(SAMPLE, serve=serve)
     table = format_drill(rows)
     assert [r.served_as for r in rows] == [*(f.name for f in FAMILIES), UNKNOWN], table
     for row in rows:

@@ -11,7 +11,8 @@ import pytest
 from emil.serving.bench import Methodology, Target, run_target
 from emil.testing.brains import fixed_reply
 from emil.testing.script import Reply
-from emil.testing.vllm_double import SpecDecode, VLLMDouble
+from emil.testing.vllm_answer import SpecDecode
+from emil.testing.vllm_double import VLLMDouble
 
 pytestmark = pytest.mark.slow
 

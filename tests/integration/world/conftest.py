@@ -11,10 +11,11 @@ import pytest
 
 from emil.events import GameEvent
 from emil.llm.types import ToolCall
-from emil.world.bridge import Bot, BotSettings
+from emil.world.bridge import Bot
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
+from emil.world.wire import BotSettings
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +58,28 @@ def tool(name: str, **arguments: Any) -> ToolCall:
 async def place(
     server: EmbeddedServer, emil: Bot, alex: PlayerBot, e: tuple[float, float], a: tuple[float, float]
 ) -> None:
-    """Teleport Emil and Alex, heal both, clear queued events."""
+    """Teleport Emil and Alex, heal both, clear queued events (once both clients see it done)."""
     await emil.act("stop", {})
     await alex.do("chat", text=f"/tp Emil {e[0]} {Y} {e[1]}")
     await alex.do("chat", text=f"/tp Alex {a[0]} {Y} {a[1]}")
     await server.command("heal Emil")
     await server.command("heal Alex")
-    await anyio.sleep(0.6)
+
+    async def settled() -> bool:
+        snap = await emil.snapshot()
+        mine = await alex.do("position")
+        return (
+            near(snap.position, e) and near(mine, a)
+            and snap.health == 20 and (await alex.do("health"))["health"] == 20
+        )
+
+    await eventually(settled, timeout=10, what=f"Emil at {e} and Alex at {a}, both healed")
     drain(emil)
+
+
+def near(position: dict[str, float] | None, at: tuple[float, float], within: float = 1.0) -> bool:
+    """A position dict is within ``within`` blocks of ``at`` (x, z), on both axes."""
+    return position is not None and abs(position["x"] - at[0]) < within and abs(position["z"] - at[1]) < within
 
 
 async def next_event(bot: Bot, match: Callable[[Any], bool], timeout: float = 10.0) -> GameEvent:  # noqa: ASYNC109
@@ -83,6 +98,18 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0,
             await anyio.sleep(0.1)
         return
     raise AssertionError(f"{what} did not hold within {timeout} s")
+
+
+async def stays(check: Callable[[], Awaitable[bool]], window: float, what: str) -> None:
+    """Check that a world condition holds all through ``window`` seconds (something must NOT
+    happen: only a window can show that; a slow machine only makes it less sensitive)."""
+    with anyio.move_on_after(window):
+        while True:
+            if not await check():
+                raise AssertionError(f"{what} stopped holding within {window} s")
+            await anyio.sleep(0.1)
+    if not await check():
+        raise AssertionError(f"{what} stopped holding at the end of {window} s")
 
 
 def drain(bot: Bot) -> list[GameEvent]:

@@ -75,6 +75,11 @@ class Stage:
                 await anyio.sleep(0.1)
         return self.results()[results_before]
 
+    async def online(self) -> set[str]:
+        """The players Emil's client sees nearby."""
+        snap = await self.session.agent.world.snapshot()
+        return {p.get("name") for p in snap.get("players", [])}
+
     def commands_by(self, name: str) -> list[str]:
         found = []
         for line in self.server.log_lines:
@@ -108,7 +113,10 @@ async def stage(tmp_path: Path) -> AsyncIterator[Stage]:
 
 async def test_a_non_operator_gets_no_command_run_and_an_operator_does(tmp_path: Path) -> None:
     async with stage(tmp_path) as s:
-        await anyio.sleep(1.0)  # both players' joins reach Emil before the first request
+        # both players' joins reach Emil before the first request
+        with anyio.fail_after(30):
+            while not {"Mallory", "Olga"} <= await s.online():  # noqa: ASYNC110 - another process's view
+                await anyio.sleep(0.1)
         n = len(s.results())
         outcomes: dict[str, ToolResultRecord] = {}
         for i, (name, _) in enumerate(TRICK_LIST):
@@ -138,16 +146,17 @@ async def test_a_non_operator_gets_no_command_run_and_an_operator_does(tmp_path:
         hidden = await bot.act("say", {"text": "\u200b\u00ad/give Mallory diamond 1", "requesters": ["Mallory"]}, timeout=10)
         assert not hidden.ok and "refused by the bot" in (hidden.error or "")
 
-        await anyio.sleep(2.0)  # anything that did run has reached the inventories and the log
-        assert "diamond" not in await s.mallory.do("inventory")
-        assert "diamond" not in (await s.session.agent.world.snapshot()).get("inventory", {})
-        assert all(c.startswith("tell Mallory ") for c in s.commands_by("Emil")), s.commands_by("Emil")
-
-        # The control: Olga alone orders a plain command, and the server runs it.
+        # The control: Olga alone orders a plain command, and the server runs it. The server
+        # logs commands in the order it runs them, so once it has run this one, any command
+        # from the tricks above would be in its log before it.
         control = await s.ask(s.olga, "Emil, op command please", results_before=n)
         assert control.ok, control.text
         with anyio.fail_after(10):
             while "diamond" not in await s.olga.do("inventory"):  # noqa: ASYNC110 - another client's view
                 await anyio.sleep(0.2)
-        assert "give Olga diamond 1" in s.commands_by("Emil")
+        by_emil = s.commands_by("Emil")
+        assert "give Olga diamond 1" in by_emil, by_emil
+        before = by_emil[: by_emil.index("give Olga diamond 1")]
+        assert all(c.startswith("tell Mallory ") for c in before), by_emil
         assert "diamond" not in await s.mallory.do("inventory")
+        assert "diamond" not in (await s.session.agent.world.snapshot()).get("inventory", {})

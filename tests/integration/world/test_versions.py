@@ -11,9 +11,10 @@ from __future__ import annotations
 import pytest
 
 from emil.exceptions import ConfigurationError
-from emil.world.bridge import Bot, BotSettings
+from emil.world.bridge import Bot
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
+from emil.world.wire import BotSettings
 from tests.integration.world.conftest import eventually
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]

@@ -113,7 +113,11 @@ async def stock_emil(server: EmbeddedServer, emil: Bot, smith: PlayerBot, at: tu
         if await there():
             break
     await server.command("clear Emil")
-    await anyio.sleep(0.3)
+
+    async def emptied() -> bool:
+        return (await emil.snapshot()).inventory == {}
+
+    await eventually(emptied, what="Emil's inventory cleared")
     drain(emil)
     for item, count in items.items():
         await server.command(f"give Emil {item} {count}")

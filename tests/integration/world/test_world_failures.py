@@ -16,8 +16,9 @@ import pytest
 from emil.backoff import OutageEvent
 from emil.events import Disconnected, ErrorEvent
 from emil.exceptions import ConfigurationError, PatienceExhausted
-from emil.world.bridge import Bot, BotSettings
+from emil.world.bridge import Bot
 from emil.world.server import EmbeddedServer
+from emil.world.wire import BotSettings
 from tests.integration.world.conftest import next_event
 
 pytestmark = pytest.mark.slow

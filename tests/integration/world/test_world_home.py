@@ -36,7 +36,12 @@ async def stock(server: EmbeddedServer, emil: Bot, alex: PlayerBot, e: tuple[flo
         await eventually(lambda: there(name, at), what=f"{name} at {at}")  # noqa: B023 - awaited here
     await server.command("clear Emil")
     await server.command("heal Emil")
-    await anyio.sleep(0.3)
+
+    async def emptied() -> bool:
+        snap = await emil.snapshot()
+        return snap.inventory == {} and snap.health == 20
+
+    await eventually(emptied, what="Emil's inventory cleared and health full")
     for item, count in items.items():
         await server.command(f"give Emil {item} {count}")
 
@@ -111,6 +116,30 @@ async def test_the_night_passes_when_every_player_sleeps(server: EmbeddedServer,
     morning = (await emil.snapshot()).time_of_day
     assert morning is not None and morning < 1000
     assert not await alex.do("sleeping") and not (await emil.snapshot()).sleeping
+
+
+async def test_a_wake_by_night_is_no_morning(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    """Hurt in bed, Emil wakes at night: the tool says the clock it saw, not a morning."""
+    await stock(server, emil, alex, (20.5, 36.5), (0.5, 36.5))  # Emil's bed from the last test is near
+    await server.command("time set 14000")
+    await eventually(lambda: _night(emil), what="night reaches Emil")
+    result: dict[str, Any] = {}
+
+    async def run() -> None:
+        result["out"] = await dispatch(emil, tool("sleep", wait_s=30))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+
+        async def asleep() -> bool:
+            return (await emil.snapshot()).sleeping
+
+        await eventually(asleep, timeout=20, what="Emil asleep")
+        await server.command("hurt Emil 1")
+    out = result["out"]
+    assert out.ok and "woke up while it was still night (time 1" in out.text, out.text
+    assert "the night did not pass" in out.text and "morning" not in out.text
+    assert not (await emil.snapshot()).sleeping
 
 
 async def test_a_long_job_gets_emil_out_of_bed(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
@@ -205,9 +234,12 @@ async def test_build_is_abortable(server: EmbeddedServer, emil: Bot, alex: Playe
     async def run() -> None:
         result["out"] = await dispatch(emil, tool("build", blueprint="pillar", height=10, x=60, y=Y, z=-10))
 
+    async def walking() -> bool:
+        return (await emil.snapshot()).job == "build"
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
-        await anyio.sleep(1.0)  # walking 30 blocks to the spot
+        await eventually(walking, what="the build under way")  # walking 30 blocks to the spot
         assert (await dispatch(emil, tool("stop"))).ok
     out = result["out"]
     assert not out.ok and "aborted" in out.text

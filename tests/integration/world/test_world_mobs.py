@@ -11,7 +11,6 @@ import math
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 import pytest
 
 from emil.events import Damage, HostileNearby, ItemCollected, Reflex, TimeOfDay, Weather
@@ -19,7 +18,7 @@ from emil.world.actions import dispatch
 from emil.world.bridge import Bot
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
-from tests.integration.world.conftest import Y, eventually, next_event, place, tool
+from tests.integration.world.conftest import Y, drain, eventually, next_event, place, tool
 
 pytestmark = pytest.mark.slow
 
@@ -86,11 +85,16 @@ async def test_the_unstuck_reflex_fires_in_a_cage_and_the_goal_resumes(
     x, z = 30, 30
     await place(server, emil, alex, (x + 0.5, z + 0.5), (x + 8.5, z + 0.5))
     # bedrock on all six sides: no path, nothing to dig, nothing to tower with
-    cage = [(x, Y - 1, z), (x, Y + 2, z)]
+    cage = [(x, Y + 2, z)]
     cage += [(x + dx, y, z + dz) for y in (Y, Y + 1) for dx, dz in ((1, 0), (-1, 0), (0, 1), (0, -1))]
+    cage += [(x, Y - 1, z)]  # the floor last: once Emil stands on bedrock, his client has the cage
     for bx, by, bz in cage:
         await server.command(f"setblock {bx} {by} {bz} bedrock")
-    await anyio.sleep(0.5)
+
+    async def caged() -> bool:
+        return (await emil.snapshot()).model_dump().get("standing_on") == "bedrock"
+
+    await eventually(caged, what="the cage reaches Emil's client")
     out = await dispatch(emil, tool("follow", player="Alex", range=2))
     assert out.ok, out.text
     ref = await next_event(emil, lambda e: isinstance(e, Reflex) and e.reflex == "unstuck", timeout=10)
@@ -109,7 +113,13 @@ async def test_the_unstuck_reflex_fires_in_a_cage_and_the_goal_resumes(
 
 async def test_time_and_weather_changes_reach_emil(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await server.command("time set 1000")
-    await anyio.sleep(0.5)
+
+    async def day() -> bool:
+        t = (await emil.snapshot()).time_of_day
+        return t is not None and 1000 <= t < 12000
+
+    await eventually(day, what="the day reaches Emil")
+    drain(emil)
     await server.command("time set 13000")
     ev = await next_event(emil, lambda e: isinstance(e, TimeOfDay))
     assert isinstance(ev, TimeOfDay) and ev.phase == "night" and 13000 <= ev.time_of_day < 13100

@@ -22,11 +22,13 @@ from emil.events import (
     Reflex,
     Respawn,
 )
-from emil.world.actions import ActionPolicy, dispatch
-from emil.world.bridge import Bot, ReflexSettings
+from emil.world.actions import dispatch
+from emil.world.bridge import Bot
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
-from tests.integration.world.conftest import Y, drain, eventually, next_event, place, tool
+from emil.world.tool import ActionPolicy
+from emil.world.wire import ReflexSettings
+from tests.integration.world.conftest import Y, drain, eventually, next_event, place, stays, tool
 
 pytestmark = pytest.mark.slow
 
@@ -75,17 +77,24 @@ async def test_follow_moves_emil_until_stop(server: EmbeddedServer, emil: Bot, a
     out = await dispatch(emil, tool("follow", player="Alex", range=2))
     assert out.ok, out.text
     await alex.do("goto", x=14, y=Y, z=0)
-    await anyio.sleep(2.5)
-    snap = await emil.snapshot()
-    assert snap.position is not None and snap.position["x"] > 9, snap.position
-    assert snap.following == "Alex"
+
+    async def caught_up() -> bool:
+        p = (await emil.snapshot()).position
+        return p is not None and p["x"] > 9
+
+    await eventually(caught_up, timeout=15, what="Emil follows Alex past x=9")
+    assert (await emil.snapshot()).following == "Alex"
     out = await dispatch(emil, tool("stop"))
     assert out.ok
     before = (await emil.snapshot()).position
-    await alex.do("goto", x=24, y=Y, z=0)
-    await anyio.sleep(1.5)
-    after = (await emil.snapshot()).position
-    assert before is not None and after is not None and dist(after, before["x"], before["z"]) < 1.5
+    assert before is not None
+    await alex.do("goto", x=24, y=Y, z=0)  # returns once Alex is there
+
+    async def stayed() -> bool:
+        p = (await emil.snapshot()).position
+        return p is not None and dist(p, before["x"], before["z"]) < 1.5
+
+    await stays(stayed, 1.5, "Emil standing still after stop")
 
 
 async def test_stop_aborts_a_long_action(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
@@ -95,9 +104,13 @@ async def test_stop_aborts_a_long_action(server: EmbeddedServer, emil: Bot, alex
     async def walk() -> None:
         results.append(await dispatch(emil, tool("go_to", x=150, y=Y, z=0)))
 
+    async def walking() -> bool:
+        snap = await emil.snapshot()
+        return snap.job == "go_to" and snap.position is not None and snap.position["x"] > 1
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(walk)
-        await anyio.sleep(1.5)
+        await eventually(walking, timeout=15, what="Emil on his way")
         stopped = await dispatch(emil, tool("stop"))
         assert stopped.ok and "go_to" in stopped.text
     assert not results[0].ok and "aborted" in results[0].text
@@ -112,10 +125,13 @@ async def test_timeout_and_cancellation_abort_the_js_job(server: EmbeddedServer,
     with anyio.move_on_after(1.0):
         await emil.act("go_to", {"x": -150, "y": Y, "z": 0}, timeout=60, job=True)
     first = (await emil.snapshot()).position
-    await anyio.sleep(1.0)
-    snap = await emil.snapshot()
-    assert snap.job is None and first is not None and snap.position is not None
-    assert dist(snap.position, first["x"], first["z"]) < 1.0  # nothing keeps walking
+    assert first is not None
+
+    async def still() -> bool:
+        snap = await emil.snapshot()
+        return snap.job is None and snap.position is not None and dist(snap.position, first["x"], first["z"]) < 1.0
+
+    await stays(still, 1.0, "no job and Emil where he stopped")  # nothing keeps walking
 
 
 async def test_look_at_turns_emil(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
@@ -132,15 +148,17 @@ async def test_dig_and_place_change_the_world(server: EmbeddedServer, emil: Bot,
     await place(server, emil, alex, (0, 0), (5, 0))
     assert await alex.do("block", x=2, y=4, z=2) == "grass_block"
     out = await dispatch(emil, tool("dig", x=2, y=4, z=2))
-    assert out.ok, out.text
-    await anyio.sleep(0.3)
-    assert await alex.do("block", x=2, y=4, z=2) == "air"
+    assert out.ok and out.text == "dug grass_block at (2, 4, 2)", out.text
+
+    async def block_is(x: int, y: int, z: int, name: str) -> bool:
+        return bool(await alex.do("block", x=x, y=y, z=z) == name)
+
+    await eventually(lambda: block_is(2, 4, 2, "air"), what="the dug block gone for Alex")
     await server.command("give Emil cobblestone 4")
     await next_event(emil, lambda e: isinstance(e, ItemCollected) and e.item == "cobblestone")
     out = await dispatch(emil, tool("place", item="cobblestone", x=-2, y=5, z=-2))
-    assert out.ok, out.text
-    await anyio.sleep(0.3)
-    assert await alex.do("block", x=-2, y=5, z=-2) == "cobblestone"
+    assert out.ok and out.text == "placed cobblestone at (-2, 5, -2)", out.text
+    await eventually(lambda: block_is(-2, 5, -2, "cobblestone"), what="the placed block there for Alex")
     occupied = await dispatch(emil, tool("place", item="cobblestone", x=-2, y=5, z=-2))
     assert not occupied.ok and "occupied by cobblestone" in occupied.text
 
@@ -180,9 +198,13 @@ async def test_equip_and_eat(server: EmbeddedServer, emil: Bot, alex: PlayerBot)
         assert out.ok, out.text
         assert (await emil.snapshot()).held == "iron_sword"
         await server.command("food Emil 8")
-        await anyio.sleep(0.3)
+
+        async def hungry() -> bool:
+            return (await emil.snapshot()).food == 8
+
+        await eventually(hungry, what="Emil's food at 8")
         out = await dispatch(emil, tool("eat", item="bread"))
-        assert out.ok, out.text
+        assert out.ok and out.text.startswith("ate bread: food 8 -> "), out.text
         snap = await emil.snapshot()
         assert snap.food is not None and snap.food > 8 and snap.inventory.get("bread") == 1
     finally:
@@ -221,8 +243,12 @@ async def test_attack_tool_needs_an_operator_and_hurts(server: EmbeddedServer, e
     assert not refused.ok and "operator" in refused.text
     op = ActionPolicy(requesters=frozenset({"Alex"}), operators=frozenset({"Alex"}))
     out = await dispatch(emil, tool("attack", target="Alex", duration_s=3), op)
-    assert out.ok, out.text
-    assert (await alex.do("health"))["health"] < 20
+    assert out.ok and "it is still alive" in out.text, out.text
+
+    async def hurt() -> bool:
+        return bool((await alex.do("health"))["health"] < 20)
+
+    await eventually(hurt, what="Alex hurt by Emil")
 
 
 async def test_flee_tool_and_low_health_reflex(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
@@ -235,9 +261,12 @@ async def test_flee_tool_and_low_health_reflex(server: EmbeddedServer, emil: Bot
     await server.command("hurt Emil 16 Alex")
     ref = await next_event(emil, lambda e: isinstance(e, Reflex) and e.reflex == "flee")
     assert "Alex" in ref.detail  # type: ignore[union-attr]
-    await anyio.sleep(3)
-    snap = await emil.snapshot()
-    assert snap.position is not None and dist(snap.position, 3.5, 0.5) > 6
+
+    async def away() -> bool:
+        p = (await emil.snapshot()).position
+        return p is not None and dist(p, 3.5, 0.5) > 6
+
+    await eventually(away, timeout=10, what="Emil more than 6 blocks from Alex")
 
 
 async def test_queries_report_the_world(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:

@@ -14,11 +14,13 @@ import anyio
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from emil.agent.ports import Message, Outcome
 from emil.backoff import Patience
+from emil.context.history import Message
 from emil.events import GameEvent
-from emil.llm.recovery import RecoveryEvent, complete_with_recovery
+from emil.llm.recovery import complete_with_recovery
+from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion, ToolCall, Usage
+from emil.world.tool import Outcome
 
 
 class WorldDouble:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from emil.agent.context_port import ManagedContext
-from emil.agent.ports import Message
 from emil.context.budget import Budget
+from emil.context.history import Message
 from emil.context.manager import ContextManager
 from emil.exceptions import BudgetError, ConfigurationError, ContextOverflowError
 

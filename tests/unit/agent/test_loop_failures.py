@@ -21,7 +21,7 @@ from emil.exceptions import (
     ServerFault,
     WorldError,
 )
-from emil.llm.recovery import RecoveryEvent
+from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion
 from emil.perception import PerceptionPolicy
 from emil.recording import ErrorRecord, ObservationRecord, Recorder, TurnRecord, read_recording
@@ -531,8 +531,8 @@ async def test_outages_are_recorded_in_their_turn_and_step(tmp_path: Path) -> No
 
 
 async def test_tool_results_are_recorded_whole(tmp_path: Path) -> None:
-    from emil.agent.ports import Outcome
     from emil.recording import MessageRecord, ToolResultRecord
+    from emil.world.tool import Outcome
 
     replies = [
         answer(tool("say", '{"text": "hi"}', "c1"), tool("fly", "{}", "c2")),
@@ -889,7 +889,8 @@ async def test_events_are_recorded_with_their_priority_turn_and_echoes(tmp_path:
             ActionFinished(action="say", ok=True)
         )  # the echo of Emil's own action
         await world.send.send(ActionFinished(action="say", ok=True))  # a second one is news
-        await anyio.sleep(0.1)
+        while agent.stats.events < 3:  # noqa: ASYNC110 - the pump has recorded the news (after the echo)
+            await anyio.sleep(0.01)
         echoed.set()
 
     with anyio.fail_after(10):
@@ -927,7 +928,8 @@ async def test_each_dispatched_action_absorbs_one_echo(tmp_path: Path) -> None:
         await world.action_started.wait()
         for _ in range(3):  # two echoes of Emil's two says, then one that is news
             await world.send.send(ActionFinished(action="say", ok=True))
-        await anyio.sleep(0.1)
+        while agent.stats.events < 2:  # noqa: ASYNC110 - the pump has recorded the news (after the echoes)
+            await anyio.sleep(0.01)
         echoed.set()
 
     with anyio.fail_after(10):
@@ -966,13 +968,13 @@ async def test_a_players_quiet_interval_ends_exactly_on_time(
     clock = [100.0]
     monkeypatch.setattr("emil.agent.loop.time.monotonic", lambda: clock[0])
     line = Triaged(Chat(sender="alex", text="Emil!"), "urgent", "alex spoke to Emil", 0.0)
-    assert agent._claim(line)
+    assert agent.interrupts.claim(line)
     clock[0] = 109.999
-    assert not agent._claim(line)
+    assert not agent.interrupts.claim(line)
     clock[0] = 110.0
-    assert agent._claim(line)  # the interval has passed: this one may interrupt again
+    assert agent.interrupts.claim(line)  # the interval has passed: this one may interrupt again
     other = Triaged(Chat(sender="bob", text="Emil!"), "urgent", "bob spoke to Emil", 0.0)
-    assert agent._claim(other)  # another player's interval is their own
+    assert agent.interrupts.claim(other)  # another player's interval is their own
     rec.close()
 
 
@@ -1005,8 +1007,8 @@ async def test_a_failed_snapshot_costs_the_status_not_the_turn(tmp_path: Path, f
 async def test_an_outcome_without_a_time_gets_the_dispatch_time_in_ms(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from emil.agent.ports import Outcome
     from emil.recording import ToolResultRecord
+    from emil.world.tool import Outcome
 
     replies = [answer(tool("say", '{"text": "hi"}')), answer(content="done")]
     agent, world, _, rec = _agent(tmp_path, lambda request: _now(replies.pop(0)))

@@ -17,7 +17,7 @@ from emil.events import (
     ItemCollected,
     PlayerJoined,
 )
-from emil.model.tokens import get_token_counter
+from emil.model.resolve import get_token_counter
 from emil.observation import compose_events
 from emil.perception import Perception, Triaged, format_events
 

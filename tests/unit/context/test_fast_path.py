@@ -17,10 +17,10 @@ import pytest
 from emil.context.budget import Budget
 from emil.context.history import History
 from emil.context.manager import ContextManager
+from emil.model.cached import CachedCounter
 from emil.model.family import family_by_name
-from emil.model.tokens import get_token_counter
-from emil.offline.budget_sweep import SharedCaches, simulate
-from emil.offline.piece_counter import CachedCounter
+from emil.model.resolve import get_token_counter
+from emil.offline.simulate import SharedCaches, simulate
 from emil.offline.synthetic import (
     SYSTEM_PROMPT,
     emil_tool_specs,

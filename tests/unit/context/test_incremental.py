@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from emil.context.history import Message
 from emil.context.incremental import IncrementalCounter
 from emil.model.family import family_by_name
+from emil.model.resolve import get_token_counter
 from emil.model.template import ChatTemplate, TemplateError
-from emil.model.tokens import get_token_counter
 
 QWEN36 = family_by_name("qwen3.6")
 COUNTER = get_token_counter("qwen3.6")

@@ -11,8 +11,8 @@ from emil.context.history import History, Message
 from emil.context.manager import ContextManager
 from emil.exceptions import BudgetError
 from emil.model.family import family_by_name
+from emil.model.resolve import get_token_counter
 from emil.model.template import ChatTemplate
-from emil.model.tokens import get_token_counter
 from emil.offline.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 
 QWEN36 = family_by_name("qwen3.6")

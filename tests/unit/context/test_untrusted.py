@@ -11,12 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emil.agent.context_port import ManagedContext
-from emil.agent.ports import Message
-from emil.context import count_prompt_tokens
 from emil.context.budget import Budget
+from emil.context.history import Message
 from emil.context.manager import ContextManager
 from emil.context.untrusted import BREAK, Neutraliser
-from emil.model.tokens import get_token_counter
+from emil.model.counting import count_prompt_tokens
+from emil.model.resolve import get_token_counter
 
 COUNTER = get_token_counter("qwen3.6")
 SPECIALS = sorted(COUNTER.special_tokens)

@@ -82,7 +82,7 @@ async def test_tokenize_failures_are_classified_like_every_other_exchange(status
     import httpx
 
     from emil.exceptions import EndpointConfigError, EndpointUnavailable
-    from emil.model.tokens import ServerTokenizeCounter
+    from emil.llm.tokenize import ServerTokenizeCounter
 
     def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(status, text="nope")

@@ -17,7 +17,8 @@ from emil.exceptions import (
 )
 from emil.llm import parse_overflow
 from emil.llm.classify import OverflowRejected
-from emil.llm.recovery import (
+from emil.llm.recovery import complete_with_recovery, recovery_flow
+from emil.llm.recovery_steps import (
     Assemble,
     Calibrate,
     CountExactly,
@@ -25,8 +26,6 @@ from emil.llm.recovery import (
     RecoveryEvent,
     Send,
     Wait,
-    complete_with_recovery,
-    recovery_flow,
 )
 from emil.llm.types import ChatRequest, Completion, Usage
 from emil.testing.vllm_wordings import WORDINGS, Wording, judge_overflow

@@ -9,11 +9,10 @@ from typing import ClassVar
 import anyio
 import pytest
 
-from emil.agent.ports import Outcome
 from emil.events import Chat, Damage, Death, ItemCollected, PlayerJoined, Respawn
 from emil.llm.types import ToolCall
 from emil.memory import Learner, MemoryStore, RememberingWorld
-from emil.world.tool import TOOLS, Gives, Speaks, Tool
+from emil.world.tool import TOOLS, Gives, Outcome, Speaks, Tool
 from tests.unit.agent.doubles import WorldDouble
 
 

@@ -17,7 +17,7 @@ from emil.context.manager import ContextManager
 from emil.context.rungs import RefreshNotes
 from emil.exceptions import BudgetError
 from emil.memory import NOTES_HEADER, Fact, MemoryStore, PinnedNotes
-from emil.model.tokens import get_token_counter
+from emil.model.resolve import get_token_counter
 from emil.offline.synthetic import SYSTEM_PROMPT, emil_tool_specs, history_of, synthetic_turns
 
 COUNTER = get_token_counter("qwen3.6")

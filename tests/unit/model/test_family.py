@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from emil.agent.model_family import describe_family, resolve_family
 from emil.config import Settings, load_settings
 from emil.exceptions import ConfigurationError, UnknownTokenizerError
 from emil.model.family import (
@@ -18,6 +17,7 @@ from emil.model.family import (
     family_for_model,
     generic_family,
 )
+from emil.model.resolve import describe_family, resolve_family
 from emil.model.tokens import QWEN3_ADDED_TOKENS, TokenCounter
 
 BELONGS = {

@@ -11,9 +11,9 @@ import json
 import httpx
 import pytest
 
-from emil.context import count_prompt_tokens
 from emil.exceptions import EndpointConfigError, EndpointUnavailable
-from emil.model.tokens import ServerTokenizeCounter
+from emil.llm.tokenize import ServerTokenizeCounter
+from emil.model.counting import count_prompt_tokens
 
 
 def _tokenize_double(status: int = 200) -> tuple[httpx.AsyncClient, list[dict[str, object]]]:

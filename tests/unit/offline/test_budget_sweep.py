@@ -15,21 +15,16 @@ from emil.context.history import History, Message
 from emil.context.ladder import LadderConfig, Rung, Trim
 from emil.context.manager import ContextManager
 from emil.context.rungs import RUNGS, fold_note, register_rung
-from emil.model.tokens import get_token_counter
+from emil.model.cached import CachedCounter
+from emil.model.resolve import get_token_counter
 from emil.offline.budget_report import format_sweep, plot_sweep
-from emil.offline.budget_sweep import (
-    SharedCaches,
-    SweepResult,
-    default_budgets,
-    recommend,
-    simulate,
-    sweep,
-)
-from emil.offline.piece_counter import CachedCounter
+from emil.offline.budget_sweep import SweepResult, default_budgets, recommend, sweep
 from emil.offline.recall import PlantedFact, find_fact, recall
-from emil.offline.summaries import SummaryTiming
+from emil.offline.simulate import SharedCaches, simulate
+from emil.offline.summaries import SummaryModel
 from emil.offline.synthetic import day_trace, synthetic_day, synthetic_trace
 from emil.offline.trace import SessionTrace
+from emil.testing.summaries import SCRIPTED_LABEL, scripted_summary_text
 
 SYSTEM = "You are Emil, a helpful NPC."
 TURN_S = 60.0
@@ -269,7 +264,7 @@ def test_a_day_with_summaries_measures_recall_and_asks_at_most_once_per_trim() -
     budget = Budget(window=16000, output_reserve=4096)
     qwen = get_token_counter("qwen3.6")
     digest = simulate(replace(day_trace(day), steps=tuple(s for s in day_trace(day).steps if s.op != "notes")), budget, qwen)
-    full = simulate(day_trace(day), budget, qwen, summaries=SummaryTiming())
+    full = simulate(day_trace(day), budget, qwen, summaries=SummaryModel(scripted_summary_text, SCRIPTED_LABEL))
     planted = sum(1 for f in day.planted if f.t <= day.turns[-1].t)
     assert full.planted == digest.planted == planted > 5
     assert full.recall is not None and digest.recall is not None and full.recall > digest.recall

@@ -9,10 +9,10 @@ import pytest
 MODULES = [
     "emil.offline.budget_report",
     "emil.offline.budget_sweep",
+    "emil.offline.simulate",
     "emil.offline.chars_per_token",
     "emil.offline.content",
     "emil.offline.synthetic",
-    "emil.offline.tokenizer",
     "emil.offline.trace",
     "emil.replay",
     "emil.replay.cli",

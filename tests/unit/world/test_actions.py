@@ -11,15 +11,11 @@ import pytest
 
 from emil.llm.types import ToolCall
 from emil.world import actions
-from emil.world.actions import (
-    TOOLS,
-    ActionPolicy,
-    dispatch,
-    tool_specs,
-    validate_tool_call,
-)
-from emil.world.bridge import ActionResult, Snapshot
+from emil.world.actions import TOOLS, dispatch, tool_specs, validate_tool_call
 from emil.world.chat import CHAT_LIMIT, reads_as_command, split_chat
+from emil.world.making import Build
+from emil.world.tool import ActionPolicy
+from emil.world.wire import ActionResult, Snapshot
 from tests.unit.world.tricks import NEUTRALISED, TRICKS, runs_a_command
 
 
@@ -69,7 +65,7 @@ def test_disabled_tools_are_left_out_and_refused() -> None:
 
     s = load_settings(env={"EMIL_DISABLED_TOOLS": "attack, store,attack"}).settings
     assert s.disabled_tools == ("attack", "store")
-    names = [spec["function"]["name"] for spec in tool_specs(s)]
+    names = [spec["function"]["name"] for spec in tool_specs(s.disabled_tools)]
     assert "attack" not in names and "store" not in names and len(names) == len(TOOLS) - 2
     # a model that calls one anyway (from an older turn, or made up) gets a result, not an act
     bot = BotDouble()
@@ -254,6 +250,25 @@ async def test_queries_answer_from_the_snapshot() -> None:
          "built a shelter of dirt at (1, 5, 1): placed 9 (1 already there)"),
         ("sleep", {}, {"bed": {"x": 2, "y": 5, "z": 2, "placed": False}, "woke": False, "players_sleeping": "1 of 2"},
          "lying in the bed at (2, 5, 2); still night (1 of 2 players asleep): it passes when every player sleeps."),
+        ("sleep", {}, {"bed": None, "woke": True, "time": 0, "night": False},
+         "slept in bed and woke up in the morning (time 0)"),
+        # woken by night (hurt, the bed dug): the clock Emil saw says so, not a morning he did not see
+        ("sleep", {}, {"bed": None, "woke": True, "time": 14120, "night": True},
+         "slept in bed and woke up while it was still night (time 14120): the night did not pass"),
+        ("sleep", {}, {"bed": None, "woke": True, "time": 14120},
+         "slept in bed and woke up while it was still night (time 14120)"),
+        # what the server's chest shows moved, and what the clicks meant to move but did not
+        ("store", {"items": {"dirt": 10}}, {"stored": {"dirt": 7}, "unmoved": {"dirt": 3}, "chest": {"x": 4, "y": 5, "z": 0}},
+         "stored 7 dirt in the chest at (4, 5, 0); the chest did not take: 3 dirt"),
+        ("take", {"items": {"dirt": 10}}, {"took": {"dirt": 4}, "unmoved": {"dirt": 6}, "chest": {"x": 4, "y": 5, "z": 0}},
+         "took 4 dirt from the chest at (4, 5, 0); the chest did not give: 6 dirt"),
+        # a death is the server's word; an entity that left the view is not called dead
+        ("attack", {"target": "zombie"}, {"target": "zombie", "hits": 3, "defeated": True, "gone": False, "fought_s": 2.5},
+         "fought zombie for 2.5 s, 3 hit(s); it is dead"),
+        ("attack", {"target": "zombie"}, {"target": "zombie", "hits": 1, "defeated": False, "gone": True, "fought_s": 4},
+         "fought zombie for 4 s, 1 hit(s); it went out of sight (not seen to die)"),
+        ("attack", {"target": "zombie"}, {"target": "zombie", "hits": 0, "defeated": False, "gone": False, "fought_s": 10},
+         "fought zombie for 10 s, 0 hit(s); it is still alive"),
         ("store", {"items": {"dirt": 64, "diamond": 1}},
          {"stored": {"dirt": 10}, "did_not_fit": {"dirt": 54}, "not_in_inventory": {"diamond": 1},
           "chest": {"x": 4, "y": 5, "z": 0}},
@@ -279,5 +294,15 @@ def test_build_blueprints_are_the_js_blueprints() -> None:
     script = "console.log(JSON.stringify(Object.keys(require(process.argv[1]).BLUEPRINTS)))"
     out = subprocess.run([str(node_bin()), "-e", script, str(JS_SOURCE_DIR / "emil_blueprints.js")],
                          capture_output=True, text=True, check=True, timeout=30)
-    literal = actions.Build.model_fields["blueprint"].annotation
+    literal = Build.model_fields["blueprint"].annotation
     assert set(typing.get_args(literal)) == set(json.loads(out.stdout))
+
+
+def test_the_specs_keep_their_order() -> None:
+    """The tool modules register in the order emil.world.actions imports them: the order of the
+    specs in every prompt (a change moves every recorded prompt's bytes)."""
+    assert [s["function"]["name"] for s in tool_specs()] == [
+        "say", "whisper", "go_to", "follow", "stop", "look_at", "collect", "dig", "place", "equip",
+        "eat", "give", "attack", "flee", "craft", "smelt", "build", "sleep", "store", "take",
+        "inventory", "nearby", "status",
+    ]

@@ -9,7 +9,8 @@ import pytest
 
 from emil.events import Chat, UnknownEvent
 from emil.exceptions import ConfigurationError
-from emil.world.bridge import Bot, BotSettings, ReflexSettings
+from emil.world.bridge import Bot
+from emil.world.wire import BotSettings, ReflexSettings
 
 
 @pytest.fixture

@@ -15,9 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emil.llm.types import ToolCall
-from emil.world.actions import ActionPolicy, dispatch
+from emil.world.actions import dispatch
 from emil.world.chat import CHAT_LIMIT, SLASHES, clean_chat, reads_as_command, split_chat, utf16_len
 from emil.world.setup import JS_SOURCE_DIR, node_bin
+from emil.world.tool import ActionPolicy
 from tests.unit.world.test_actions import BotDouble
 from tests.unit.world.tricks import TRICKS, runs_a_command
 

@@ -12,9 +12,11 @@ import pytest
 from pydantic import Field
 
 from emil.world import actions
-from emil.world.actions import TOOLS, Outcome, Query, Tool, dispatch, tool_specs, validate_tool_call
-from emil.world.bridge import ActionResult
+from emil.world.actions import TOOLS, dispatch, tool_specs, validate_tool_call
+from emil.world.chat import Say
 from emil.world.setup import JS_SOURCE_DIR, node_bin
+from emil.world.tool import Outcome, Query, Tool
+from emil.world.wire import ActionResult
 from tests.unit.world.test_actions import BotDouble, call
 
 
@@ -64,7 +66,7 @@ def test_two_tools_cannot_share_a_name() -> None:
 
             tool_name: ClassVar[str] = "say"
 
-    assert TOOLS["say"] is actions.Say
+    assert TOOLS["say"] is Say
 
 
 def test_the_runtime_knows_no_tool_by_name() -> None:

@@ -1,37 +1,21 @@
-"""Session recordings: typed JSONL records, an append-only writer and a tolerant reader.
+"""The records of a session recording: one pydantic model per ``kind``, and how a line is parsed.
 
 Every line of a recording is one JSON object with a ``kind`` literal. One pydantic
 :data:`RECORD_ADAPTER` turns records into JSON and back, and every field after the first
-version has a default, so older files keep loading (the schema is in docs/recording.md).
-
-A recording is self-sufficient for replay: each message's full content is written once, as a
-``message`` record, when it first appears (history messages carry their history ``id``; other
-prompt parts such as the system prompt or a memory note get a ``ref`` of their own), and each
-``request`` lists the ``refs`` of the messages it sent, in order. The system prompt and the
-tool specs are in the header.
-
-The writer flushes every record, so a killed process loses at most its last, partial line;
-:func:`read_recording` stops at the first line it cannot read and says where. A new session
-never appends to an existing file unless asked to, and then repairs a torn tail first
-(:class:`Recorder`), so a file holding several sessions reads to its end.
+version has a default, so older files keep loading (the schema is in docs/recording.md). A
+line of a kind this version does not know loads as an :class:`UnknownRecord`.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
-from typing import IO, Annotated, Any, Literal, NamedTuple, Protocol
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from emil import __version__
 from emil.backoff import OutageEvent
 from emil.context.ladder import TrimRecord
-from emil.exceptions import ConfigurationError, NotARecordingError
 from emil.llm.types import Completion, Timings, ToolCall, Usage
 
 __all__ = [
@@ -47,32 +31,20 @@ __all__ = [
     "OverflowRecord",
     "Record",
     "RecordedToolCall",
-    "Recorder",
-    "RecordingExists",
-    "RecordingRead",
     "RecoveryRecord",
     "RequestRecord",
     "RetryRecord",
     "ServiceRecord",
     "SummaryRecord",
     "ToolResultRecord",
-    "TrimRecord",
     "TurnRecord",
     "UnknownRecord",
-    "check_recording_file",
-    "messages_for_request",
     "outage_record",
-    "read_recording",
-    "repair_tail",
+    "parse_record",
 ]
-
-_log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 """Bumped when a change is not purely additive; readers still accept every older version."""
-
-_log = logging.getLogger("emil.recording")
-
 
 class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -428,7 +400,7 @@ _KNOWN_KINDS = frozenset(
 )
 
 
-def _parse_record(data: Any) -> Record:
+def parse_record(data: Any) -> Record:
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object, got {type(data).__name__}")
     kind = data.get("kind")
@@ -448,300 +420,3 @@ def outage_record(event: OutageEvent, *, turn: int | None = None, step: int | No
                          down_for_s=event.down_for_s, error=event.error)
 
 
-class _MessageLike(Protocol):
-    """What the recorder needs of a history message (emil.context.history.Message)."""
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def event_time(self) -> float | None: ...
-    def to_openai(self) -> dict[str, Any]: ...
-
-
-def _canonical(message: Mapping[str, Any]) -> str:
-    return json.dumps(message, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-class RecordingExists(ConfigurationError):
-    """A new session was pointed at an existing recording without asking to append to it."""
-
-
-def repair_tail(path: Path) -> int:
-    """Cut a torn tail (a process killed mid-write) so the file ends on a whole, readable record.
-
-    Lines are cut from the end while they are partial (no newline) or unreadable; returns the
-    number of bytes cut (0 when the file was whole). An unreadable line followed by readable
-    ones is not a tail: it stays, for the reader to report.
-    """
-    with path.open("rb+") as f:
-        size = f.seek(0, os.SEEK_END)
-        keep = size
-        while keep > 0:
-            start = _line_start(f, keep)
-            f.seek(start)
-            line = f.read(keep - start)
-            if line.endswith(b"\n") and (not line.strip() or _readable(line)):
-                break
-            keep = start
-        if keep < size:
-            f.truncate(keep)
-        return size - keep
-
-
-def _line_start(f: IO[bytes], end: int) -> int:
-    """Offset of the first byte of the line that ends at ``end`` (its newline included)."""
-    f.seek(end - 1)
-    hi = end - 1 if f.read(1) == b"\n" else end
-    while hi > 0:
-        lo = max(0, hi - 65536)
-        f.seek(lo)
-        newline = f.read(hi - lo).rfind(b"\n")
-        if newline >= 0:
-            return lo + newline + 1
-        hi = lo
-    return 0
-
-
-def _readable(line: bytes) -> bool:
-    try:
-        _parse_record(json.loads(line))
-    except (ValueError, ValidationError):
-        return False
-    return True
-
-
-class Recorder:
-    """Append-only JSONL writer; every record is flushed as soon as it is written.
-
-    A new recording never appends to an existing file: a non-empty ``path`` raises
-    :class:`RecordingExists` unless ``append`` is True, and then a torn tail left by a killed
-    process is cut first (and an ``error`` record says how many bytes), so the new session
-    starts on a line of its own and the whole file stays readable.
-
-    Besides :meth:`write`, it interns messages: :meth:`message` records a history message once;
-    :meth:`request_refs` maps the OpenAI messages of a request to refs, writing a ``message``
-    record for any part it has not seen (system prompt, memory note, trimmed variants).
-    Observers (:meth:`add_observer`) receive every record after it is written; Emil's metrics
-    are fed that way, so the loop makes no metrics calls. Not thread-safe: one recorder per
-    agent loop.
-    """
-
-    def __init__(self, path: str | Path, *, append: bool = False) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        existing = self.path.exists() and self.path.stat().st_size > 0
-        if existing and not append:
-            raise RecordingExists(
-                f"recording {self.path} already exists; choose another path (--recording) or set "
-                "recording_append (--recording-append) to continue it"
-            )
-        repaired = repair_tail(self.path) if existing else 0
-        self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
-        self._refs: dict[str, str] = {}
-        """Canonical JSON of an OpenAI message -> its ref (content-addressed interning)."""
-        self._ids: dict[int, str] = {}
-        """Message id -> ref, so a request's known messages are found without hashing them."""
-        self._derived = 0
-        self.records_written = 0
-        self._observers: list[Callable[[BaseModel], None]] = []
-        if repaired:
-            _log.warning("recording %s: cut a torn last line (%d bytes) before appending", self.path, repaired)
-            self.write(ErrorRecord(
-                error_type="TornTail", where="recording",
-                message=f"cut {repaired} bytes of a torn last line before this session appended",
-            ))
-
-    def add_observer(self, observer: Callable[[BaseModel], None]) -> None:
-        """Call ``observer(record)`` for every record written from now on.
-
-        An observer that raises is reported once in the log and removed: watching a session
-        must never end it.
-        """
-        self._observers.append(observer)
-
-    @property
-    def closed(self) -> bool:
-        return self._file is None
-
-    def write(self, record: BaseModel) -> None:
-        """Append one record and flush it. Writing to a closed recorder is a no-op."""
-        if self._file is None:
-            return
-        line = RECORD_ADAPTER.dump_json(record).decode()  # type: ignore[arg-type]
-        self._file.write(line + "\n")
-        self._file.flush()
-        self.records_written += 1
-        for observer in list(self._observers):
-            try:
-                observer(record)
-            except Exception:
-                _log.exception("recording observer %r failed; removed", observer)
-                self._observers.remove(observer)
-
-    def message(self, msg: _MessageLike, *, turn: int | None = None) -> str:
-        """Record a history message's full content once; returns its ref (its id as text)."""
-        ref = str(msg.id)
-        if msg.id in self._ids:
-            return self._ids[msg.id]
-        openai = msg.to_openai()
-        origin: Literal["history", "system", "memory"] = (
-            "system" if msg.kind == "system" else "memory" if msg.kind == "memory" else "history"
-        )
-        self.write(
-            MessageRecord(
-                ref=ref, id=msg.id, origin=origin, message_kind=msg.kind,
-                event_time=msg.event_time, openai=openai, turn=turn,
-            )
-        )
-        self._ids[msg.id] = ref
-        self._refs[_canonical(openai)] = ref
-        return ref
-
-    def request_refs(
-        self,
-        messages: Iterable[Mapping[str, Any]],
-        *,
-        turn: int | None = None,
-        ids: Sequence[int | None] | None = None,
-    ) -> list[str]:
-        """Refs of a request's OpenAI messages, recording every part not seen before.
-
-        ``ids`` (parallel to ``messages``) are the messages' immutable ids when known: a known
-        id is looked up instead of hashing the message, which keeps a 36k-token prompt cheap.
-        """
-        refs: list[str] = []
-        for i, m in enumerate(messages):
-            mid = ids[i] if ids is not None and i < len(ids) else None
-            if mid is not None and mid in self._ids:
-                refs.append(self._ids[mid])
-                continue
-            key = _canonical(m)
-            ref = self._refs.get(key)
-            if ref is None:
-                self._derived += 1
-                ref = f"x{self._derived}"
-                role = m.get("role")
-                origin: Literal["system", "derived"] = (
-                    "system" if role == "system" and i == 0 else "derived"
-                )
-                self.write(MessageRecord(ref=ref, id=mid, origin=origin, openai=dict(m), turn=turn))
-                self._refs[key] = ref
-            if mid is not None:
-                self._ids[mid] = ref
-            refs.append(ref)
-        return refs
-
-    def close(self, reason: str = "closed", *, exit_code: int | None = None) -> None:
-        """Write the end record and close the file (idempotent)."""
-        if self._file is None:
-            return
-        self.write(EndRecord(reason=reason, exit_code=exit_code))
-        self._file.close()
-        self._file = None
-
-    def __enter__(self) -> Recorder:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close("error" if exc[0] is not None else "closed")
-
-
-class RecordingRead(NamedTuple):
-    """What :func:`read_recording` could read."""
-
-    records: list[Record]
-    stopped_at_line: int | None
-    """1-based line number of the first unreadable line, or None when every line was read."""
-    problem: str | None
-    """What was wrong with that line (truncated JSON, unknown schema...), or None."""
-
-    @property
-    def header(self) -> HeaderRecord | None:
-        """The first header, if any."""
-        return next((r for r in self.records if isinstance(r, HeaderRecord)), None)
-
-    @property
-    def complete(self) -> bool:
-        """True when the session was closed cleanly and every line was read."""
-        return self.problem is None and bool(self.records) and isinstance(self.records[-1], EndRecord)
-
-
-def read_recording(path: str | Path) -> RecordingRead:
-    """Read a recording, stopping at the first line that is not a valid record.
-
-    A process killed mid-write leaves a partial last line; that is reported in ``problem`` with
-    its line number, and every record before it is returned. Blank lines are skipped.
-    """
-    records: list[Record] = []
-    with Path(path).open("rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            truncated = not raw.endswith(b"\n")
-            try:
-                records.append(_parse_record(json.loads(raw)))
-            except (ValueError, ValidationError) as e:
-                what = "truncated last line" if truncated else "unreadable line"
-                detail = str(e).splitlines()[0][:200]
-                return RecordingRead(records, lineno, f"line {lineno}: {what} ({detail})")
-    return RecordingRead(records, None, None)
-
-
-_HEADER_LINE_LIMIT = 8 << 20
-"""Bytes read looking for the end of the first line (a header holds the system prompt and tools)."""
-
-
-def check_recording_file(path: str | Path) -> None:
-    """Refuse, with the reason, a file an operator named as a recording that is not one.
-
-    An Emil recording starts with its header record (the writer puts it first); anything else
-    (an empty file, binary data, a README, another program's JSONL) raises
-    :class:`~emil.exceptions.NotARecordingError`. :func:`read_recording` stays tolerant: this
-    check is for command lines, before any work is done on the file.
-    """
-    p = Path(path)
-    if not p.exists():
-        raise NotARecordingError(f"no such recording: {p}")
-    if not p.is_file():
-        raise NotARecordingError(f"{p} is not an Emil recording (not a regular file); give a .jsonl file written by run_emil.py")
-    with p.open("rb") as f:
-        first = b""
-        while not first.strip():
-            first = f.readline(_HEADER_LINE_LIMIT)
-            if not first:
-                break
-    why = _not_a_header(first)
-    if why is not None:
-        raise NotARecordingError(
-            f"{p} is not an Emil recording ({why}); give a .jsonl file written by run_emil.py (live, demo or --recording)"
-        )
-
-
-def _not_a_header(line: bytes) -> str | None:
-    if not line.strip():
-        return "the file is empty"
-    if b"\0" in line:
-        return "binary data"
-    try:
-        data = json.loads(line)
-    except (UnicodeDecodeError, ValueError):
-        return "its first line is not JSON" if line.endswith(b"\n") else "its first line is not a complete JSON record"
-    if not isinstance(data, dict) or data.get("kind") != "header":
-        return "its first line is not an Emil header record"
-    try:
-        HeaderRecord.model_validate(data)
-    except ValidationError as e:
-        return f"its header record does not validate: {str(e).splitlines()[0]}"
-    return None
-
-
-def messages_for_request(records: Iterable[Record]) -> Iterator[tuple[RequestRecord, list[dict[str, Any]]]]:
-    """Rebuild every request's OpenAI messages from the message records (for replay)."""
-    by_ref: dict[str, dict[str, Any]] = {}
-    for r in records:
-        if isinstance(r, MessageRecord):
-            by_ref[r.ref] = r.openai
-        elif isinstance(r, RequestRecord):
-            yield r, [by_ref[ref] for ref in r.refs]

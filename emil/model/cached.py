@@ -48,7 +48,7 @@ class CachedCounter:
         # tokens (tiktoken encodes the text between special tokens on its own; no special token
         # is a prefix of another, as each ends at its only ">").
         self._specials: re.Pattern[str] | None = None
-        if isinstance(inner, QwenTiktokenCounter) and inner.vocabulary == "qwen3.5":
+        if isinstance(inner, QwenTiktokenCounter) and inner.splits_at_line_starts:
             alternatives = sorted(inner.special_tokens, key=len, reverse=True)
             self._specials = re.compile("(" + "|".join(map(re.escape, alternatives)) + ")")
 

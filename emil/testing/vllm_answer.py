@@ -1,0 +1,221 @@
+"""How the vLLM-dialect DOUBLE answers one chat completion (it is not vLLM and runs no model).
+
+The scripted reply (:mod:`emil.testing.script`) is cut to the output limit like a real length
+stop, sized in tokens by the double's own estimate (outputs are synthetic, only their length
+matters), sent whole or as SSE chunks in decode steps (one chunk per step, as vLLM does with
+speculative decoding: :class:`SpecDecode`), slowed to the configured prefill and decode rates,
+and counted in the simulated metrics (:class:`Metrics`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from emil.testing.script import Reply
+
+__all__ = ["Answering", "Metrics", "SpecDecode"]
+
+
+@dataclass(frozen=True)
+class SpecDecode:
+    """Simulated speculative decoding: ``k`` drafts per step, each accepted with ``acceptance``
+    while the previous one was (so per-position acceptance falls off like a real MTP head)."""
+
+    k: int = 3
+    acceptance: float = 0.8
+    seed: int = 0
+
+
+@dataclass
+class Metrics:
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    requests_ok: int = 0
+    running: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    accepted: int = 0
+    per_pos: list[int] = field(default_factory=list)
+    prefix_queries: int = 0
+    prefix_hits: int = 0
+
+
+def _estimate_tokens(text: str) -> int:
+    # The double's own output-length estimate: outputs are synthetic, only their length matters.
+    return max(1, math.ceil(len(text) / 4)) if text else 0
+
+
+def _cut(text: str | None, tokens: int) -> str | None:
+    return None if text is None else text[: max(0, tokens * 4)]
+
+
+class Answering:
+    """The answering half of :class:`emil.testing.vllm_double.VLLMDouble` (a mixin: the
+    attributes below are the double's)."""
+
+    model: str
+    reasoning_field: str
+    prefill_tps: float | None
+    decode_tps: float | None
+    spec_decode: SpecDecode | None
+    _metrics: Metrics
+    _rng: random.Random
+
+    def _steps(self, tokens: int) -> list[int]:
+        """Split ``tokens`` into decode steps (1 + accepted drafts each), counting metrics."""
+        spec = self.spec_decode
+        if spec is None:
+            return [1] * tokens
+        steps: list[int] = []
+        left = tokens
+        m = self._metrics
+        while left > 0:
+            accepted = 0
+            while accepted < spec.k and self._rng.random() < spec.acceptance:
+                m.per_pos[accepted] += 1
+                accepted += 1
+            m.drafts += 1
+            m.draft_tokens += spec.k
+            m.accepted += accepted
+            step = min(left, 1 + accepted)
+            steps.append(step)
+            left -= step
+        return steps
+
+    async def _answer(
+        self, body: dict[str, Any], reply: Reply, prompt: int, cached: int, limit: int,
+        first_token_delay: float = 0.0,
+    ) -> Response:
+        calls = [(f"chatcmpl-tool-{uuid.uuid4().hex[:16]}", c.name, c.raw_arguments)
+                 for c in reply.tool_calls]
+        text_len = "".join([reply.content or "", reply.reasoning or ""]
+                           + [name + args for _, name, args in calls])
+        natural = reply.completion_tokens if reply.completion_tokens is not None else (
+            _estimate_tokens(text_len)
+        )
+        content, reasoning = reply.content, reply.reasoning
+        if body.get("ignore_eos"):
+            natural = limit
+            if content is not None and _estimate_tokens(content) < limit:
+                content = (content + " " + "lorem " * (limit * 4 // 6 + 1))[: limit * 4]
+        finish = reply.finish_reason or ("tool_calls" if calls else "stop")
+        out = natural
+        if natural > limit:
+            # Cut like a real length stop: the text ends early, tool arguments break off.
+            out, finish = limit, "length"
+            content, reasoning = _cut(content, limit), _cut(reasoning, limit)
+            calls = [(i, n, a[: max(0, limit * 4 - len(n))]) for i, n, a in calls]
+        m = self._metrics
+        m.prompt_tokens += prompt
+        m.generation_tokens += out
+        m.prefix_queries += prompt
+        m.prefix_hits += cached
+        steps = self._steps(out)
+        reasoning_tokens = _estimate_tokens(reasoning) if reasoning else None
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": out,
+            "total_tokens": prompt + out,
+            "prompt_tokens_details": {"cached_tokens": cached},
+            "completion_tokens_details": (
+                {"reasoning_tokens": reasoning_tokens} if reasoning_tokens else None
+            ),
+        }
+        prefill = reply.delay_s
+        if self.prefill_tps:
+            prefill += (prompt - cached) / self.prefill_tps
+        base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()),
+                "model": self.model}
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            chunks = self._stream(base, content, reasoning, calls, finish, steps, prefill,
+                                  usage if include_usage else None, first_token_delay)
+            return StreamingResponse(chunks, media_type="text/event-stream")
+        m.running += 1
+        try:
+            await asyncio.sleep(prefill + (out / self.decode_tps if self.decode_tps else 0.0))
+        finally:
+            m.running -= 1
+        m.requests_ok += 1
+        message: dict[str, Any] = {"role": "assistant", "content": content,
+                                   self.reasoning_field: reasoning, "tool_calls": [
+                                       {"id": i, "type": "function",
+                                        "function": {"name": n, "arguments": a}}
+                                       for i, n, a in calls]}
+        return JSONResponse({
+            **base, "object": "chat.completion",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish,
+                         "logprobs": None}],
+            "usage": usage,
+        })
+
+    async def _stream(
+        self,
+        base: dict[str, Any],
+        content: str | None,
+        reasoning: str | None,
+        calls: list[tuple[str, str, str]],
+        finish: str,
+        steps: list[int],
+        prefill: float,
+        usage: dict[str, Any] | None,
+        first_token_delay: float = 0.0,
+    ) -> AsyncIterator[str]:
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
+            payload = {**base, "object": "chat.completion.chunk",
+                       "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason,
+                                    "logprobs": None}]}
+            return f"data: {json.dumps(payload)}\n\n"
+
+        m = self._metrics
+        m.running += 1
+        try:
+            await asyncio.sleep(prefill)
+            yield chunk({"role": "assistant", "content": ""})
+            if first_token_delay:
+                await asyncio.sleep(first_token_delay)  # ends early when the client leaves
+            # Text is sent in decode steps: one SSE chunk per step, as vLLM does with MTP.
+            pieces: list[tuple[str, str]] = []
+            if reasoning:
+                pieces += [(self.reasoning_field, reasoning)]
+            if content:
+                pieces += [("content", content)]
+            stream_text = [(field_name, text[i:i + 4]) for field_name, text in pieces
+                           for i in range(0, len(text), 4)]
+            position = 0
+            for step in steps:
+                if self.decode_tps:
+                    await asyncio.sleep(step / self.decode_tps)
+                batch = stream_text[position:position + step]
+                position += step
+                for field_name in dict.fromkeys(f for f, _ in batch):
+                    yield chunk({field_name: "".join(t for f, t in batch if f == field_name)})
+            # Text longer than the scripted token count still arrives whole, as non-streamed.
+            rest = stream_text[position:]
+            for field_name in dict.fromkeys(f for f, _ in rest):
+                yield chunk({field_name: "".join(t for f, t in rest if f == field_name)})
+            for index, (call_id, name, args) in enumerate(calls):
+                yield chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
+                                             "function": {"name": name, "arguments": ""}}]})
+                for i in range(0, len(args), 16):
+                    yield chunk({"tool_calls": [{"index": index,
+                                                 "function": {"arguments": args[i:i + 16]}}]})
+            yield chunk({}, finish)
+            if usage is not None:
+                yield f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', 'choices': [], 'usage': usage})}\n\n"
+            yield "data: [DONE]\n\n"
+            m.requests_ok += 1
+        finally:
+            m.running -= 1
+
+

@@ -1,0 +1,204 @@
+"""Emil's tools for making and keeping things: crafting, smelting, building, sleeping, chests.
+
+``craft``, ``smelt``, ``build``, ``sleep``, ``store`` and ``take`` each say what is missing or
+why not in words the model can act on ("cannot craft 1 wooden_pickaxe: missing 2 stick (have 0
+of 2)"); the JS side is ``js/emil_act_*.js``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
+
+from emil.world.tool import (
+    ITEM_NAME,
+    Outcome,
+    Tool,
+    ToolContext,
+    fmt_pos,
+)
+
+__all__ = ["Build", "Craft", "Sleep", "Smelt", "Store", "Take"]
+
+
+def _counts(items: Any) -> str:
+    """ "3 oak_planks, 2 stick" from {"oak_planks": 3, "stick": 2} (empty: "")."""
+    if not isinstance(items, dict):
+        return ""
+    return ", ".join(f"{n} {name}" for name, n in items.items() if isinstance(n, int) and n > 0)
+
+
+def _where(spot: Any, phrase: str) -> str:
+    """ " in the chest at (4, 5, 0)" for a result's block position (empty when there is none)."""
+    if not isinstance(spot, dict):
+        return ""
+    placed = " (placed it there from the inventory)" if spot.get("placed") else ""
+    return f" {phrase} at {fmt_pos(spot)}{placed}"
+
+
+class _Spot(Tool):
+    """Base of tools that may be given one block position (all of x, y, z, or none)."""
+
+    x: int | None = Field(default=None, description="x, y, z: all or none")
+    y: int | None = None
+    z: int | None = None
+
+    @model_validator(mode="after")
+    def _all_or_none(self) -> _Spot:
+        given = [c is not None for c in (self.x, self.y, self.z)]
+        if any(given) and not all(given):
+            raise ValueError("give all of x, y and z, or none of them")
+        return self
+
+
+class Craft(Tool):
+    """Craft items from your inventory (a 3x3 recipe uses a crafting table within 32 blocks, or places yours). Says which ingredients are missing."""
+
+    tool_name: ClassVar[str] = "craft"
+    job: ClassVar[bool] = True
+    timeout_s: ClassVar[float] = 90.0
+    item: str = Field(pattern=ITEM_NAME, description="e.g. wooden_pickaxe")
+    count: int = Field(default=1, ge=1, le=64)
+
+    def read(self, result: dict[str, Any]) -> str:
+        made, asked = result.get("count"), result.get("asked")
+        extra = f" (asked for {asked}; the recipe makes several at a time)" if isinstance(made, int) and isinstance(asked, int) and made > asked else ""
+        used = _counts(result.get("used"))
+        return f"crafted {made} {result.get('crafted')}{extra}" + (f" from {used}" if used else "") + _where(result.get("table"), "at the crafting table")
+
+
+class Smelt(Tool):
+    """Smelt or cook items in a furnace within 32 blocks (or places yours) with fuel you carry. What is not done in time keeps cooking; smelt there again to collect it."""
+
+    tool_name: ClassVar[str] = "smelt"
+    job: ClassVar[bool] = True
+    timeout_s: ClassVar[float] = 150.0
+    item: str = Field(pattern=ITEM_NAME, description="e.g. raw_iron, beef")
+    count: int = Field(default=1, ge=1, le=64)
+    fuel: str | None = Field(default=None, pattern=ITEM_NAME, description="Default: coal or wood you carry")
+    wait_s: int = Field(default=60, ge=5, le=120, description="Seconds to wait (10 per item)")
+
+    def read(self, result: dict[str, Any]) -> str:
+        fuel = result.get("fuel") if isinstance(result.get("fuel"), dict) else None
+        text = f"got {result.get('count')} {result.get('output')} from {result.get('smelted')}"
+        if fuel and fuel.get("count"):
+            text += f" (burned {fuel.get('count')} {fuel.get('name')})"
+        text += _where(result.get("furnace"), "in the furnace")
+        if result.get("short"):
+            text += f"; {result['short']}"
+        if result.get("took_out"):
+            text += f"; took out of the furnace first: {_counts(result['took_out'])}"
+        if result.get("stalled"):
+            text += "; the furnace stopped burning (out of fuel?)"
+        elif result.get("still_cooking"):
+            text += (
+                f"; {result['still_cooking']} {result.get('smelted')} still cooking there, about "
+                f"{round(result.get('eta_s') or 0)} s more: smelt again there to collect"
+            )
+        return text
+
+
+class Build(_Spot):
+    """Build with blocks you carry: shelter (walls and roof around you, 10 blocks) or pillar (a column beside you). Says what is missing first."""
+
+    tool_name: ClassVar[str] = "build"
+    job: ClassVar[bool] = True
+    timeout_s: ClassVar[float] = 120.0
+    blueprint: Literal["shelter", "pillar"]
+    block: str | None = Field(default=None, pattern=ITEM_NAME, description="Default: the most plentiful")
+    height: int = Field(default=3, ge=1, le=10, description="Pillar height")
+
+    def read(self, result: dict[str, Any]) -> str:
+        already = f" ({result['already']} already there)" if result.get("already") else ""
+        return f"built a {result.get('built')} of {result.get('block')} at {fmt_pos(result.get('at'))}: placed {result.get('placed')}{already}"
+
+
+class Sleep(Tool):
+    """Sleep in a bed within 32 blocks (or places yours) at night, with no monsters near. The night passes once every player sleeps."""
+
+    tool_name: ClassVar[str] = "sleep"
+    job: ClassVar[bool] = True
+    timeout_s: ClassVar[float] = 120.0
+    wait_s: int = Field(default=15, ge=0, le=60, description="Seconds to wait for the morning")
+
+    def read(self, result: dict[str, Any]) -> str:
+        where = _where(result.get("bed"), "in the bed") or " in bed"
+        if result.get("woke"):
+            # the clock as Emil saw it wake: a wake by night (hurt, the bed dug) is no morning
+            if result.get("night") is False:
+                return f"slept{where} and woke up in the morning (time {result.get('time')})"
+            return f"slept{where} and woke up while it was still night (time {result.get('time')}): the night did not pass"
+        who = f" ({result['players_sleeping']} players asleep)" if result.get("players_sleeping") else ""
+        return (
+            f"lying{where}; still night{who}: it passes when every player sleeps. "
+            "You stay in bed until morning; any movement gets you up"
+        )
+
+
+# Names and counts; the keys are checked against the item-name pattern all the same, but the
+# schema the model reads is the short form (pydantic's patternProperties cost 35 more tokens).
+_ItemCounts = Annotated[
+    dict[Annotated[str, StringConstraints(pattern=ITEM_NAME)], Annotated[int, Field(ge=1, le=2304)]],
+    WithJsonSchema({"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}),
+]
+
+
+class _ChestTool(_Spot):
+    """Base of store and take: what moved, then what did not and why; a call that moved nothing
+    failed, whatever the reasons."""
+
+    job: ClassVar[bool] = True
+    timeout_s: ClassVar[float] = 60.0
+    moved_key: ClassVar[str] = ""
+    """The result's count of what moved, and the verb that reads it ("stored", "took")."""
+    where: ClassVar[str] = ""
+    notes: ClassVar[tuple[tuple[str, str], ...]] = ()
+    """(result key, how it reads) for what did not move."""
+
+    async def run(self, ctx: ToolContext) -> Outcome:
+        out = await super().run(ctx)
+        if out.ok and isinstance(out.data, dict) and not out.data.get(self.moved_key):
+            return Outcome(False, f"{self.tool_name} failed: {out.text}", out.data)
+        return out
+
+    def read(self, result: dict[str, Any]) -> str:
+        moved = _counts(result.get(self.moved_key)) or "nothing"
+        text = f"{self.moved_key} {moved}{_where(result.get('chest'), self.where)}"
+        for key, label in self.notes:
+            if result.get(key):
+                text += f"; {label}: {_counts(result[key])}"
+        return text
+
+
+class Store(_ChestTool):
+    """Put items into a chest (the nearest within 32 blocks, or at x, y, z). Says what did not fit."""
+
+    tool_name: ClassVar[str] = "store"
+    moved_key: ClassVar[str] = "stored"
+    where: ClassVar[str] = "in the chest"
+    notes: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("did_not_fit", "did not fit (the chest is full)"),
+        ("not_in_inventory", "you did not have"),
+        ("unmoved", "the chest did not take"),
+    )
+    items: _ItemCounts = Field(min_length=1, max_length=16, description='e.g. {"cobblestone": 32}')
+
+
+class Take(_ChestTool):
+    """Take items from a chest (the nearest within 32 blocks, or at x, y, z). Says what was not there."""
+
+    tool_name: ClassVar[str] = "take"
+    moved_key: ClassVar[str] = "took"
+    where: ClassVar[str] = "from the chest"
+    notes: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("not_in_chest", "not in the chest"),
+        ("no_room", "no room in your inventory for"),
+        ("unmoved", "the chest did not give"),
+    )
+    items: _ItemCounts = Field(min_length=1, max_length=16, description='e.g. {"oak_log": 10}')

@@ -1,0 +1,229 @@
+"""The house stays the way docs/architecture.md draws it: imports go one way.
+
+Every import of every module under emil/ counts, wherever it is written (module level, inside a
+function, under ``TYPE_CHECKING``): a circle hidden in a function is still a circle. Checked:
+
+- no import circle between modules, nor between packages (``emil.<package>`` and the top-level
+  modules as nodes), nor between the bot module's JS files;
+- the runtime and the offline tools never import the shipped doubles (emil.testing): only the
+  demo and the doubles themselves do, and the tool scripts in tools/ choose them;
+- no module outside emil.model names a model family (emil.model.family.DEFAULT_FAMILY is the
+  name for "the default one");
+- every package's ``__init__`` says what it owns.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+
+from emil.model.family import FAMILIES
+
+ROOT = Path(__file__).resolve().parents[2]
+EMIL = ROOT / "emil"
+JS = EMIL / "world" / "js"
+
+MAY_IMPORT_DOUBLES = frozenset({"emil.testing", "emil.demo"})
+"""Packages that may import emil.testing (the demo runs on the doubles)."""
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in EMIL.rglob("*.py") if "node_modules" not in p.parts}
+
+
+def _imported(name: str, path: Path, node: ast.Import | ast.ImportFrom, known: Iterable[str]) -> list[str]:
+    """The emil modules an import statement names (``from a import b`` may name module a.b)."""
+    known = set(known)
+    if isinstance(node, ast.Import):
+        targets = [a.name for a in node.names]
+    else:
+        if node.level:
+            package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            module = ".".join([*base, *([node.module] if node.module else [])])
+        else:
+            module = node.module or ""
+        targets = [module, *(f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in known)]
+    out = []
+    for target in targets:
+        while target and target not in known:
+            target = target.rpartition(".")[0]
+        if target.startswith("emil") and target != name:
+            out.append(target)
+    return out
+
+
+def module_graph() -> dict[str, set[str]]:
+    """emil module -> the emil modules it imports (anywhere in its text)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                deps.update(_imported(name, path, node, modules))
+        graph[name] = deps
+    return graph
+
+
+def package_of(module: str) -> str:
+    """``emil.agent.loop`` -> ``emil.agent``; a top-level module is its own node."""
+    parts = module.split(".")
+    if len(parts) >= 2 and (EMIL / parts[1]).is_dir():
+        return ".".join(parts[:2])
+    return module
+
+
+def package_graph(modules: dict[str, set[str]]) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {package_of(m): set() for m in modules}
+    for module, deps in modules.items():
+        for dep in deps:
+            if package_of(dep) != package_of(module) and dep != "emil":
+                graph[package_of(module)].add(package_of(dep))
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _edges_within(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    return [f"{a} -> {b}" for a in component for b in sorted(graph[a]) if b in component]
+
+
+def test_circles_are_found() -> None:
+    """The detector itself: a circle of three and one of two are reported, a chain is not."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"e"}, "e": {"d"}, "f": {"a"}}
+    assert sorted(circles(graph)) == [["a", "b", "c"], ["d", "e"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_imports_are_found_wherever_they_are_written(tmp_path: Path) -> None:
+    """A relative import, an import inside a function and one under TYPE_CHECKING all count."""
+    tree = ast.parse(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from emil.config import Settings\n"
+        "def f():\n    from . import tool\n    import emil.world.bridge\n"
+    )
+    path = EMIL / "world" / "actions.py"
+    known = {"emil.config", "emil.world", "emil.world.tool", "emil.world.bridge", "emil.world.actions"}
+    found = {d for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
+             for d in _imported("emil.world.actions", path, node, known)}
+    assert found == {"emil.config", "emil.world", "emil.world.tool", "emil.world.bridge"}
+
+
+def test_no_module_import_circles() -> None:
+    graph = module_graph()
+    found = circles(graph)
+    assert not found, "\n".join(", ".join(_edges_within(graph, c)) for c in found)
+
+
+def test_no_package_import_circles() -> None:
+    graph = package_graph(module_graph())
+    found = circles(graph)
+    assert not found, "\n".join(", ".join(_edges_within(graph, c)) for c in found)
+
+
+def test_only_the_demo_imports_the_doubles() -> None:
+    """emil.testing holds doubles; the runtime, replay and the offline tools never name one
+    (a tool script in tools/ may hand one in, as the summariser of a sweep)."""
+    graph = module_graph()
+    wrong = sorted(
+        f"{m} -> {d}"
+        for m, deps in graph.items()
+        for d in deps
+        if package_of(d) == "emil.testing" and package_of(m) not in MAY_IMPORT_DOUBLES
+    )
+    assert not wrong, wrong
+
+
+_FAMILY_NAMES = frozenset(f.name for f in FAMILIES)
+
+
+def _family_literals(path: Path) -> list[str]:
+    hits = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.strip().lower() in _FAMILY_NAMES:
+            hits.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    return hits
+
+
+def test_only_the_model_package_names_a_family() -> None:
+    hits = [h for name, path in _modules().items() if package_of(name) != "emil.model" for h in _family_literals(path)]
+    assert not hits, hits
+
+
+def test_a_family_literal_is_found(tmp_path: Path) -> None:
+    probe = ROOT / "tests" / "unit" / "_family_probe.py"
+    assert not probe.exists()
+    try:
+        probe.write_text('TOKENIZER = "qwen3.6"\nOTHER = "Qwen/Qwen3.6-35B-A3B"\n', encoding="utf-8")
+        assert [h.rsplit(": ", 1)[1] for h in _family_literals(probe)] == ["'qwen3.6'"]
+    finally:
+        probe.unlink()
+
+
+@pytest.mark.parametrize("package", sorted(p.parent for p in EMIL.rglob("__init__.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_package_says_what_it_owns(package: Path) -> None:
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+    assert doc and len(doc.split()) >= 8, f"{package.relative_to(ROOT)}/__init__.py needs a docstring saying what it owns"
+
+
+_REQUIRE = re.compile(r"""require\(\s*['"]\./([\w.-]+?)(?:\.js)?['"]\s*\)""")
+
+
+def js_graph() -> dict[str, set[str]]:
+    """JS file -> the bot module's files it requires (relative requires, anywhere in the file)."""
+    files = {p.stem: p for p in JS.glob("*.js")}
+    return {
+        name: {m for m in _REQUIRE.findall(path.read_text(encoding="utf-8")) if m in files and m != name}
+        for name, path in files.items()
+    }
+
+
+def test_no_js_require_circles() -> None:
+    graph = js_graph()
+    assert graph["emil_actions"] >= {"emil_act_common"}  # the pattern finds requires
+    found = circles(graph)
+    assert not found, "\n".join(", ".join(_edges_within(graph, c)) for c in found)
