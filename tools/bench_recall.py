@@ -38,7 +38,7 @@ from emil.offline.recall import WHERE
 from emil.offline.simulate import BudgetPoint
 from emil.offline.summaries import SummaryModel
 from emil.offline.synthetic import synthetic_day
-from emil.testing.summaries import SCRIPTED_LABEL, scripted_summary_text
+from emil.testing.reducer import REDUCER_LABEL, reducer_summary_text
 
 
 def _ints(text: str) -> list[int]:
@@ -50,7 +50,7 @@ def _one(job: tuple[float, int, int, int, int, int, Setup]) -> tuple[int, int, S
     counter = get_token_counter(DEFAULT_FAMILY)
     day = synthetic_day(hours, seed=seed, memory_tokens=memory_tokens)
     point = run_day(day, Budget(window=window, output_reserve=reserve, margin=window - reserve - budget), counter, setup,
-                    summaries=SummaryModel(scripted_summary_text, SCRIPTED_LABEL))
+                    summaries=SummaryModel(reducer_summary_text, REDUCER_LABEL))
     return budget, seed, setup, point
 
 

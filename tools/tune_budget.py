@@ -13,7 +13,7 @@ minimum, minutes of game time), peak prompt tokens, requests that would overflow
 the share of append-only requests and the tokens prefilled again per hour; for the synthetic
 day also the share of its planted facts the last prompt still holds (recall). The ladder runs
 as live: the notes block refreshed at trims, and (unless --no-summaries) the summarise rung with
-the SCRIPTED summariser timed as a served model. Recordings and the synthetic day given together
+the double's text reducer (not a model) timed as a served model. Recordings and the synthetic day given together
 are swept separately at the same budgets and set side by side. Recommends the largest budget
 leaving --slack tokens under window - output reserve. See docs/offline.md.
 """
@@ -48,7 +48,7 @@ from emil.offline.budget_sweep import SweepResult, sweep
 from emil.offline.simulate import BudgetPoint
 from emil.offline.summaries import SummaryModel
 from emil.offline.trace import SessionTrace
-from emil.testing.summaries import SCRIPTED_LABEL, scripted_summary_text
+from emil.testing.reducer import REDUCER_LABEL, reducer_summary_text
 
 
 def _budgets(text: str) -> list[int]:
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                 slack=args.slack, low_water=args.low_water, jobs=max(1, args.jobs),
                 progress=_progress if sys.stderr.isatty() else None,
                 assume_chars_per_token=args.estimate,
-                summaries=SummaryModel(scripted_summary_text, SCRIPTED_LABEL) if args.summaries else None,
+                summaries=SummaryModel(reducer_summary_text, REDUCER_LABEL) if args.summaries else None,
             )
             results.append(result)
             budgets = budgets or sorted({p.prompt_budget for p in result.points})  # the next group: the same budgets

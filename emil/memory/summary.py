@@ -70,7 +70,7 @@ class FoldedTurnsSummary(BaseModel):
 
 SCHEMA = FoldedTurnsSummary.model_json_schema()
 """The answer's JSON schema, sent as ``structured_outputs.json`` (its title marks the request
-as a summary request: the vLLM-dialect double answers those with its scripted summariser)."""
+as a summary request: the vLLM-dialect double answers those with its text reducer)."""
 
 
 def is_summary_request(body: dict[str, object]) -> bool:

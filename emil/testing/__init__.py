@@ -7,7 +7,7 @@
   its own process; ``sdk_stream`` an SDK-shaped stream for the client's benchmark
 - ``script``          the scripted reply vocabulary (ScriptRequest -> Reply)
 - ``brains``          SCRIPTED policies (NpcBrain, DemoBrain...) and ScriptedLLM (in-process)
-- ``summaries``       the SCRIPTED summariser
+- ``reducer``         the summariser double: a generic extractive text reducer
 - ``chaos``, ``chaos_scenarios``, ``soak``  the chaos rig and the soak run on the doubles
 
 Only the demo, the tool scripts and the tests use them (tests/unit/test_house.py).

@@ -28,11 +28,14 @@ import math
 import re
 from collections import Counter
 
+from emil.llm.types import ChatRequest
 from emil.testing.script import Reply, ScriptRequest, last_text
 
-__all__ = ["REDUCER_MARK", "reduce_text", "reducer_summary"]
+__all__ = ["REDUCER_LABEL", "REDUCER_MARK", "reduce_text", "reducer_summary", "reducer_summary_text"]
 
 REDUCER_MARK = "(summary by a text reducer, a double: not a model)"
+REDUCER_LABEL = "the double's text reducer (extractive rules, not a model)"
+"""How reports name this summariser (emil.offline.summaries.SummaryModel.label)."""
 _MAX_LINES = 12
 _MAX_FACTS = 8
 _CLOCK = re.compile(r"^\s*(\d\d:\d\d)(?::\d\d)?\b")
@@ -98,3 +101,10 @@ def reducer_summary(request: ScriptRequest) -> Reply:
         if (m := _SPEECH.search(clause)) is not None and len(facts) < _MAX_FACTS:
             facts.append({"about": "player", "subject": m.group(1), "topic": "note", "detail": m.group(2).rstrip('"')[:200]})
     return Reply(content=json.dumps({"lines": lines, "facts": facts}, ensure_ascii=False))
+
+
+def reducer_summary_text(request: ChatRequest) -> str:
+    """The reducer's answer to a summary request: the in-process summary writer the tools give a
+    sweep (emil.offline.summaries.SummaryModel)."""
+    script = ScriptRequest(messages=request.messages, max_tokens=request.max_completion_tokens, body=dict(request.extra_body))
+    return reducer_summary(script).content or ""

@@ -13,7 +13,7 @@ from emil.memory.archivist import Archivist
 from emil.memory.render import render_notes
 from emil.memory.store import MemoryStore
 from emil.memory.tools import RECALL_RESULT_HEADER, MemoryTools
-from emil.model.tokens import get_token_counter
+from emil.model.resolve import get_token_counter
 
 DAY = 1_779_948_000.0
 COUNT = get_token_counter("qwen3.6").count

@@ -19,7 +19,7 @@ from emil.memory.retrieval import (
     query_terms,
     render_lines,
 )
-from emil.model.tokens import get_token_counter
+from emil.model.resolve import get_token_counter
 
 DAY = 1_779_948_000.0
 COUNT = get_token_counter("qwen3.6").count

@@ -28,7 +28,7 @@ from emil.memory.store import MemoryStore
 from emil.memory.summariser import Summariser
 from emil.memory.summary import answer_tokens, cap_lines, load_summary_prompt, note_lines
 from emil.memory.untrusted import as_data
-from emil.model.tokens import get_token_counter
+from emil.model.resolve import get_token_counter
 from emil.offline.synthetic import (
     SYSTEM_PROMPT,
     emil_tool_specs,
