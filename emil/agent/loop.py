@@ -31,7 +31,7 @@ import math
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +43,7 @@ from emil.agent.ports import Completer, ContextPort
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.backoff import OutageEvent
 from emil.context.history import Message
-from emil.events import ActionFinished, Death
+from emil.events import ActionFinished, Death, GameEvent
 from emil.exceptions import (
     ConfigurationError,
     ContextOverflowError,
@@ -74,7 +74,10 @@ from emil.recording import (
 from emil.world.port import WorldPort
 from emil.world.tool import Outcome
 
-__all__ = ["Agent", "AgentOptions"]
+__all__ = ["Agent", "AgentOptions", "Recall"]
+
+Recall = Callable[[list[GameEvent], Mapping[str, Any] | None], str | None]
+"""The turn's recalled lines from its events and status snapshot (None: nothing to add)."""
 
 _log = logging.getLogger("emil.agent")
 
@@ -136,9 +139,13 @@ class Agent:
         recorder: Recorder,
         options: AgentOptions | None = None,
         name: str = "Emil",
+        recall: Recall | None = None,
     ) -> None:
         self.world = world
         self.context = context
+        self.recall = recall
+        """Old lines of the archive for the turn's observation (emil.memory.retrieval): called
+        with the turn's events and snapshot; None: no retrieval."""
         self.completer = completer
         self.recorder = recorder
         self.options = options or AgentOptions()
@@ -325,11 +332,14 @@ class Agent:
             self._log.info("turn %d: %d events coalesced to fit the observation cap (%d shown)",
                            stats.turn, composed.events, composed.shown)
         event_times = [t.event.t for t in triaged]
+        # What the archive holds about this turn rides at the end of its opening: part of the
+        # turn from now on, so every later request only appends (docs/memory.md).
+        recalled = self.recall([t.event for t in triaged], snapshot) if self.recall is not None else None
         stored = self.context.add(
             Message(
                 role="user",
                 kind="observation",
-                content=composed.text,
+                content=f"{composed.text}\n\n{recalled}" if recalled else composed.text,
                 status=status,
                 event_time=min(event_times, default=time.time()),
             ),

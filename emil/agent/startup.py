@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from emil.agent.context_port import ManagedContext
-from emil.agent.loop import Agent, AgentOptions
+from emil.agent.loop import Agent, AgentOptions, Recall
 from emil.agent.persona import load_system_prompt
 from emil.agent.ports import Completer
 from emil.agent.turnstats import SessionStats
@@ -181,6 +181,7 @@ def build_context(
     s: Settings, counter: TokenCounter, family: ModelFamily, budget: Budget, tools: list[dict[str, Any]],
     *, history: History | None = None, llm: OpenAIClient | None = None,
     notes: NotesSource | None = None, summaries: SummarySource | None = None, notes_bound: int = 0,
+    recall_bound: int = 0,
 ) -> ManagedContext:
     """The session's context, after checking that the pinned prompt fits (BudgetError).
 
@@ -202,7 +203,7 @@ def build_context(
     if notes is not None and (text := notes.text()):
         start = dataclasses.replace(start, notes=Message.memory(text))
     context = ManagedContext(manager, system_prompt, tools, history=start, llm=llm)
-    context.check_fits(notes_bound=notes_bound)
+    context.check_fits(notes_bound=notes_bound, recall_bound=recall_bound)
     return context
 
 
@@ -304,6 +305,7 @@ def build_agent(
     patience: Patience | None = None,
     notes: NotesSource | None = None,
     summaries: SummarySource | None = None,
+    recall: Recall | None = None,
 ) -> Agent:
     """Check the pinned prompt fits (BudgetError otherwise), write the header, build the agent.
 
@@ -325,7 +327,7 @@ def build_agent(
     agent = Agent(
         world=world, context=context,
         completer=recovering_completer(model.llm, context, s, model.window, patience),
-        recorder=recorder, options=options, name=s.bot_name,
+        recorder=recorder, options=options, name=s.bot_name, recall=recall,
     )
     patience.limit_s = None  # mid-session the endpoint is waited for until stopped
     patience.on_event = agent.record_outage

@@ -12,7 +12,7 @@ from emil.events import GameEvent
 from emil.llm.types import ToolCall
 from emil.world.actions import dispatch
 from emil.world.bridge import Bot
-from emil.world.tool import ActionPolicy, Outcome
+from emil.world.tool import ActionPolicy, MemoryPort, Outcome
 
 __all__ = ["BotWorld"]
 
@@ -20,8 +20,10 @@ __all__ = ["BotWorld"]
 class BotWorld:
     """Emil's body through the bridge: the agent loop's :class:`~emil.world.port.WorldPort`."""
 
-    def __init__(self, bot: Bot, settings: Settings) -> None:
+    def __init__(self, bot: Bot, settings: Settings, *, memory: MemoryPort | None = None) -> None:
         self.bot = bot
+        self.memory = memory
+        """The session's archive and notes, for the memory tools."""
         self.policy = ActionPolicy(allow_commands=settings.allow_commands, operators=frozenset(settings.operators),
                                    disabled=frozenset(settings.disabled_tools))
 
@@ -37,7 +39,7 @@ class BotWorld:
 
     async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
         # Each tool has its own time limit in the bridge; limit_s is the loop's backstop.
-        return await dispatch(self.bot, call, self.policy.model_copy(update={"requesters": requesters}))
+        return await dispatch(self.bot, call, self.policy.model_copy(update={"requesters": requesters}), memory=self.memory)
 
     async def abort(self) -> None:
         await self.bot.abort()

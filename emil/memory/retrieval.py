@@ -24,9 +24,11 @@ current turn, never a recalled line).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from emil.events import Chat, GameEvent, PlayerJoined
 from emil.memory.archive import Archive, Line, words
 from emil.memory.untrusted import as_data
 
@@ -38,6 +40,7 @@ __all__ = [
     "format_line",
     "query_terms",
     "render_lines",
+    "topic_of",
 ]
 
 RECALL_HEADER = (
@@ -61,6 +64,26 @@ class Topic:
     """Players in sight (the snapshot) or who joined in the turn."""
     goal: str | None = None
     """Emil's current job, as text (e.g. ``collect oak_log for alex``)."""
+
+
+def topic_of(events: Iterable[GameEvent], snapshot: Mapping[str, Any] | None, *, bot_name: str) -> Topic:
+    """What a turn made of ``events`` is about, with Emil's status ``snapshot`` (players in
+    sight, the job it is doing, whom it follows)."""
+    chat: list[str] = []
+    speakers: set[str] = set()
+    present: set[str] = set()
+    for e in events:
+        if isinstance(e, Chat) and e.sender != bot_name:
+            chat.append(e.text)
+            speakers.add(e.sender)
+        elif isinstance(e, PlayerJoined) and e.username != bot_name:
+            present.add(e.username)
+    snap = snapshot or {}
+    for p in snap.get("players") or []:
+        if isinstance(p, Mapping) and isinstance(p.get("name"), str) and p["name"] != bot_name:
+            present.add(p["name"])
+    goal = " ".join(str(snap[k]) for k in ("job", "following") if isinstance(snap.get(k), str) and snap[k]) or None
+    return Topic(tuple(chat), frozenset(speakers), frozenset(present), goal)
 
 
 def query_terms(topic: Topic, *, bot_name: str) -> list[str]:

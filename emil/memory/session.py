@@ -13,18 +13,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from emil.config import Settings
+from emil.events import GameEvent
 from emil.memory.archive import ARCHIVE_FILE, Archive
 from emil.memory.archivist import Archivist
 from emil.memory.learn import Learner
 from emil.memory.lock import LOCK_FILE
 from emil.memory.pinned import PinnedNotes
-from emil.memory.retrieval import Recollection
+from emil.memory.retrieval import Recollection, topic_of
 from emil.memory.store import DB_FILE, MemoryStore
 from emil.memory.summariser import Summariser
 from emil.memory.summary import load_summary_prompt
@@ -72,6 +74,22 @@ class Memory:
         self.recollection = Recollection(self.archive, max_tokens=max_tokens, tokens_of=tokens_of,
                                          bot_name=self.learner.bot_name, neutralise=neutralise)
         return self.recollection
+
+    def turn_recall(self, *, max_tokens: int, tokens_of: Callable[[str], int], since: Callable[[], float | None],
+                    neutralise: Callable[[str], str] | None = None,
+                    clock: Callable[[], float] = time.time) -> Callable[[list[GameEvent], Mapping[str, Any] | None], str | None]:
+        """The agent loop's per-turn retrieval: a turn's events and snapshot -> its recalled
+        block (None: nothing). ``since``: the game time of the oldest event the history still
+        holds verbatim (what is older may be recalled)."""
+        recollection = self.recall(max_tokens=max_tokens, tokens_of=tokens_of, neutralise=neutralise)
+        name = self.learner.bot_name
+
+        def recall(events: list[GameEvent], snapshot: Mapping[str, Any] | None) -> str | None:
+            now = clock()
+            topic = topic_of(events, snapshot, bot_name=name)
+            return recollection.block(topic, since=since(), now=now, turn_t=min((e.t for e in events), default=now))
+
+        return recall
 
     def tools(self, *, tokens_of: Callable[[str], int], neutralise: Callable[[str], str] | None = None,
               max_tokens: int = 600) -> MemoryTools:

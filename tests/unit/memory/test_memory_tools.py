@@ -56,3 +56,25 @@ def test_remember_keeps_a_note_the_block_shows_and_recall_finds(tools: MemoryToo
     assert ok and 'your note about bella: "bella wants her wheat by Sunday"' in text
     assert tools.remember("", about="bella")[0] is False
     assert tools.remember("x", about="not a name!")[0] is False
+
+
+async def test_the_tools_run_through_dispatch_against_the_memory_not_the_bot(tools: MemoryTools) -> None:
+    from emil.llm.types import ToolCall
+    from emil.world.actions import dispatch
+
+    class NoBot:
+        async def act(self, *a: object, **k: object) -> None:
+            raise AssertionError("a memory tool touched the bot")
+
+        async def snapshot(self) -> None:
+            raise AssertionError("a memory tool touched the bot")
+
+    call = ToolCall(id="c1", name="recall", raw_arguments='{"query": "gate code"}', arguments={"query": "gate code"})
+    out = await dispatch(NoBot(), call, memory=tools)  # type: ignore[arg-type]
+    assert out.ok and "the gate code is 4471" in out.text
+    note = ToolCall(id="c2", name="remember", raw_arguments="{}", arguments={"text": "dana guards the gate", "about": "dana"})
+    assert (await dispatch(NoBot(), note, memory=tools)).text == "noted about dana: dana guards the gate"  # type: ignore[arg-type]
+    out = await dispatch(NoBot(), call)  # type: ignore[arg-type]
+    assert not out.ok and out.text == "recall: no memory in this session"
+    bad = ToolCall(id="c3", name="remember", raw_arguments="{}", arguments={"text": "x", "about": "no such name!"})
+    assert "error" in (await dispatch(NoBot(), bad, memory=tools)).text  # type: ignore[arg-type]
