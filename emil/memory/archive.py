@@ -390,15 +390,17 @@ class Archive:
         return [pair] if self._docs(pair) <= cap else []
 
     def _df(self, term: str, total: int) -> int:
-        """Lines holding ``term``, cached until the archive grew by a twentieth (a common word
-        stays common; counting one costs up to a millisecond)."""
+        """Lines holding ``term``. A common word's count is cached until the archive grew by a
+        twentieth (it stays common; counting it costs up to a millisecond); a rare word is
+        counted each time (cheap, and it may just have been said)."""
         known = self._dfs.get(term)
         if known is not None and total <= known[1] * 1.05 + 20:
             return known[0]
         n = self._docs(fts_query([term]))
-        if len(self._dfs) >= 4096:
-            self._dfs.clear()
-        self._dfs[term] = (n, total)
+        if n > COMMON_MIN:
+            if len(self._dfs) >= 4096:
+                self._dfs.clear()
+            self._dfs[term] = (n, total)
         return n
 
     def _docs(self, query: str) -> int:

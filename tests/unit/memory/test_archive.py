@@ -54,6 +54,14 @@ def test_before_and_exclude_leave_lines_out(tmp_path: Path) -> None:
     a.close()
 
 
+def test_a_word_searched_before_it_was_said_is_found_once_said(tmp_path: Path) -> None:
+    a = _filled(tmp_path)
+    assert a.search(["Ortalmi"]) == []
+    a.add(DAY + 9, "chat", "call me Ortalmi", speaker="cody")
+    assert [x.text for x in a.search(["Ortalmi"])] == ["call me Ortalmi"]
+    a.close()
+
+
 def test_retention_drops_old_lines_at_open(tmp_path: Path) -> None:
     a = Archive.open(tmp_path, now=DAY)
     a.add(DAY - 100 * 86400, "chat", "ancient words", speaker="alex")
