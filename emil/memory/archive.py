@@ -34,6 +34,7 @@ every :data:`RETRY_S` seconds; lines already written are never rewritten.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sqlite3
@@ -265,6 +266,16 @@ class Archive:
             return now >= self._retry_at
         return len(self._pending) >= BATCH or now - self._first_pending_at >= COMMIT_S
 
+    def import_lines(self, lines: Iterable[Line]) -> int:
+        """Write ``lines`` (their ids ignored) in one transaction, now; returns how many. For
+        moving an archive's lines and for benchmarks; play adds lines with :meth:`add`."""
+        rows = list(lines)
+        with self._conn:
+            for line in rows:
+                self._insert(line)
+        self._wrote(len(rows))
+        return len(rows)
+
     def _insert(self, line: Line) -> None:
         self._conn.execute(
             "INSERT INTO lines (t, kind, speaker, target, text) VALUES (?, ?, ?, ?, ?)",
@@ -363,9 +374,9 @@ class Archive:
             selective = self._selective(wanted)
             if not selective and newest_if_common:
                 every = " AND ".join(fts_query([w]) for w in wanted)
-                rows = self._ranked([every], limit=limit + len(skip), before=before, kinds=kinds, newest=True)
+                rows = self._ranked([every], limit=limit, before=before, kinds=kinds, skip=skip, newest=True)
             else:
-                rows = self._ranked(selective, limit=(limit + len(skip)) * 2, before=before, kinds=kinds) if selective else []
+                rows = self._ranked(selective, limit=limit * 2, before=before, kinds=kinds, skip=skip) if selective else []
         except sqlite3.Error as e:
             self._read_failed(e)
             rows = []
@@ -407,7 +418,7 @@ class Archive:
         return int(self._conn.execute("SELECT COUNT(*) FROM lines_fts WHERE lines_fts MATCH ?", (query,)).fetchone()[0])
 
     def _ranked(self, terms: Sequence[str], *, limit: int, before: float | None, kinds: Sequence[Kind] | None,
-                newest: bool = False) -> list[tuple[int, float, Kind, str | None, str | None, str, float]]:
+                skip: set[int], newest: bool = False) -> list[tuple[int, float, Kind, str | None, str | None, str, float]]:
         query = " OR ".join(t if " AND " in t else fts_query([t]) for t in terms)
         sql = (
             "SELECT l.id, l.t, l.kind, l.speaker, l.target, l.text, bm25(lines_fts, 1.0, 2.0) AS score "
@@ -420,6 +431,9 @@ class Archive:
         if kinds is not None:
             sql += f" AND l.kind IN ({','.join('?' * len(kinds))})"
             params += list(kinds)
+        if skip:
+            sql += " AND l.id NOT IN (SELECT value FROM json_each(?))"
+            params.append(json.dumps(sorted(i for i in skip if i > 0)))
         sql += " ORDER BY l.t DESC LIMIT ?" if newest else " ORDER BY score, l.t DESC LIMIT ?"
         params.append(limit)
         return self._conn.execute(sql, params).fetchall()

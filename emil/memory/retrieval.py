@@ -178,17 +178,19 @@ class Recollection:
     last_seconds: float = 0.0
     """Wall time of the last :meth:`block` (search and rendering)."""
 
-    def block(self, topic: Topic, *, since: float | None, now: float, turn_t: float | None = None) -> str | None:
+    def block(self, topic: Topic, *, since: float | None, now: float, turn_t: float | None = None,
+              keep: bool = True) -> str | None:
         """The recalled lines for a turn about ``topic``; ``since``: the game time of the oldest
         event still verbatim in the history (None: no history yet); ``turn_t``: this turn's
-        game time (default ``now``)."""
+        game time (default ``now``); ``keep=False``: a look only (the lines are not marked as
+        shown, e.g. a benchmark's probe turn that never joins the history)."""
         started = time.perf_counter()
         try:
-            return self._block(topic, since=since, now=now, turn_t=now if turn_t is None else turn_t)
+            return self._block(topic, since=since, now=now, turn_t=now if turn_t is None else turn_t, keep=keep)
         finally:
             self.last_seconds = time.perf_counter() - started
 
-    def _block(self, topic: Topic, *, since: float | None, now: float, turn_t: float) -> str | None:
+    def _block(self, topic: Topic, *, since: float | None, now: float, turn_t: float, keep: bool) -> str | None:
         if self.max_tokens <= 0:
             return None
         terms = query_terms(topic, bot_name=self.bot_name)
@@ -197,12 +199,13 @@ class Recollection:
         # What a turn still in the history recalled is in the prompt already; older recalls left with their turn.
         if since is not None:
             self._shown = {i: t for i, t in self._shown.items() if t >= since}
-        found = self.archive.search(terms, limit=self.candidates, before=since if since is not None else turn_t,
-                                    exclude=self._shown)
+        found = self.archive.search(terms, names=sorted(topic.speakers), limit=self.candidates,
+                                    before=since if since is not None else turn_t, exclude=self._shown)
         text, shown = render_lines(found, header=RECALL_HEADER, max_tokens=self.max_tokens, tokens_of=self.tokens_of,
                                    now=now, bot_name=self.bot_name, neutralise=self.neutralise)
-        for line in shown:
-            self._shown[line.id] = turn_t
+        if keep:
+            for line in shown:
+                self._shown[line.id] = turn_t
         return text
 
     def forget(self, ids: Iterable[int]) -> None:

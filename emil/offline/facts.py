@@ -112,7 +112,7 @@ def _one(kind: FactKind, speaker: str, w: _Words, rng: random.Random) -> tuple[s
         code = w.number(1000, 99999)
         said = (f"the gate code is {code}, don't share it", f"my vault combination is {code}",
                 f"punch in {code} on the iron door to get into my storage")[r]
-        topic = ("gate code", "vault combination", "iron door")[r]
+        topic = ("gate code", "vault combination", "code for the iron door")[r]
         return said, (code,), f"remind me, what was the {topic}?"
     if kind == "place":
         noun = w.pick(_PLACE_NOUNS)

@@ -9,12 +9,16 @@ formatters write the observation (:func:`~emil.perception.format_events`,
 with tool calls; the tool classes (:mod:`emil.world.actions`) validate them, run them against the
 simulated body and word the results exactly as live. The system prompt is rendered from
 prompts/ and the tool specs come from the tool classes. The notes learner
-(:class:`~emil.memory.learn.Learner`) is fed the same events, snapshots and outcomes, so the
-pinned notes block evolves as it would live.
+(:class:`~emil.memory.learn.Learner`) and the archivist (:class:`~emil.memory.archivist.Archivist`)
+are fed the same events, snapshots and outcomes, so the pinned notes block and the archive grow
+as they would live; each turn keeps what it is about (its :class:`~emil.memory.retrieval.Topic`),
+so a sweep can recall old lines into it as the agent loop does.
 
-Facts are planted at known times (:class:`PlantedFact`: who gave what, who asked for what,
-where the chest is, a promise made in the morning); their probes say which strings must share
-one line of a prompt for the fact to count as recoverable (:mod:`emil.offline.recall`).
+Facts said in conversation are planted at random times (:class:`PlantedFact`, worded by
+:mod:`emil.offline.facts`, a generator the memory code never imports); their probes say which
+strings must share one line of a prompt for the fact to count as there
+(:mod:`emil.offline.recall`). ``plant=False`` is the null run: the same facts and probes,
+never said.
 """
 
 from __future__ import annotations
@@ -36,14 +40,18 @@ from emil.events import (
     Chat,
 )
 from emil.llm.types import ToolCall
+from emil.memory.archive import ARCHIVE_FILE, Archive
+from emil.memory.archivist import Archivist
 from emil.memory.learn import Learner
 from emil.memory.pinned import PinnedNotes
+from emil.memory.retrieval import Topic, topic_of
 from emil.memory.store import MemoryStore
 from emil.model.family import DEFAULT_FAMILY
 from emil.model.resolve import get_token_counter
 from emil.offline.content import Piece, message_pieces
+from emil.offline.facts import said_facts
 from emil.offline.recall import PlantedFact
-from emil.offline.sim_people import Happenings
+from emil.offline.sim_people import ROSTER, Happenings
 from emil.offline.sim_policy import ScriptedEmil
 from emil.offline.sim_world import BOT, DURATIONS, SimBody, SimWorld, resolve
 from emil.offline.trace import SessionTrace
@@ -89,10 +97,11 @@ SYSTEM_PROMPT = load_system_prompt(None, name=BOT, tools=[t["function"]["name"] 
 
 @dataclass(frozen=True)
 class SyntheticTurn:
-    """One turn: its messages and the game time it started."""
+    """One turn: its messages, the game time it started, and what it is about."""
 
     t: float
     messages: tuple[Message, ...]
+    topic: Topic | None = None
 
 
 @dataclass(frozen=True)
@@ -107,18 +116,25 @@ class SyntheticDay:
     tools: list[dict[str, Any]]
     seed: int
     hours: float
+    data_dir: Path | None = None
+    """Where the day's notes and archive stay (None: a scratch directory, gone)."""
+    planted_said: bool = True
+    """False for the null run (the facts were never said)."""
 
 
 class _Day:
     """One run of the simulation (see the module doc)."""
 
     def __init__(self, seed: int, hours: float, *, start: float, reasoning: bool,
-                 store: MemoryStore | None, notes: PinnedNotes | None, notes_every_s: float) -> None:
+                 store: MemoryStore | None, notes: PinnedNotes | None, notes_every_s: float,
+                 archive: Archive | None = None, plant: bool = True, per_kind: int = 0) -> None:
         self.rng = random.Random(seed)
         self.start, self.end = start, start + hours * 3600.0
         self.world = SimWorld(random.Random(seed + 1), start)
         self.body = SimBody(self.world)
-        self.people = Happenings(self.rng, self.world, start=start, end=self.end)
+        said = said_facts(seed=seed, speakers=[p.name for p in ROSTER], per_kind=per_kind, bot_name=BOT) if per_kind else ()
+        self.people = Happenings(self.rng, self.world, start=start, end=self.end, said=said, plant=plant, seed=seed)
+        self.archivist = Archivist(archive, bot_name=BOT, clock=lambda: self.world.t) if archive is not None else None
         self.emil = ScriptedEmil(self.rng, self.world)
         self.perception = Perception(PerceptionPolicy(bot_name=BOT))
         self.learner = Learner(store, bot_name=BOT, clock=lambda: self.world.t) if store is not None else None
@@ -147,6 +163,8 @@ class _Day:
         if self.learner is not None:
             self.learner.job_ended(goal, "done" if ok else "failed")
             self.learner.tool_done(name, args, ok, requesters)
+        if self.archivist is not None:
+            self.archivist.tool_done(name, args, ok, text)
         return {"id": call_id, "name": name, "arguments": raw}, Message.tool_result(call_id, text, event_time=self.world.t)
 
     def turn(self) -> None:
@@ -173,7 +191,7 @@ class _Day:
             messages.append(Message.assistant(None, tool_calls=[c for c, _ in done], reasoning=reasoning,
                                               event_time=opening.event_time))
             messages.extend(m for _, m in done)
-        self.turns.append(SyntheticTurn(start, tuple(messages)))
+        self.turns.append(SyntheticTurn(start, tuple(messages), topic_of(events, snapshot, bot_name=BOT)))
 
     def run(self) -> Iterator[SyntheticTurn]:
         """The turns as they happen, until ``end`` (game time)."""
@@ -202,6 +220,8 @@ class _Day:
                 for event in self.people.happen(what):
                     if self.learner is not None:
                         self.learner.observe(event)
+                    if self.archivist is not None:
+                        self.archivist.observe(event)
                     self.perception.add(event, now=self.world.t)
 
 
@@ -215,30 +235,42 @@ def synthetic_day(
     tokenizer: str = DEFAULT_FAMILY,
     notes_every_s: float = 300.0,
     start: float = DAY_START,
+    per_kind: int = 3,
+    plant: bool = True,
 ) -> SyntheticDay:
     """``hours`` of seeded play (see the module doc).
 
-    The notes learned go to ``data_dir`` (a fresh temporary one when None, deleted after); the
-    pinned block is rendered within ``memory_tokens`` of ``tokenizer`` at most every
-    ``notes_every_s`` game seconds, when the notes changed (live renders between turns; a sweep
-    only needs the block a trim would take)."""
+    The notes learned and the lines archived go to ``data_dir`` (a fresh temporary one when
+    None, deleted after; scratch databases: no disk syncs); the pinned block is rendered within
+    ``memory_tokens`` of ``tokenizer`` at most every ``notes_every_s`` game seconds, when the
+    notes changed (live renders between turns; a sweep only needs the block a trim would take).
+    ``per_kind`` facts of each kind are said in conversation (0: none); ``plant=False`` is the
+    null run."""
     if hours <= 0:
         raise ValueError(f"--synthetic-hours must be positive, got {hours}")
     with tempfile.TemporaryDirectory(prefix="emil-day-") as scratch:
-        store = MemoryStore.open(data_dir or Path(scratch))
+        folder = data_dir or Path(scratch)
+        store = MemoryStore.open(folder, durable=False)
+        archive = Archive.open(folder, retention_days=0, durable=False)
         try:
             counter = get_token_counter(tokenizer)
-            pinned = PinnedNotes(store, max_tokens=memory_tokens, tokens_of=counter.count) if memory_tokens > 0 else None
-            day = _Day(seed, hours, start=start, reasoning=reasoning, store=store, notes=pinned, notes_every_s=notes_every_s)
-            if pinned is not None:
+            pinned = (PinnedNotes(store, max_tokens=memory_tokens, tokens_of=counter.count) if memory_tokens > 0
+                      else None)
+            day = _Day(seed, hours, start=start, reasoning=reasoning, store=store, notes=pinned,
+                       notes_every_s=notes_every_s, archive=archive, plant=plant, per_kind=per_kind)
+            if pinned is not None and day.learner is not None:
+                learner = day.learner
+                pinned.present = lambda: learner.present
                 day.notes.append((start, pinned.text()))
             for _turn in day.run():
                 pass
         finally:
+            archive.close()
             store.close()
     return SyntheticDay(
         turns=tuple(day.turns), planted=tuple(day.people.planted), notes=tuple(day.notes),
         system_prompt=SYSTEM_PROMPT, tools=emil_tool_specs(), seed=seed, hours=hours,
+        data_dir=data_dir, planted_said=plant,
     )
 
 
@@ -304,6 +336,8 @@ def day_trace(day: SyntheticDay, *, preserve_thinking: bool = _DEFAULTS.preserve
         model_family=model_family,
         notes=day.notes,
         planted=day.planted,
+        topics=[t.topic for t in day.turns],
+        archive=day.data_dir / ARCHIVE_FILE if day.data_dir is not None else None,
     )
 
 
