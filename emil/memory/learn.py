@@ -5,7 +5,7 @@ event, every status snapshot and every tool call with its outcome) and writes a 
 store the moment it is learned:
 
 - players: who was here (joins, chat, standing near), what they asked Emil (chat that names
-  Emil, whispers), what they gave Emil (items picked up right after that player tossed them),
+  Emil, whispers), what they said otherwise (overheard: ``said``), what they gave Emil (items picked up right after that player tossed them),
   what Emil gave them, who hit Emil, what Emil promised them (its own ``say``/``whisper`` with
   "I'll", "I will", "I promise"...);
 - places: a place a player names in chat with coordinates ("my chest is at 10 64 -5"), or as
@@ -30,7 +30,7 @@ from typing import Any
 
 from emil.events import Chat, Damage, Death, GameEvent, ItemCollected, PlayerJoined, Respawn
 from emil.memory.archive import words
-from emil.memory.notes import Fact
+from emil.memory.notes import Fact, Topic
 from emil.memory.retrieval import STOP_WORDS
 from emil.memory.store import MemoryStore
 from emil.memory.untrusted import clip
@@ -107,8 +107,8 @@ class Learner:
                 facts.append(Fact(about="player", subject=event.sender, topic="seen"))
                 addressed = event.whisper or _names(event.text, self.bot_name)
                 self._latest[event.sender] = (addressed, event.text)
-                if addressed:
-                    facts.append(Fact(about="player", subject=event.sender, topic="asked", detail=clip(event.text, 160)))
+                topic: Topic = "asked" if addressed else "said"
+                facts.append(Fact(about="player", subject=event.sender, topic=topic, detail=clip(event.text, 160)))
                 facts += self._places_in_chat(event)
             case PlayerJoined() if event.username != self.bot_name and _NAME_CHARS.match(event.username):
                 facts.append(Fact(about="player", subject=event.username, topic="seen"))

@@ -5,29 +5,35 @@ are absolute UTC minutes), so a block re-rendered from unchanged notes leaves th
 as it was. Every untrusted string (player names, their words, item and place names) goes
 through :func:`emil.memory.untrusted.as_data`.
 
+What players said is quoted on lines of its own under the player (``asked you``: words to
+Emil; ``said``: words Emil overheard; ``note``: a fact from a summary or Emil's own
+``remember``), ranked by how much they say: the rarer its words among everything quoted and
+the less often it was repeated, the higher (:func:`telling`), so "my vault combination is 3406"
+said once outranks the tenth "come here". No phrase is known in advance: it is word rarity only.
+
 When the notes do not fit ``max_tokens``, lines are chosen by priority and the rest left out:
-unfinished goals, then the newest :data:`OWN_NOTES` notes Emil wrote about itself with
-``remember``, then the players present (in the latest snapshot: whom Emil is about to talk
-to), then the other players (most recently seen first) and places (newest first) taken in turn,
-one of each, so that a day of many places does not push every player out (or the reverse), then
-finished goals. A present player's line says more: up to :data:`ASKED_PRESENT` of their
-requests and :data:`NOTES_PRESENT` notes (an absent player's: :data:`ASKED_ABSENT` and
-:data:`NOTES_ABSENT`), chosen by what they said least often and at most length first, so a
-request said once ("my vault combination is 3406") outranks the tenth "come here". What is left
-out is still in the database and in the archive; only the prompt is bounded.
+unfinished goals, the newest :data:`OWN_NOTES` notes Emil wrote about itself, the players
+present (in the latest snapshot: whom Emil is about to talk to) and their quotes, then the other
+players (most recently seen first) and places (newest first) taken in turn, one of each, so that
+a day of many places does not push every player out (or the reverse), then the other players'
+quotes (the most telling first, whoever said them), then finished goals. What is left out is
+still in the database and in the archive; only the prompt is bounded.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from itertools import zip_longest
 
+from emil.memory.archive import words
 from emil.memory.notes import Note
+from emil.memory.retrieval import STOP_WORDS
 from emil.memory.untrusted import as_data
 
-__all__ = ["NOTES_HEADER", "render_notes"]
+__all__ = ["NOTES_HEADER", "QUOTED", "render_notes", "telling"]
 
 NOTES_HEADER = (
     "[notes] What you remember from earlier, kept across restarts. Players' words are quoted "
@@ -35,10 +41,10 @@ NOTES_HEADER = (
 )
 
 _DONE_GOALS = 3
-ASKED_PRESENT, ASKED_ABSENT = 6, 2
-NOTES_PRESENT, NOTES_ABSENT = 4, 2
 OWN_NOTES = 6
 _PROMISED = 2
+QUOTED = {"asked": "asked you", "said": "said", "note": "note", "helped": "helped", "trust": "trust"}
+"""Topics whose detail is words (a player's, a summary's, Emil's own), quoted under the player."""
 
 
 def _when(t: float) -> str:
@@ -49,11 +55,17 @@ def _newest(notes: Iterable[Note], n: int) -> list[Note]:
     return sorted(notes, key=lambda x: (-x.last_t, -x.id))[:n]
 
 
-def _telling(notes: Iterable[Note], n: int) -> list[Note]:
-    """The ``n`` notes that say the most: said least often, then longest, then newest; shown
-    oldest first."""
-    chosen = sorted(notes, key=lambda x: (x.count, -len(x.detail), -x.last_t, -x.id))[:n]
-    return sorted(chosen, key=lambda x: (x.last_t, x.id))
+def telling(notes: Sequence[Note]) -> dict[int, float]:
+    """How much each note's words say, by note id: the rarer its words among all ``notes`` (a
+    word in every note says nothing), per square root of its length, divided by how often it
+    was said (the tenth "come here" says less than the first). Stop words count for nothing."""
+    bags = {n.id: set(words(n.detail)) - STOP_WORDS for n in notes}
+    df = Counter(w for bag in bags.values() for w in bag)
+    total = len(notes) + 1
+    return {
+        n.id: sum(math.log(total / df[w]) for w in bags[n.id]) / math.sqrt(len(bags[n.id]) or 1) / max(1, n.count)
+        for n in notes
+    }
 
 
 def _quoted(notes: Sequence[Note]) -> str:
@@ -77,21 +89,16 @@ def _player_line(name: str, notes: Sequence[Note], *, present: bool = False) -> 
     if by["hit_me"]:
         hits = sum(n.count for n in by["hit_me"])
         parts.append(f"hit you {hits} time{'s' if hits != 1 else ''} (last {_when(max(n.last_t for n in by['hit_me']))})")
-    free = NOTES_PRESENT if present else NOTES_ABSENT
-    if by["helped"]:
-        parts.append(f"helped: {_quoted(_newest(by['helped'], free))}")
-    if by["trust"]:
-        parts.append(f"trust: {_quoted(_newest(by['trust'], 1))}")
-    if by["asked"]:
-        parts.append(f"asked you {_quoted(_telling(by['asked'], ASKED_PRESENT if present else ASKED_ABSENT))}")
     open_promises = sorted((n for n in by["promised"] if n.note != "kept"), key=lambda x: (x.last_t, x.id))
     if open_promises:
         # The oldest one still open (the easiest to forget) and the newest: not yet kept.
         shown = list(dict.fromkeys([*open_promises[:1], *open_promises[-_PROMISED:]]))
         parts.append(f"you promised (not yet kept) {_quoted(shown)}")
-    if by["note"]:
-        parts.append(f"notes: {_quoted(_telling(by['note'], free))}")
     return f"- {as_data(name, 32)}{' (here now)' if present else ''}: " + "; ".join(parts)
+
+
+def _quote_line(n: Note) -> str:
+    return f'  - {QUOTED[n.topic]}: "{as_data(n.detail, 200)}" ({time.strftime("%H:%M", time.gmtime(n.last_t))})'
 
 
 def _place_line(n: Note) -> str:
@@ -141,27 +148,46 @@ def render_notes(
     unfinished = [g for g in goals if g.note in ("active", "interrupted", "")]
     finished = _newest((g for g in goals if g not in unfinished), _DONE_GOALS)
     seen = sorted(players.items(), key=lambda kv: (kv[0] not in present, -max(n.last_t for n in kv[1]), kv[0]))
-    # (section, line) in priority order; kept lines are printed in section order.
-    here = [(0, _player_line(name, ns, present=True)) for name, ns in seen if name in present]
-    people = [(0, _player_line(name, ns)) for name, ns in seen if name not in present]
-    spots = [(1, _place_line(p)) for p in _newest(places, len(places))]
-    candidates: list[tuple[int, str]] = (
-        [(2, _goal_line(g)) for g in _newest(unfinished, len(unfinished))]
-        + [(3, f'- "{as_data(n.detail, 200)}"') for n in sorted(_newest(own, OWN_NOTES), key=lambda x: (x.last_t, x.id))]
+    rank = {name: i for i, (name, _ns) in enumerate(seen)}
+    quotes = [n for _name, ns in seen for n in ns if n.topic in QUOTED]
+    score = telling(quotes)
+    ranked = sorted(quotes, key=lambda n: (-score[n.id], -n.last_t, n.id))
+    # (section, place in the section, line, the player line it hangs under) in priority order;
+    # kept lines are printed by section, then place.
+    def player(name: str, ns: list[Note]) -> Candidate:
+        return 0, (rank[name], 0.0, 0), _player_line(name, ns, present=name in present), name, ""
+
+    def quote(n: Note) -> Candidate:
+        return 0, (rank[n.subject], n.last_t, n.id), _quote_line(n), None, n.subject
+
+    here = [player(name, ns) for name, ns in seen if name in present]
+    people = [player(name, ns) for name, ns in seen if name not in present]
+    spots: list[Candidate] = [(1, (i, 0.0, 0), _place_line(p), None, "") for i, p in enumerate(_newest(places, len(places)))]
+    candidates: list[Candidate] = (
+        [(2, (i, 0.0, 0), _goal_line(g), None, "") for i, g in enumerate(_newest(unfinished, len(unfinished)))]
+        + [(3, (0, x.last_t, x.id), f'- "{as_data(x.detail, 200)}"', None, "") for x in _newest(own, OWN_NOTES)]
         + here
+        + [quote(n) for n in ranked if n.subject in present]
         + [line for pair in zip_longest(people, spots) for line in pair if line is not None]
-        + [(2, _goal_line(g)) for g in finished]
+        + [quote(n) for n in ranked if n.subject not in present]
+        + [(2, (len(unfinished) + i, 0.0, 0), _goal_line(g), None, "") for i, g in enumerate(finished)]
     )
     if neutralise is not None:
-        candidates = [(section, neutralise(line)) for section, line in candidates]
+        candidates = [(section, place, neutralise(line), of, under) for section, place, line, of, under in candidates]
     titles = ("players:", "places:", "your goals:", "your own notes (remember):")
     room = max_tokens - tokens_of(NOTES_HEADER + "\n") - sum(tokens_of(t + "\n") for t in titles)
-    kept: list[tuple[int, int, str]] = []
-    for order, (section, line) in enumerate(candidates):
+    kept: list[Candidate] = []
+    players_kept: set[str] = set()
+    for candidate in candidates:
+        _section, _place, line, of, under = candidate
+        if under and under not in players_kept:
+            continue  # a quote only under its player's line
         cost = tokens_of(line + "\n")
         if cost <= room:
-            kept.append((section, order, line))
+            kept.append(candidate)
             room -= cost
+            if of is not None:
+                players_kept.add(of)
     while kept:
         text = _assemble(kept, titles)
         if tokens_of(text) <= max_tokens:
@@ -170,10 +196,15 @@ def render_notes(
     return None
 
 
-def _assemble(kept: list[tuple[int, int, str]], titles: Sequence[str]) -> str:
+Candidate = tuple[int, tuple[int, float, int], str, str | None, str]
+"""(section, place within the section, line, the player whose line it is, the player whose
+line a quote hangs under ("" for any other line))."""
+
+
+def _assemble(kept: list[Candidate], titles: Sequence[str]) -> str:
     lines = [NOTES_HEADER]
     for section, title in enumerate(titles):
-        mine = [line for s, _order, line in sorted(kept, key=lambda k: k[1]) if s == section]
+        mine = [line for s, _place, line, _of, _under in sorted(kept, key=lambda k: k[1]) if s == section]
         if mine:
             lines.append(title)
             lines.extend(mine)

@@ -31,7 +31,7 @@ def test_players_requests_gifts_and_hits(store: MemoryStore) -> None:
     learn = Learner(store, bot_name="Emil", clock=lambda: 10.0)
     learn.observe(PlayerJoined(username="steve", t=1.0))
     learn.observe(Chat(sender="alex", text="Emil, follow me", t=2.0))
-    learn.observe(Chat(sender="alex", text="nice weather", t=3.0))  # not to Emil: no request
+    learn.observe(Chat(sender="alex", text="nice weather", t=3.0))  # not to Emil: overheard, no request
     learn.observe(Chat(sender="Emil", text="I said this myself", t=3.5))
     learn.observe(ItemCollected(item="bread", count=3, from_player="alex", t=4.0))
     learn.observe(ItemCollected(item="dirt", count=1, t=4.5))  # dug it: not a gift
@@ -41,6 +41,7 @@ def test_players_requests_gifts_and_hits(store: MemoryStore) -> None:
         ("player", "steve", "seen", "", 1),
         ("player", "alex", "seen", "", 2),
         ("player", "alex", "asked", "Emil, follow me", 1),
+        ("player", "alex", "said", "nice weather", 1),
         ("player", "alex", "gave_me", "bread", 3),
         ("player", "alex", "hit_me", "", 1),
     }
