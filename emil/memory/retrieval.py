@@ -171,7 +171,7 @@ class Recollection:
     tokens_of: Callable[[str], int]
     bot_name: str = "Emil"
     neutralise: Callable[[str], str] | None = None
-    candidates: int = 24
+    candidates: int = 12
     """Lines asked of the archive per turn (the best that fit the bound are shown)."""
     _shown: dict[int, float] = field(default_factory=dict)
     """Line id -> the game time of the turn that recalled it."""

@@ -132,11 +132,14 @@ def retrieval_times(day: SyntheticDay, counter: TokenCounter, *, lines: int, rec
             end = day.turns[-1].t if day.turns else 0.0
             seconds: list[float] = []
             for turn in day.turns:
-                if turn.t < end - 3600.0 or turn.topic is None:
+                # The two hours before are played unmeasured: at the end of a day the session has
+                # been recalling all day (what it counted of common words is known).
+                if turn.t < end - 3 * 3600.0 or turn.topic is None:
                     continue
                 started = time.perf_counter()
                 recollection.block(turn.topic, since=turn.t - horizon_s, now=turn.t, turn_t=turn.t)
-                seconds.append(time.perf_counter() - started)
+                if turn.t >= end - 3600.0:
+                    seconds.append(time.perf_counter() - started)
             total = big.count()
         finally:
             big.close()
