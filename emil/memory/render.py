@@ -13,10 +13,12 @@ said once outranks the tenth "come here". No phrase is known in advance: it is w
 
 When the notes do not fit ``max_tokens``, lines are chosen by priority and the rest left out:
 unfinished goals, the newest :data:`OWN_NOTES` notes Emil wrote about itself, the players
-present (in the latest snapshot: whom Emil is about to talk to) and their quotes, then the other
+present (in the latest snapshot: whom Emil is about to talk to) and their :data:`PRESENT_QUOTES`
+most telling quotes, then the other
 players (most recently seen first) and places (newest first) taken in turn, one of each, so that
-a day of many places does not push every player out (or the reverse), then the other players'
-quotes (the most telling first, whoever said them), then finished goals. What is left out is
+a day of many places does not push every player out (or the reverse), then the rest of the
+quotes (the most telling first, whoever said them), then finished goals. Words with nothing in
+them ("lol", "ok") are not quoted. What is left out is
 still in the database and in the archive; only the prompt is bounded.
 """
 
@@ -42,6 +44,8 @@ NOTES_HEADER = (
 
 _DONE_GOALS = 3
 OWN_NOTES = 6
+PRESENT_QUOTES = 8
+"""Quotes of each player present that come with them, before the other players' lines."""
 _PROMISED = 2
 QUOTED = {"asked": "asked you", "said": "said", "note": "note", "helped": "helped", "trust": "trust"}
 """Topics whose detail is words (a player's, a summary's, Emil's own), quoted under the player."""
@@ -151,7 +155,12 @@ def render_notes(
     rank = {name: i for i, (name, _ns) in enumerate(seen)}
     quotes = [n for _name, ns in seen for n in ns if n.topic in QUOTED]
     score = telling(quotes)
-    ranked = sorted(quotes, key=lambda n: (-score[n.id], -n.last_t, n.id))
+    # Words with nothing in them ("lol", "ok", "hey all") are not quoted at all.
+    ranked = sorted((n for n in quotes if score[n.id] > 0), key=lambda n: (-score[n.id], -n.last_t, n.id))
+    first: list[Note] = []  # the players present: their most telling quotes, with them
+    for name in sorted(present):
+        first += [n for n in ranked if n.subject == name][:PRESENT_QUOTES]
+    later = [n for n in ranked if n not in first]
     # (section, place in the section, line, the player line it hangs under) in priority order;
     # kept lines are printed by section, then place.
     def player(name: str, ns: list[Note]) -> Candidate:
@@ -167,9 +176,9 @@ def render_notes(
         [(2, (i, 0.0, 0), _goal_line(g), None, "") for i, g in enumerate(_newest(unfinished, len(unfinished)))]
         + [(3, (0, x.last_t, x.id), f'- "{as_data(x.detail, 200)}"', None, "") for x in _newest(own, OWN_NOTES)]
         + here
-        + [quote(n) for n in ranked if n.subject in present]
+        + [quote(n) for n in first]
         + [line for pair in zip_longest(people, spots) for line in pair if line is not None]
-        + [quote(n) for n in ranked if n.subject not in present]
+        + [quote(n) for n in later]
         + [(2, (len(unfinished) + i, 0.0, 0), _goal_line(g), None, "") for i, g in enumerate(finished)]
     )
     if neutralise is not None:
