@@ -15,10 +15,11 @@ When the notes do not fit ``max_tokens``, lines are chosen by priority and the r
 unfinished goals, the newest :data:`OWN_NOTES` notes Emil wrote about itself, the players
 present (in the latest snapshot: whom Emil is about to talk to) and their :data:`PRESENT_QUOTES`
 most telling quotes, then the other
-players (most recently seen first) and places (newest first) taken in turn, one of each, so that
-a day of many places does not push every player out (or the reverse), then the rest of the
-quotes (the most telling first, whoever said them), then finished goals. Words with nothing in
-them ("lol", "ok") are not quoted. What is left out is
+players (most recently seen first: a short line each, with at most three kinds of items and
+the oldest and newest open promise), then the rest of the quotes (the most telling first,
+whoever said them) and the places (newest first) in turn, two quotes to a place, so that a day
+of many places does not push out what players said (or the reverse), then finished goals.
+Words with nothing in them ("lol", "ok") are not quoted. What is left out is
 still in the database and in the archive; only the prompt is bounded.
 """
 
@@ -46,7 +47,8 @@ _DONE_GOALS = 3
 OWN_NOTES = 6
 PRESENT_QUOTES = 8
 """Quotes of each player present that come with them, before the other players' lines."""
-_PROMISED = 2
+_PROMISED = 1
+_ITEMS = 3
 QUOTED = {"asked": "asked you", "said": "said", "note": "note", "helped": "helped", "trust": "trust"}
 """Topics whose detail is words (a player's, a summary's, Emil's own), quoted under the player."""
 
@@ -72,13 +74,11 @@ def telling(notes: Sequence[Note]) -> dict[int, float]:
     }
 
 
-def _quoted(notes: Sequence[Note]) -> str:
-    return ", ".join(f'"{as_data(n.detail, 80)}"' for n in notes)
-
-
 def _items(notes: Sequence[Note]) -> str:
     ordered = sorted(notes, key=lambda x: (-x.count, x.detail))
-    return ", ".join(f"{n.count} {as_data(n.detail, 40)}" for n in ordered)
+    shown = ", ".join(f"{n.count} {as_data(n.detail, 40)}" for n in ordered[:_ITEMS])
+    more = len(ordered) - _ITEMS
+    return shown + (f" and {more} more kind{'s' if more > 1 else ''}" if more > 0 else "")
 
 
 def _player_line(name: str, notes: Sequence[Note], *, present: bool = False) -> str:
@@ -97,8 +97,13 @@ def _player_line(name: str, notes: Sequence[Note], *, present: bool = False) -> 
     if open_promises:
         # The oldest one still open (the easiest to forget) and the newest: not yet kept.
         shown = list(dict.fromkeys([*open_promises[:1], *open_promises[-_PROMISED:]]))
-        parts.append(f"you promised (not yet kept) {_quoted(shown)}")
+        promised = ", ".join(f'"{as_data(n.detail, 70)}"' for n in shown)
+        parts.append(f"you promised (not yet kept) {promised}")
     return f"- {as_data(name, 32)}{' (here now)' if present else ''}: " + "; ".join(parts)
+
+
+def _pairs(lines: list[Candidate]) -> list[list[Candidate]]:
+    return [lines[i : i + 2] for i in range(0, len(lines), 2)]
 
 
 def _quote_line(n: Note) -> str:
@@ -177,8 +182,10 @@ def render_notes(
         + [(3, (0, x.last_t, x.id), f'- "{as_data(x.detail, 200)}"', None, "") for x in _newest(own, OWN_NOTES)]
         + here
         + [quote(n) for n in first]
-        + [line for pair in zip_longest(people, spots) for line in pair if line is not None]
-        + [quote(n) for n in later]
+        + people
+        # What players said and where places are, in turn: two quotes to a place.
+        + [line for pair in zip_longest(_pairs([quote(n) for n in later]), spots) for part in pair if part is not None
+           for line in (part if isinstance(part, list) else [part])]
         + [(2, (len(unfinished) + i, 0.0, 0), _goal_line(g), None, "") for i, g in enumerate(finished)]
     )
     if neutralise is not None:
