@@ -14,11 +14,11 @@ said once outranks the tenth "come here". No phrase is known in advance: it is w
 When the notes do not fit ``max_tokens``, lines are chosen by priority and the rest left out:
 unfinished goals, the newest :data:`OWN_NOTES` notes Emil wrote about itself, the players
 present (in the latest snapshot: whom Emil is about to talk to) and their :data:`PRESENT_QUOTES`
-most telling quotes, then the other
-players (most recently seen first: a short line each, with at most three kinds of items and
-the oldest and newest open promise), then the rest of the quotes (the most telling first,
-whoever said them) and the places (newest first) in turn, two quotes to a place, so that a day
-of many places does not push out what players said (or the reverse), then finished goals.
+most telling quotes, then the other players (most recently seen first: a short line each, with
+at most three kinds of items and the oldest and newest open promise) and places (newest first)
+in turn, one of each, then the rest of the quotes (the most telling first, whoever said them)
+and the places left in turn, two quotes to a place, so that a day of many places does not push
+out the players and what they said (or the reverse), then finished goals.
 Words with nothing in them ("lol", "ok") are not quoted. What is left out is
 still in the database and in the archive; only the prompt is bounded.
 """
@@ -182,10 +182,11 @@ def render_notes(
         + [(3, (0, x.last_t, x.id), f'- "{as_data(x.detail, 200)}"', None, "") for x in _newest(own, OWN_NOTES)]
         + here
         + [quote(n) for n in first]
-        + people
-        # What players said and where places are, in turn: two quotes to a place.
-        + [line for pair in zip_longest(_pairs([quote(n) for n in later]), spots) for part in pair if part is not None
-           for line in (part if isinstance(part, list) else [part])]
+        # The other players and places in turn, one of each; then what players said and the
+        # places left, in turn: two quotes to a place.
+        + [line for pair in zip_longest(people, spots[: len(people)]) for line in pair if line is not None]
+        + [line for pair in zip_longest(_pairs([quote(n) for n in later]), spots[len(people):]) for part in pair
+           if part is not None for line in (part if isinstance(part, list) else [part])]
         + [(2, (len(unfinished) + i, 0.0, 0), _goal_line(g), None, "") for i, g in enumerate(finished)]
     )
     if neutralise is not None:
