@@ -39,6 +39,7 @@ from emil.agent.startup import (
     default_recording_path,
     endpoint_patience,
     new_client,
+    new_session_id,
     preflight,
     summary_line,
 )
@@ -201,7 +202,8 @@ async def open_session(
     try:
         # The notes first: data_dir unwritable, or another Emil on it, is found before connecting.
         with open_memory(s.data_dir, bot_name=s.bot_name, retention_days=s.archive_days) as memory:
-            async with new_client(s, validate_tool_call) as llm:
+            session_id = new_session_id()  # in the recording's header and every request's session key
+            async with new_client(s, validate_tool_call, session_id=session_id) as llm:
                 patience = endpoint_patience(s, limit_s=s.endpoint_wait_s, on_event=outages)
                 model = await check_model(s, llm, patience)
                 neutralise = Neutraliser(served_specials(model.counter))
@@ -215,7 +217,7 @@ async def open_session(
                 async with Bot.connect(bot_settings(s), on_outage=outages) as bot:
                     world = memory.world(BotWorld(bot, s, memory=memory_tools))
                     agent = build_agent(s, model, world, tools, recorder, context=context, patience=patience,
-                                        recall=recall)
+                                        recall=recall, session_id=session_id)
                     outages.agent = agent
                     yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget,
                                   path, metrics, memory)

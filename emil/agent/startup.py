@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,8 +71,11 @@ __all__ = [
     "endpoint_patience",
     "header_record",
     "new_client",
+    "new_session_id",
     "preflight",
     "recovering_completer",
+    "session_headers",
+    "session_key",
     "summary_line",
     "wait_for_endpoint",
 ]
@@ -233,7 +237,8 @@ async def check_model(s: Settings, llm: OpenAIClient, patience: Patience | None 
     window = _window(served, s)
     def counted_by_server() -> ModelFamily:
         return server_family(
-            ServerCounting(s.endpoint, served.id, api_key=s.api_key, timeout=min(30.0, s.request_timeout_s))
+            ServerCounting(s.endpoint, served.id, api_key=s.api_key, timeout=min(30.0, s.request_timeout_s),
+                           headers=llm.headers)
         )
 
     resolved = resolve_family(
@@ -244,7 +249,7 @@ async def check_model(s: Settings, llm: OpenAIClient, patience: Patience | None 
         server=counted_by_server,
     )
     resolved = await verify_family(
-        resolved, ServerTokenizeCounter(s.endpoint, served.id, api_key=s.api_key),
+        resolved, ServerTokenizeCounter(s.endpoint, served.id, api_key=s.api_key, headers=llm.headers),
         enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking, server=counted_by_server,
     )
     family = resolved.family
@@ -256,11 +261,41 @@ async def check_model(s: Settings, llm: OpenAIClient, patience: Patience | None 
     return ModelSetup(llm, served, window, counter, family, resolved.source, budget)
 
 
-def new_client(s: Settings, tool_validator: Callable[[ToolCall], ToolCall] | None = None) -> OpenAIClient:
-    """The live client for the configured endpoint; ``tool_validator`` checks calls against the tools."""
+def new_session_id() -> str:
+    """A new session's id (the recording header's ``session_id``, part of its session key)."""
+    return uuid.uuid4().hex[:12]
+
+
+def session_key(s: Settings, session_id: str) -> str:
+    """``<bot_name>-<session_id>``, the name reduced to what a header value may hold (a
+    Minecraft name already is)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", s.bot_name) or "emil"
+    return f"{name}-{session_id}"
+
+
+def session_headers(s: Settings, session_id: str) -> dict[str, str]:
+    """``{session_header: session_key}``, sent with every request of the session (none when
+    ``session_header`` is off): a router hashing it keeps the session on one replica, where its
+    prefix is cached (docs/scale-out.md)."""
+    if s.session_header == "off":
+        return {}
+    return {s.session_header: session_key(s, session_id)}
+
+
+def new_client(
+    s: Settings, tool_validator: Callable[[ToolCall], ToolCall] | None = None, *, session_id: str | None = None
+) -> OpenAIClient:
+    """The live client for the configured endpoint; ``tool_validator`` checks calls against the
+    tools; every request carries the session key of ``session_id`` (a new one when None), and
+    every chat request an ``X-Request-Id`` starting with it."""
+    session_id = session_id or new_session_id()
+    headers = session_headers(s, session_id)
+    for name, value in headers.items():
+        _log.info("llm: every request carries %s: %s (the session key a router routes on)", name, value)
     return OpenAIClient(
         s.endpoint, model=None if s.model == "auto" else s.model, api_key=s.api_key,
         timeout=s.request_timeout_s, first_token_timeout=s.first_token_timeout_s, tool_validator=tool_validator,
+        headers=headers, request_id_prefix=session_key(s, session_id),
     )
 
 
@@ -281,10 +316,14 @@ def agent_options(s: Settings, prompt_budget: int | None = None) -> AgentOptions
     )
 
 
-def header_record(s: Settings, model: ModelSetup, context: ManagedContext) -> HeaderRecord:
-    """The recording's first record: versions, effective settings, the pinned prompt parts."""
+def header_record(
+    s: Settings, model: ModelSetup, context: ManagedContext, session_id: str | None = None
+) -> HeaderRecord:
+    """The recording's first record: versions, effective settings, the pinned prompt parts, the
+    session key the client sends (``session_id``: the one it was made with; None: a new id)."""
     return HeaderRecord(
-        session_id=uuid.uuid4().hex[:12],
+        session_id=session_id or new_session_id(),
+        session_key=model.llm.headers.get(s.session_header),
         settings=s.public_dump(), model=model.served.id, tokenizer=model.counter.name,
         chat_template=_local_template(model.family), model_family=model.family.name, window=model.window,
         output_reserve=s.output_reserve, prompt_budget=model.budget.prompt_budget,
@@ -306,6 +345,7 @@ def build_agent(
     notes: NotesSource | None = None,
     summaries: SummarySource | None = None,
     recall: Recall | None = None,
+    session_id: str | None = None,
 ) -> Agent:
     """Check the pinned prompt fits (BudgetError otherwise), write the header, build the agent.
 
@@ -317,7 +357,7 @@ def build_agent(
         context = build_context(s, model.counter, model.family, model.budget, tools, history=history, llm=model.llm,
                                 notes=notes, summaries=summaries,
                                 notes_bound=s.memory_tokens if notes is not None else 0)
-    recorder.write(header_record(s, model, context))
+    recorder.write(header_record(s, model, context, session_id))
     if history is not None:
         for message in history.messages():
             recorder.message(message)

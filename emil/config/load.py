@@ -33,9 +33,10 @@ __all__ = [
 
 DEFAULT_CONFIG_FILE = Path("emil.toml")
 
-OTHER_ENV_VARS = frozenset({"EMIL_CONFIG", "EMIL_NO_BOOTSTRAP", "EMIL_JS_DIR", "EMIL_JS_MODULES"})
-"""EMIL_* variables that are not settings (config file, bootstrap, Node module folders); any
-other EMIL_* variable must name a setting, so a typo is an error instead of being ignored."""
+OTHER_ENV_VARS = frozenset({"EMIL_CONFIG", "EMIL_NO_BOOTSTRAP", "EMIL_JS_DIR", "EMIL_JS_MODULES", "EMIL_TEST_RUN"})
+"""EMIL_* variables that are not settings (config file, bootstrap, Node module folders, the test
+run a process belongs to: emil.testing.processes); any other EMIL_* variable must name a setting,
+so a typo is an error instead of being ignored."""
 
 
 class LoadedSettings(BaseModel):

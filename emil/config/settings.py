@@ -8,6 +8,7 @@ Field docstrings are the descriptions ``--help`` and docs/operations.md read; a 
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +38,26 @@ def parse_address(text: str) -> tuple[str, int] | None:
     if not 0 <= port <= 65535:
         raise ValueError(f"port must be 0..65535, got {port}")
     return host, port
+
+
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""An HTTP field name (RFC 9110 "token")."""
+_OWN_HEADERS = frozenset({"authorization", "content-type", "content-length", "host", "accept",
+                          "connection", "transfer-encoding", "user-agent", "x-request-id"})
+"""Headers the client sets itself: a session header of one of these names would replace them."""
+
+
+def check_header_name(text: str) -> str:
+    """A session header name as given (``off``/``none``/empty -> ``off``); ValueError if it is
+    not an HTTP field name or names a header the client sends itself."""
+    value = text.strip()
+    if value.lower() in ("off", "none", "false", "no", ""):
+        return "off"
+    if not _TOKEN.fullmatch(value):
+        raise ValueError(f"{value!r} is not an HTTP header name (letters, digits and -, e.g. X-Session-ID) or off")
+    if value.lower() in _OWN_HEADERS or value.lower().startswith("x-stainless"):
+        raise ValueError(f"{value!r} is a header the client sends itself; use another name, e.g. X-Session-ID")
+    return value
 
 
 class Settings(BaseModel):
@@ -94,6 +115,11 @@ class Settings(BaseModel):
     turn fails."""
     endpoint_wait_s: float | None = Field(default=None, gt=0)
     """Seconds to wait for an unreachable endpoint at start; auto = until stopped."""
+    session_header: str = "X-Session-ID"
+    """HTTP header that carries this session's key (<bot_name>-<session id>) on every request to
+    the LLM server (chat, /tokenize, summaries), so a router keeps the session on one replica and
+    its prefix cached there (vllm-router --policy consistent_hash); another router's header name
+    (X-User-ID, ...), or "off" to send none. docs/scale-out.md."""
 
     # --- Minecraft ----------------------------------------------------------------------
     mc_host: str = "127.0.0.1"
@@ -175,6 +201,11 @@ class Settings(BaseModel):
         if not v.startswith(("http://", "https://")):
             raise ValueError("must start with http:// or https:// (e.g. http://127.0.0.1:8000/v1)")
         return v.rstrip("/")
+
+    @field_validator("session_header")
+    @classmethod
+    def _header_name(cls, v: str) -> str:
+        return check_header_name(v)
 
     @field_validator("model_family")
     @classmethod

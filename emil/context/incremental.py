@@ -211,7 +211,8 @@ class IncrementalCounter:
         if self._fast is not None:
             # Only assistant messages change in preparation (tool-call arguments parsed,
             # reasoning mirrored); the others would just be deep-copied, and the twin reads them.
-            prepared = prepare_messages([wire])[0]
+            assert self.template is not None  # a twin only comes with its own template
+            prepared = prepare_messages([wire], self.template.content_format)[0]
             value = self.counter.count(self._fast(prepared, variant))
         elif variant == "kept" or variant == "user":
             value = self._probe([u, wire]) - self._constant("base")

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +50,7 @@ from emil.llm.classify import OverflowRejected, classify_failure, config_hint
 from emil.llm.overflow import extract_error_message, parse_overflow
 from emil.llm.response import StreamAssembler, parse_completion, parse_models
 from emil.llm.tokenize import ServerTokenizeCounter
-from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, root_url_of
+from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, ToolChoice, root_url_of
 
 __all__ = ["OpenAIClient", "ServedModel", "parse_tool_call"]
 
@@ -137,7 +137,11 @@ class OpenAIClient:
 
     ``tool_validator`` (e.g. ``emil.world.actions.validate_tool_call``) runs on every parsed tool
     call and fills ``error`` for unknown tools or invalid arguments; it must not raise for model
-    mistakes.
+    mistakes. ``headers`` go with every request (chat, ``/models``, ``/tokenize``): the session
+    key a router routes on (setting ``session_header``, docs/scale-out.md). With
+    ``request_id_prefix``, the n-th chat request (every attempt counts) carries
+    ``X-Request-Id: <prefix>-<n>``, which vLLM takes as its request id
+    (``chatcmpl-<prefix>-<n>`` in its log), so a server's log names the session of each request.
     """
 
     def __init__(
@@ -150,6 +154,8 @@ class OpenAIClient:
         first_token_timeout: float | None = None,
         tool_validator: Callable[[ToolCall], ToolCall] | None = None,
         extra_body: dict[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        request_id_prefix: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.root_url = root_url_of(self.base_url)
@@ -162,9 +168,19 @@ class OpenAIClient:
         self.tool_validator = tool_validator
         self.extra_body = dict(extra_body or {})
         """Sent with every request, under each request's own ``extra_body``."""
+        self.headers = dict(headers or {})
+        """Sent with every request (the session key: emil.agent.startup.session_headers)."""
+        self.request_id_prefix = request_id_prefix
+        self.default_tool_choice: ToolChoice | None = None
+        """``tool_choice`` of requests that offer tools and set none (None: the server's default,
+        "auto"). tools/soak.py --tool-choice required sets it: vLLM's structured outputs then
+        make even a random-weight model call tools."""
+        self.requests_sent = 0
+        """Chat requests sent (each attempt; the n of the last ``X-Request-Id``)."""
         self.served: ServedModel | None = None
         self._client = AsyncOpenAI(
-            base_url=self.base_url, api_key=api_key, timeout=timeout, max_retries=0
+            base_url=self.base_url, api_key=api_key, timeout=timeout, max_retries=0,
+            default_headers=self.headers or None,
         )
 
     async def __aenter__(self) -> OpenAIClient:
@@ -305,8 +321,11 @@ class OpenAIClient:
             body["stream_options"] = {"include_usage": True}
         if request.temperature is not None:
             body["temperature"] = request.temperature
-        if request.tool_choice is not None:
-            body["tool_choice"] = request.tool_choice
+        tool_choice = request.tool_choice
+        if tool_choice is None and request.tools:
+            tool_choice = self.default_tool_choice
+        if tool_choice is not None:
+            body["tool_choice"] = tool_choice
         if request.tools:
             body["tools"] = request.tools
         if request.top_p is not None:
@@ -314,20 +333,28 @@ class OpenAIClient:
         body.update(self._body(request))
         return body
 
+    def _options(self) -> RequestOptions:
+        """The API key as a bearer token; the next request id when there is a prefix."""
+        self.requests_sent += 1
+        if self.request_id_prefix is None:
+            return _REQUEST_OPTIONS
+        return {**_REQUEST_OPTIONS,
+                "headers": {"X-Request-Id": f"{self.request_id_prefix}-{self.requests_sent}"}}
+
     # The two sends below are the only I/O of a completion; tools/bench_client.py overrides them
     # with the SDK's create() to measure what the transform costs.
     async def _post(self, request: ChatRequest) -> bytes:
         """POST the body as built, without the SDK's per-message transform (see module doc);
         the answer's bytes are validated by :func:`emil.llm.response.parse_completion`."""
         return await self._client.post(_PATH, body=self._request_body(request, stream=False),
-                                       cast_to=bytes, options=_REQUEST_OPTIONS)
+                                       cast_to=bytes, options=self._options())
 
     async def _post_streaming(self, request: ChatRequest) -> AsyncStream[object]:
         """The streamed POST (SSE chunks, usage in the last one), also without the transform;
         each chunk arrives as the decoded JSON and is validated by :class:`StreamAssembler`."""
         return await self._client.post(
             _PATH, body=self._request_body(request, stream=True), cast_to=object,
-            options=_REQUEST_OPTIONS, stream=True, stream_cls=AsyncStream[object],
+            options=self._options(), stream=True, stream_cls=AsyncStream[object],
         )
 
     async def _complete_once(self, request: ChatRequest, started: float) -> Completion:
@@ -364,7 +391,8 @@ class OpenAIClient:
         if self.model in (None, "auto"):
             return None
         assert self.model is not None
-        counter = ServerTokenizeCounter(self.base_url, self.model, timeout=self.timeout, api_key=self.api_key)
+        counter = ServerTokenizeCounter(self.base_url, self.model, timeout=self.timeout,
+                                        api_key=self.api_key, headers=self.headers)
         try:
             return await counter.count_prompt(
                 request.messages, request.tools, enable_thinking=request.enable_thinking,

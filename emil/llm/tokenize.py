@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -37,10 +38,11 @@ class ServerTokenizeCounter:
         timeout: float = 10.0,
         client: httpx.AsyncClient | None = None,
         api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.base_url = base_url
         self.model = model
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._headers = _request_headers(api_key, headers)
         self.root_url = root_url_of(base_url)
         self._timeout = timeout
         self._client = client
@@ -89,6 +91,14 @@ class ServerTokenizeCounter:
         return _tokenize_answer(url, response)
 
 
+def _request_headers(api_key: str | None, extra: Mapping[str, str] | None) -> dict[str, str]:
+    """The API key as a bearer token, plus ``extra`` (the session key a router routes on)."""
+    headers = dict(extra or {})
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
 def _chat_payload(
     model: str,
     messages: list[dict[str, Any]],
@@ -96,16 +106,30 @@ def _chat_payload(
     add_generation_prompt: bool,
     template_kwargs: dict[str, Any],
 ) -> dict[str, Any]:
-    """A chat /tokenize body (tools only when there are some, as the client sends them)."""
+    """A chat /tokenize body (tools only when there are some, as the client sends them).
+
+    A chat request renames a message's ``reasoning_content`` to ``reasoning`` (when it has no
+    ``reasoning``) before rendering; vLLM 0.32's /tokenize does not, and would drop it. The
+    body carries the renamed message, so /tokenize counts what a chat request would render.
+    """
     payload: dict[str, Any] = {
         "model": model,
-        "messages": messages,
+        "messages": [_renamed_reasoning(m) for m in messages],
         "add_generation_prompt": add_generation_prompt,
         "chat_template_kwargs": template_kwargs,
     }
     if tools:
         payload["tools"] = tools
     return payload
+
+
+def _renamed_reasoning(message: dict[str, Any]) -> dict[str, Any]:
+    if "reasoning_content" not in message:
+        return message
+    renamed = {k: v for k, v in message.items() if k != "reasoning_content"}
+    if renamed.get("reasoning") is None and message["reasoning_content"] is not None:
+        renamed["reasoning"] = message["reasoning_content"]
+    return renamed
 
 
 def _tokenize_answer(url: str, response: httpx.Response) -> dict[str, Any]:
@@ -137,12 +161,12 @@ class ServerCounting:
     """
 
     def __init__(
-        self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 10.0
+        self, base_url: str, model: str, *, api_key: str | None = None, timeout: float = 10.0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.model = model
         self.url = f"{root_url_of(base_url)}/tokenize"
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.Client(timeout=timeout, headers=headers)
+        self._client = httpx.Client(timeout=timeout, headers=_request_headers(api_key, headers))
         # Closed with this object (the family lives as long as the session).
         self.close = weakref.finalize(self, self._client.close)
         self._counts: dict[str, int] = {}

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 from emil.exceptions import ConfigurationError
 from emil.model.qwen_blocks import BlockRenderer, qwen3_block, qwen35_block, qwen36_block
-from emil.model.template import ChatTemplate, packaged_template
+from emil.model.template import ChatTemplate, packaged_template, reasoning_of_request, text_of
 from emil.model.tokens import HeuristicCounter, TokenCounter, qwen_counter
 
 __all__ = [
@@ -49,33 +49,29 @@ __all__ = [
 ]
 
 
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
 
 
 def _query_trimmed(content: Any) -> bool:
     """Qwen3.5/3.6: the user text, trimmed, is not one wrapped tool response."""
-    text = _content_text(content).strip()
+    text = text_of(content, "openai").strip()
     return not (text.startswith("<tool_response>") and text.endswith("</tool_response>"))
 
 
 def _query_raw(content: Any) -> bool:
     """Qwen3: the user text as the template gets it (untrimmed) is not one wrapped tool
     response."""
-    text = _content_text(content)
+    text = text_of(content, "string")
     return not (text.startswith("<tool_response>") and text.endswith("</tool_response>"))
 
 
 def reasoning_of(wire: Mapping[str, Any]) -> str:
-    """The reasoning a Qwen template reads from a prepared assistant message (untrimmed)."""
-    reasoning = wire.get("reasoning_content", wire.get("reasoning"))
+    """The reasoning the Qwen3 template reads from an assistant message (untrimmed): what the
+    chat request carries (:func:`reasoning_of_request`), else the ``<think>`` block the template
+    splits off the content."""
+    reasoning = reasoning_of_request(wire)
     if isinstance(reasoning, str):
         return reasoning
-    content = _content_text(wire.get("content"))
+    content = text_of(wire.get("content"), "string")
     if "</think>" in content:
         return content.split("</think>")[0].rstrip("\n").split("<think>")[-1].lstrip("\n")
     return ""

@@ -17,18 +17,17 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from emil.model.template import text_of
+
 __all__ = ["BlockRenderer", "qwen3_block", "qwen35_block", "qwen36_block"]
 
 BlockRenderer = Callable[[dict[str, Any], str], str]
 
 
 def _text(content: Any) -> str:
-    # After prepare_messages content is a string or None (vLLM joins text parts).
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    raise TypeError("unexpected content type")
+    # After prepare_messages content is a string (a template vLLM hands text) or a list of text
+    # parts (Qwen3.5/3.6: render_content writes their texts one after another).
+    return content if isinstance(content, str) else text_of(content, "openai")
 
 
 def _split_reasoning(message: dict[str, Any], content: str) -> tuple[str, str]:

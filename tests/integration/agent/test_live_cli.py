@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from emil.recording import EndRecord, HeaderRecord, read_recording
+from emil.testing import processes
 from emil.testing.brains import DemoBrain
 from emil.testing.vllm_double import VLLMDouble
 from emil.world.server import EmbeddedServer
@@ -29,7 +30,7 @@ async def test_live_plays_and_ctrl_c_closes_the_recording(tmp_path: Path) -> Non
     async with EmbeddedServer() as server, VLLMDouble(DemoBrain()) as double:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "EMIL_NO_BOOTSTRAP": "1", "EMIL_MC_PORT": str(server.port), "EMIL_METRICS_ADDRESS": "127.0.0.1:0"}
         cmd = [sys.executable, str(ROOT / "run_emil.py"), "live", "--endpoint", double.base_url, "--recording", str(recording)]
-        async with await anyio.open_process(cmd, cwd=tmp_path, env=env, stderr=subprocess.STDOUT) as proc:
+        async with processes.open_process(cmd, cwd=tmp_path, env=env, stderr=subprocess.STDOUT) as proc:
             output = bytearray()
 
             async def read() -> None:
@@ -57,3 +58,12 @@ async def test_live_plays_and_ctrl_c_closes_the_recording(tmp_path: Path) -> Non
     read = read_recording(recording)
     assert read.complete and isinstance(read.records[-1], EndRecord)
     assert "playing as Emil" in out
+    # One session key, the recording's, on every request the session made (models, the family
+    # probe's /tokenize; no player spoke, so no chat: the unit tests and the scale-out test see
+    # chat carry it): what a router hashes to keep the session on one replica.
+    header = next(r for r in read.records if isinstance(r, HeaderRecord))
+    assert header.session_key == f"Emil-{header.session_id}" and len(header.session_id) == 12
+    paths = {path for path, _ in double.request_headers}
+    assert {"/v1/models", "/tokenize"} <= paths
+    assert {h.get("x-session-id") for _, h in double.request_headers} == {header.session_key}
+    assert f"X-Session-ID: {header.session_key}" in out  # and the log says which

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from emil.recording import ToolResultRecord
 from emil.replay.world import play_into_embedded, recorded_actions
+from emil.testing import processes
 from emil.world.setup import ensure_js_deps
 from tests.unit.offline.crafted import header, write_records
 
@@ -67,14 +67,14 @@ def test_replay_world_json_is_json_alone_and_names_the_action_that_differed(tmp_
     )
     env = {**os.environ, "EMIL_NO_BOOTSTRAP": "1", "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, str(ROOT / "run_emil.py"), "replay", str(path), "--world", "embedded"]
-    as_json = subprocess.run([*cmd, "--json"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=110)
+    as_json = processes.run([*cmd, "--json"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=110)
     assert as_json.returncode == 0, as_json.stderr
     data = json.loads(as_json.stdout)  # the whole of stdout, or this raises
     world = data["world"]
     assert world["played"] == 2 and world["as_recorded"] == 1
     assert [(d["turn"], d["name"], d["recorded_ok"], d["ok"]) for d in world["different"]] == [(2, "look_at", False, True)]
     assert "[JSE]" not in as_json.stdout + as_json.stderr and "Timed out" not in as_json.stdout + as_json.stderr
-    text = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=110)
+    text = processes.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=110)
     assert text.returncode == 0, text.stderr
     differs = [line for line in text.stdout.splitlines() if "differs:" in line]
     assert len(differs) == 1 and "turn 2.1 look_at" in differs[0] and "recorded failed" in differs[0] and "now ok" in differs[0]

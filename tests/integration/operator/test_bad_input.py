@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from emil.recording import RECORD_ADAPTER, HeaderRecord
+from emil.testing import processes
 
 ROOT = Path(__file__).resolve().parents[3]
 NOWHERE = {
@@ -138,7 +139,7 @@ def _run(case: Case, folder: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMIL_")}
     # A PATH without vLLM on it; the interpreter is named absolutely.
     env.update(NOWHERE | case.env, PATH="/usr/bin:/bin", EMIL_NO_BOOTSTRAP="1", PYTHONPATH=str(ROOT))
-    return subprocess.run(
+    return processes.run(
         [sys.executable, *case.argv], cwd=folder, env=env, capture_output=True, text=True, timeout=60,
     )
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from emil.testing import processes
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLE = "emil/data/samples/demo-session.jsonl"
@@ -18,7 +19,7 @@ SAMPLE = "emil/data/samples/demo-session.jsonl"
 def _json_stdout(args: list[str], cwd: Path, timeout: float = 110) -> object:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMIL_")}
     env.update(EMIL_NO_BOOTSTRAP="1", PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    proc = processes.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]  # verify_checkpoint says FAIL with exit 1
     return json.loads(proc.stdout)
 
@@ -38,8 +39,8 @@ def test_json_alone_on_stdout(args: list[str]) -> None:
 
 
 def test_verify_checkpoint_json(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, str(ROOT / "tests/unit/serving/ckpt_factory.py"), str(tmp_path / "ck")], check=True,
-                   env={**os.environ, "EMIL_NO_BOOTSTRAP": "1", "PYTHONPATH": str(ROOT)})
+    processes.run([sys.executable, str(ROOT / "tests/unit/serving/ckpt_factory.py"), str(tmp_path / "ck")], check=True,
+                  env={**os.environ, "EMIL_NO_BOOTSTRAP": "1", "PYTHONPATH": str(ROOT)}, timeout=110)
     data = _json_stdout([str(ROOT / "tools/verify_checkpoint.py"), "ck/base", "ck/merged-lost-mtp", "--json"], tmp_path)
     assert isinstance(data, dict)
 

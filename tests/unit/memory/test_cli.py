@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from emil.memory import Fact, MemoryStore
 from emil.memory.archive import Archive
 from emil.memory.cli import cli_main
 from emil.memory.store import DB_FILE
+from emil.testing import processes
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -81,9 +81,9 @@ def test_show_refuses_a_family_named_wrongly(data_dir: Path, monkeypatch: pytest
 
 def test_export_is_json_alone_on_stdout(data_dir: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "EMIL_NO_BOOTSTRAP": "1"}
-    out = subprocess.run(
+    out = processes.run(
         [sys.executable, str(ROOT / "run_emil.py"), "memory", "--data-dir", str(data_dir), "export"],
-        capture_output=True, text=True, env=env, cwd=data_dir.parent, check=False,
+        capture_output=True, text=True, env=env, cwd=data_dir.parent, timeout=60,
     )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from emil.model.family import family_by_name
-from emil.model.template import ChatTemplate, TemplateError, prepare_messages
+from emil.model.template import ChatTemplate, TemplateError, content_format, prepare_messages
 
 QWEN36 = family_by_name("qwen3.6")
 SYSTEM = {"role": "system", "content": "You are Emil."}
@@ -151,7 +151,7 @@ def test_reasoning_kept_only_after_the_last_query_unless_preserved() -> None:
         USER,
         {"role": "assistant", "content": "a", "reasoning": "old thought"},
         {"role": "user", "content": "again"},
-        {"role": "assistant", "content": "b", "reasoning_content": "new thought"},
+        {"role": "assistant", "content": "b", "reasoning": "new thought"},
         {"role": "user", "content": "<tool_response>\nx\n</tool_response>"},
     ]
     out = QWEN36.template().render(messages, add_generation_prompt=False)
@@ -182,13 +182,54 @@ def test_default_template_refusals() -> None:
 def test_text_parts_content() -> None:
     parts = {
         "role": "user",
-        "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+        "content": [{"type": "text", "text": "a"}, {"type": "text", "text": ""}, {"type": "text", "text": "b"}],
     }
+    # vLLM 0.32 sees that render_content loops over a macro parameter filled with
+    # message.content, so the Qwen3.6 template gets the parts and writes them one after another
+    # (checked against the real server: tests/integration/real_vllm/test_exact_counts.py).
+    assert QWEN36.template().content_format == "openai"
     out = QWEN36.template().render([parts], add_generation_prompt=False)
-    # vLLM's content-format detection finds no loop over message.content in the Qwen templates
-    # (render_content loops over a macro argument), so it joins text parts with newlines first.
-    assert QWEN36.template().content_format == "string"
-    assert out == "<|im_start|>user\na\nb<|im_end|>\n"
+    assert out == "<|im_start|>user\nab<|im_end|>\n"
+    # Qwen3's template gets text: the non-empty parts joined with newlines.
+    qwen3 = family_by_name("qwen3").template()
+    assert qwen3.content_format == "string"
+    assert qwen3.render([parts], add_generation_prompt=False) == "<|im_start|>user\na\nb<|im_end|>\n"
+
+
+def test_a_tool_result_in_parts_is_joined_with_newlines_even_for_qwen36() -> None:
+    # vLLM turns a tool message's text parts back into one string (empty parts kept).
+    tool = {"role": "tool", "tool_call_id": "c", "content": [{"type": "text", "text": "a"},
+            {"type": "text", "text": ""}, {"type": "text", "text": "b"}]}
+    prepared = prepare_messages([tool], "openai")
+    assert prepared[0]["content"] == "a\n\nb"
+    assert prepare_messages([tool], "string")[0]["content"] == "a\nb"
+
+
+def test_reasoning_content_is_read_as_a_chat_request_renames_it() -> None:
+    # vLLM 0.32's ChatCompletionRequest renames reasoning_content to reasoning unless reasoning
+    # is set (found against the real server, whose /tokenize does not rename: see tokens.py).
+    messages = [USER, {"role": "assistant", "content": "b", "reasoning_content": "thought"}, USER]
+    prepared = prepare_messages(messages)
+    assert prepared[1]["reasoning"] == prepared[1]["reasoning_content"] == "thought"
+    both = [USER, {"role": "assistant", "content": "b", "reasoning": "r", "reasoning_content": "rc"}]
+    assert prepare_messages(both)[1]["reasoning_content"] == "r"
+    null = [USER, {"role": "assistant", "content": "b", "reasoning": None, "reasoning_content": "rc"}]
+    assert prepare_messages(null)[1]["reasoning"] == "rc"
+
+
+def test_content_format_follows_vllm_detection() -> None:
+    loops = "{% for m in messages %}{% for p in m.content %}{{ p.text }}{% endfor %}{% endfor %}"
+    aliased = "{% set ms = messages[1:] %}{% for m in ms %}{% for p in m['content'] %}x{% endfor %}{% endfor %}"
+    macro = (
+        "{% macro r(c) %}{% for p in c %}{{ p.text }}{% endfor %}{% endmacro %}"
+        "{% for m in messages %}{{ r(m.content) }}{% endfor %}"
+    )
+    macro_kw = macro.replace("r(m.content)", "r(c=m.content)")
+    unbound_macro = macro.replace("r(m.content)", "r(m.role)")
+    top_level = "{% for m in messages %}{% set content = m.content %}{% endfor %}{% for p in content %}{% endfor %}"
+    plain = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    assert [content_format(t) for t in (loops, aliased, macro, macro_kw, top_level)] == ["openai"] * 5
+    assert [content_format(t) for t in (unbound_macro, plain, "{% for")] == ["string"] * 3
 
 
 def test_from_model_dir_prefers_chat_template_jinja(tmp_path: Path) -> None:

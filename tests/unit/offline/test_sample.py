@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+import pytest
 
 from emil.model.resolve import get_token_counter
 from emil.offline.budget_sweep import sweep
@@ -54,3 +57,22 @@ def test_the_sample_is_written_in_the_current_schema() -> None:
     missing = set(HeaderRecord.model_fields) - set(raw)
     assert not missing, f"the sample's header lacks {sorted(missing)}: run python3 tools/make_sample.py"
     assert "preserve_thinking" in raw["settings"]
+
+
+async def test_replay_counting_as_another_family_does_not_calibrate_on_the_recorded_counts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The sample was counted as Qwen3.6; its usage numbers are Qwen3.6 tokens. Replayed as
+    Qwen3 (``--tokenizer Qwen/Qwen3-8B``), they must not calibrate Qwen3 predictions: that read
+    every request as 159-204 tokens short against a real Qwen3 server that counted exactly."""
+    from emil.replay.engine import ReplayOptions
+
+    with caplog.at_level(logging.WARNING, logger="emil.context.manager"):
+        report = await replay_file(SAMPLE, options=ReplayOptions(tokenizer="Qwen/Qwen3-8B"))
+    assert report.steps_replayed == report.steps_total
+    assert not [r for r in caplog.records if "prompt count mismatch" in r.getMessage()]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="emil.context.manager"):
+        same = await replay_file(SAMPLE, options=ReplayOptions(tokenizer="Qwen/Qwen3.6-35B-A3B"))
+    assert same.steps_replayed == same.steps_total
+    assert not [r for r in caplog.records if "prompt count mismatch" in r.getMessage()]

@@ -1,0 +1,62 @@
+"""tools/ci_under_load.py: pytest's counts and failures read from its output, and one whole run
+of the tool on a small mixed test file, with its busy-loop load started and stopped."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from emil.testing import processes
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = ROOT / "tools" / "ci_under_load.py"
+
+
+def _tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("ci_under_load", TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_counts_and_failures_from_pytest_output() -> None:
+    parse = _tool().parse_pytest_output
+    full = """
+FAILED tests/integration/world/test_world_home.py::test_the_night_passes_when_every_player_sleeps - AssertionError: morning
+ERROR tests/docs/test_doc_commands.py::test_doc_command_slow[README.md:145] - Failed: Timeout >900.0s
+==== 1 failed, 1,480 passed, 12 deselected, 3 warnings, 1 error in 1413.27s (0:23:33) ====
+"""
+    counts, failures = parse(full.replace("1,480", "1480"))
+    assert counts == {"failed": 1, "passed": 1480, "deselected": 12, "warnings": 3, "errors": 1}
+    assert failures == [
+        "FAILED tests/integration/world/test_world_home.py::test_the_night_passes_when_every_player_sleeps",
+        "ERROR tests/docs/test_doc_commands.py::test_doc_command_slow[README.md:145]",
+    ]
+    assert parse("..........   [100%]\n10 passed in 3.95s\n") == ({"passed": 10}, [])
+    assert parse("no summary at all\n") == ({}, [])
+
+
+@pytest.mark.slow  # a pytest of its own and a busy loop: about 10 s
+def test_a_run_reports_time_counts_failures_and_stops_its_load(tmp_path: Path) -> None:
+    (tmp_path / "test_mixed.py").write_text("def test_yes():\n    pass\n\n\ndef test_no():\n    assert False\n")
+    command = f"{sys.executable} -m pytest {tmp_path / 'test_mixed.py'} -q -p no:cacheprovider"
+    done = processes.run(
+        [sys.executable, str(TOOL), "--runs", "2", "--load", "1", "--command", command, "--log-dir", str(tmp_path / "logs")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr  # a run failed
+    assert "load: 1 process(es) running `python3 -c 'while True: pass'`" in out
+    for n in (1, 2):
+        assert f"run {n}: 0 min " in out and "1 failed, 1 passed: FAILED (exit 1)" in out, out
+    assert out.count("test_mixed.py::test_no") == 2 and out.count("  FAILED ") == 2, out
+    assert "wall time over 2 run(s): 0 min" in out and "0 passed, 2 failed" in out
+    assert (tmp_path / "logs" / "run-2.log").exists()
+    spinning = [p for p in processes.tagged(processes.run_tag() or "-") if "while True" in processes.describe(p)]
+    assert not spinning, spinning
