@@ -10,8 +10,8 @@ notes and archive; scripted players and a scripted Emil) with --per-kind facts o
 in ordinary conversation (emil.offline.facts: names, nicknames, rules, codes, places named by
 any word, requests, promises, directions, opinions, jokes; worded by a generator the memory code
 never imports, each with a probe only it contains) runs through today's context manager at
-each budget, five ways (emil.offline.day_recall.SETUPS: the digest alone, notes, notes and
-summaries, notes and retrieval, all three), and again as the null run: the same day and probes
+each budget, four ways (emil.offline.day_recall.SETUPS: the digest alone, notes, notes and
+summaries, all three with retrieval), and again as the null run: the same day and probes
 with nothing said. Summaries come from the double's text reducer (not a model), timed as a
 served model (4,000 tokens/s prefill, 50 tokens/s decode: a turn that comes sooner cancels it).
 
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         timings = [retrieval_times(_DAYS[(seed, True)], counter, lines=args.timing_lines,
                                    recall_tokens=args.recall_tokens) for seed in args.seeds]
     restarts = {(seed, plant): restart_recall(cut_hours=args.cut, seed=seed, counter=counter, memory_tokens=args.memory_tokens,
-                                              recall_tokens=args.recall_tokens, plant=plant)
+                                              recall_tokens=args.recall_tokens, plant=plant, per_kind=args.per_kind)
                 for seed in args.seeds for plant in (True, False)}
     if args.json:
         print(json.dumps(_as_json(args, results, restarts, timings), indent=2))

@@ -9,9 +9,8 @@ Setups, side by side (:data:`SETUPS`):
 - ``notes``: the pinned notes block (learned from events, refreshed at trims);
 - ``notes+summaries``: the notes, and the summarise rung asking the summary writer the caller
   chose (tools/bench_recall.py: the double's text reducer, timed as a served model);
-- ``notes+recall``: the notes, and each turn's observation ending with the lines the archive
-  recalls for it (``recall_tokens``);
-- ``all``: notes, summaries and retrieval: what Emil runs with by default.
+- ``all``: the notes, the summaries, and each turn's observation ending with the lines the
+  archive recalls for it (``recall_tokens``): what Emil runs with by default.
 
 Each runs twice: with the facts said, and the null run (the same day, the same probes, nothing
 said), which must find (almost) none.
@@ -47,8 +46,8 @@ from emil.offline.synthetic import BOT, SyntheticDay, day_trace, synthetic_day
 
 __all__ = ["SETUPS", "RestartRecall", "Setup", "restart_recall", "retrieval_times", "run_day"]
 
-Setup = Literal["digest", "notes", "notes+summaries", "notes+recall", "all"]
-SETUPS: tuple[Setup, ...] = ("digest", "notes", "notes+summaries", "notes+recall", "all")
+Setup = Literal["digest", "notes", "notes+summaries", "all"]
+SETUPS: tuple[Setup, ...] = ("digest", "notes", "notes+summaries", "all")
 
 
 def run_day(day: SyntheticDay, budget: Budget, counter: TokenCounter, setup: Setup, *,
@@ -61,7 +60,7 @@ def run_day(day: SyntheticDay, budget: Budget, counter: TokenCounter, setup: Set
     with_summaries = setup in ("notes+summaries", "all")
     if with_summaries and summaries is None:
         raise ValueError(f"the {setup} setup needs a summary writer (summaries=)")
-    with_recall = setup in ("notes+recall", "all")
+    with_recall = setup == "all"
     if with_recall and trace.archive is None:
         raise ValueError(f"the {setup} setup needs the day kept in a data_dir (its archive)")
     return simulate(trace, budget, counter, summaries=summaries if with_summaries else None,
@@ -82,13 +81,14 @@ class RestartRecall:
 
 def restart_recall(
     *, cut_hours: float, seed: int, counter: TokenCounter, memory_tokens: int, recall_tokens: int = 300,
-    plant: bool = True, data_dir: Path | None = None,
+    plant: bool = True, per_kind: int = 3, data_dir: Path | None = None,
 ) -> RestartRecall:
     """Play ``cut_hours`` of the day in a data_dir, start a new session on it, and look for the
     facts said before the cut in its first prompt and in a first turn that asks about each."""
     with tempfile.TemporaryDirectory(prefix="emil-restart-") as scratch:
         folder = data_dir or Path(scratch)
-        day = synthetic_day(cut_hours, seed=seed, data_dir=folder, memory_tokens=memory_tokens, plant=plant)
+        day = synthetic_day(cut_hours, seed=seed, data_dir=folder, memory_tokens=memory_tokens, plant=plant,
+                            per_kind=per_kind)
         with open_memory(folder, bot_name=BOT, retention_days=0, durable=False) as memory:  # the next session's start
             text = memory.pinned(max_tokens=memory_tokens, tokens_of=counter.count).text()
             first = History(notes=Message.memory(text) if text else None)
