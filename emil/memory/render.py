@@ -49,6 +49,9 @@ PRESENT_QUOTES = 8
 """Quotes of each player present that come with them, before the other players' lines."""
 _PROMISED = 1
 _ITEMS = 3
+_QUOTES_CONSIDERED = 300
+_SHORTEST_LINE = 6
+"""No line of the block is shorter than this many tokens: with less room left, rendering stops."""
 QUOTED = {"asked": "asked you", "said": "said", "note": "note", "helped": "helped", "trust": "trust"}
 """Topics whose detail is words (a player's, a summary's, Emil's own), quoted under the player."""
 
@@ -165,7 +168,9 @@ def render_notes(
     first: list[Note] = []  # the players present: their most telling quotes, with them
     for name in sorted(present):
         first += [n for n in ranked if n.subject == name][:PRESENT_QUOTES]
-    later = [n for n in ranked if n not in first]
+    chosen = {n.id for n in first}
+    # More quotes than any block holds would only be counted to be left out: the best few hundred.
+    later = [n for n in ranked if n.id not in chosen][:_QUOTES_CONSIDERED]
     # (section, place in the section, line, the player line it hangs under) in priority order;
     # kept lines are printed by section, then place.
     def player(name: str, ns: list[Note]) -> Candidate:
@@ -199,6 +204,8 @@ def render_notes(
         _section, _place, line, of, under = candidate
         if under and under not in players_kept:
             continue  # a quote only under its player's line
+        if room < _SHORTEST_LINE:
+            break  # nothing more fits
         cost = tokens_of(line + "\n")
         if cost <= room:
             kept.append(candidate)
