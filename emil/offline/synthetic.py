@@ -317,10 +317,13 @@ def synthetic_trace(
     preserve_thinking: bool = _DEFAULTS.preserve_thinking,
     model_family: str = DEFAULT_FAMILY,
     memory_tokens: int = _DEFAULTS.memory_tokens,
+    data_dir: Path | None = None,
 ) -> SessionTrace:
     """``hours`` of the synthetic day as a trace the budget sweep replays: the turns, the
-    pinned notes block as it changed, and the planted facts (see :func:`synthetic_day`)."""
-    day = synthetic_day(hours, seed=seed, reasoning=reasoning, memory_tokens=memory_tokens, tokenizer=model_family)
+    pinned notes block as it changed, and the planted facts (see :func:`synthetic_day`);
+    with ``data_dir`` (kept by the caller) also its archive, for retrieval in the sweep."""
+    day = synthetic_day(hours, seed=seed, reasoning=reasoning, memory_tokens=memory_tokens, tokenizer=model_family,
+                        data_dir=data_dir)
     return day_trace(day, preserve_thinking=preserve_thinking, model_family=model_family)
 
 
