@@ -7,31 +7,22 @@ neutralised against the served vocabulary's special tokens (emil.context.untrust
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from emil.config import Settings
+from emil.context.budget import Budget
 from emil.context.history import History, Message
-from emil.context.ladder import TrimRecord
+from emil.context.ladder import LadderConfig, TrimRecord
 from emil.context.manager import Assembly, ContextManager
-from emil.context.untrusted import Neutraliser
+from emil.context.rungs import NotesSource, RefreshNotes, Summarise, SummarySource
 from emil.exceptions import BudgetError, ContextOverflowError
 from emil.llm.types import LLM
-from emil.model.family import FAMILIES
-from emil.model.tokens import TokenCounter
+from emil.model.family import ModelFamily
 
-__all__ = ["ContextAssembly", "ManagedContext", "served_specials"]
-
-
-def served_specials(counter: TokenCounter) -> frozenset[str]:
-    """The special tokens untrusted text must not spell: the served vocabulary's (the family's
-    tokenizer, which counts every prompt); for a model only the server can count (its
-    vocabulary unknown here), every shipped family's, which covers the ChatML and Qwen control
-    tokens most templates use."""
-    specials = counter.special_tokens
-    if specials:
-        return specials
-    return frozenset().union(*(family.special_tokens for family in FAMILIES))
+__all__ = ["ContextAssembly", "ManagedContext", "session_context"]
 
 
 @dataclass(frozen=True)
@@ -82,35 +73,22 @@ class ManagedContext:
         *,
         history: History | None = None,
         llm: LLM | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.manager = manager
         self.llm = llm
+        self.clock = clock
+        """Wall time at each assembly (the memory horizon; replay gives the recorded times)."""
         self.system_prompt = system_prompt
         self.tools = tools
         self.history = history if history is not None else History()
         self.last: Assembly | None = None
-        self.neutralise = Neutraliser(served_specials(manager.counter))
-        """Applied to every text of every message added (the served vocabulary's specials)."""
-
-    def _safe(self, text: str | None) -> str | None:
-        return None if text is None else self.neutralise(text)
+        self.neutralise = manager.neutraliser
+        """The served vocabulary's special tokens, broken up (the manager's)."""
 
     def add(self, message: Message, *, new_turn: bool = False) -> Message:
-        safe = self.neutralise
-        # every text the model will read, neutralised; the message keeps its id
-        stored = replace(
-            message,
-            content=self._safe(message.content),
-            # tool-call ids are the server's own; names and arguments are model text that may
-            # echo a player (arguments are JSON the server decodes before rendering)
-            tool_calls=tuple(
-                {k: v if k == "id" else safe.json_text(v) if k == "arguments" else safe(v) for k, v in c.items()}
-                for c in message.tool_calls
-            ),
-            name=self._safe(message.name),
-            reasoning=self._safe(message.reasoning),
-            status=self._safe(message.status),
-        )
+        # every text the model will read, neutralised (the manager's one point); the id stays
+        stored = self.manager.admit(message)
         self.history = self.history.start_turn(stored) if new_turn else self.history.append(stored)
         return stored
 
@@ -129,7 +107,7 @@ class ManagedContext:
 
     def assemble(self, limit: int | None = None) -> ContextAssembly:
         try:
-            assembly = self.manager.assemble(self.history, limit=limit)
+            assembly = self.manager.assemble(self.history, limit=limit, now=self.clock())
         except BudgetError as e:
             # At start the pinned prompt was checked to fit (check_fits); now it is this turn's
             # own opening that does not: the turn fails, the session goes on.
@@ -163,3 +141,32 @@ class ManagedContext:
                 f"(system prompt + tool specs + one observation{extra}); "
                 "raise the window or lower output_reserve" + lower
             )
+
+
+def session_context(
+    s: Settings,
+    *,
+    family: ModelFamily,
+    budget: Budget,
+    system_prompt: str,
+    tools: list[dict[str, Any]],
+    history: History | None = None,
+    llm: LLM | None = None,
+    notes: NotesSource | None = None,
+    summaries: SummarySource | None = None,
+    clock: Callable[[], float] = time.time,
+) -> ManagedContext:
+    """A session's context as the settings shape it, live and in replay alike: the family's
+    counter and template, the thinking kwargs the family reads, the ``trim_rungs`` ladder with
+    the session's notes (``refresh_notes``) and summariser (``summarise``), the notes block
+    from the first request on."""
+    manager = ContextManager(
+        family.tokenizer(), budget, system_prompt, tools, s.enable_thinking, family=family,
+        preserve_thinking=family.sends_preserve_thinking(enable_thinking=s.enable_thinking,
+                                                         preserve_thinking=s.preserve_thinking),
+        ladder=LadderConfig(rungs=s.trim_rungs), rungs=[RefreshNotes(notes), Summarise(summaries)],
+    )
+    start = history if history is not None else History()
+    if notes is not None and (text := notes.text()):
+        start = replace(start, notes=Message.memory(text))
+    return ManagedContext(manager, system_prompt, tools, history=start, llm=llm, clock=clock)

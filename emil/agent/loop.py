@@ -2,13 +2,10 @@
 
 One :class:`Agent` runs two tasks. The *pump* reads game events, lets perception triage them,
 records them, and interrupts a running action when something urgent happens. The *turn loop*
-waits until perception says a turn should start, then runs it:
-
-    snapshot + new events -> observation message -> history
-    repeat up to step_limit: assemble (budgeted) -> complete (with overflow recovery)
-                             -> assistant message -> each tool call dispatched with a timeout
-                             -> tool result messages
-    until the model answers without tools
+waits until perception says a turn should start, then runs it with the turn engine
+(:mod:`emil.agent.turn`: the rules of a turn's messages, shared with replay and the synthetic
+day), giving it the live parts: the recovering completer inside the interrupt's cancel scope,
+the world with the action's time limit and abort, the session's recording.
 
 Model mistakes (bad JSON, unknown tools, invalid arguments, failed actions) are tool results
 the model reads next step. The failure policy is per turn (docs/reliability.md): an endpoint
@@ -25,7 +22,6 @@ flight within the same event-loop tick; no action starts after it.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -40,10 +36,10 @@ import anyio
 from emil.agent.between_turns import BetweenTurns
 from emil.agent.interrupts import Interrupts
 from emil.agent.ports import Completer, ContextPort
+from emil.agent.turn import Interrupted, Recall, RequestShape, TurnEngine
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.backoff import OutageEvent
-from emil.context.history import Message
-from emil.events import ActionFinished, Death, GameEvent
+from emil.events import ActionFinished, Death
 from emil.exceptions import (
     ConfigurationError,
     ContextOverflowError,
@@ -55,29 +51,19 @@ from emil.exceptions import (
     WorldError,
 )
 from emil.llm.classify import config_hint
-from emil.llm.recovery_steps import RecoveryEvent
-from emil.llm.types import ChatRequest, Completion, ToolCall
-from emil.observation import compose_events
-from emil.perception import Perception, PerceptionPolicy, Triaged, format_status_line
+from emil.llm.recovery_steps import Assembler, RecoveryEvent
+from emil.llm.types import Completion, ToolCall
+from emil.perception import Perception, PerceptionPolicy, Triaged
 from emil.recording import (
-    CompletionRecord,
     ErrorRecord,
     EventRecord,
-    ObservationRecord,
-    OverflowRecord,
     Recorder,
-    RecoveryRecord,
-    RequestRecord,
-    ToolResultRecord,
     outage_record,
 )
 from emil.world.port import WorldPort
 from emil.world.tool import Outcome
 
-__all__ = ["Agent", "AgentOptions", "Recall"]
-
-Recall = Callable[[list[GameEvent], Mapping[str, Any] | None], str | None]
-"""The turn's recalled lines from its events and status snapshot (None: nothing to add)."""
+__all__ = ["Agent", "AgentOptions"]
 
 _log = logging.getLogger("emil.agent")
 
@@ -115,12 +101,6 @@ class AgentOptions:
     """On a stop, how long the world gets to abort a running action."""
 
 
-class _Interrupted(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
 class Agent:
     """Emil's mind for one bot: perception, turns, dispatch, recording.
 
@@ -143,9 +123,6 @@ class Agent:
     ) -> None:
         self.world = world
         self.context = context
-        self.recall = recall
-        """Old lines of the archive for the turn's observation (emil.memory.retrieval): called
-        with the turn's events and snapshot; None: no retrieval."""
         self.completer = completer
         self.recorder = recorder
         self.options = options or AgentOptions()
@@ -161,7 +138,7 @@ class Agent:
         self.interrupts = Interrupts(operators=self.options.operators, urgent_interval_s=self.options.urgent_interval_s)
         """Which urgent event interrupts what, and the turn's requesters."""
         self._in_turn = False
-        self._step = 0
+        self._current: TurnStats | None = None
         self._rejected_in_a_row = 0
         """Turns in a row whose request the server rejected as invalid (RequestRejected)."""
         self._turn_scope: anyio.CancelScope | None = None
@@ -172,6 +149,16 @@ class Agent:
         """Actions this loop dispatched whose action_finished echo has not arrived yet."""
         self._log = _log.getChild(name) if name != "Emil" else _log
         self._between = BetweenTurns(lambda: self.context.prepare())
+        o = self.options
+        self.engine = TurnEngine(
+            context=context, model=self._call_model, world=_LiveWorld(self), recorder=recorder,
+            shape=RequestShape(
+                tools=context.tools or None, max_completion_tokens=o.output_reserve, temperature=o.temperature,
+                stream=o.stream, enable_thinking=o.enable_thinking, preserve_thinking=o.preserve_thinking,
+            ),
+            step_limit=o.step_limit, observation_cap=o.observation_cap_tokens, recall=recall, log=self._log,
+        )
+        """The turn's rules (emil.agent.turn), with this loop's parts."""
 
     # --- public -------------------------------------------------------------------------
 
@@ -191,8 +178,9 @@ class Agent:
 
     def record_outage(self, event: OutageEvent) -> None:
         """Record a service's retry or state change, placed in the current turn and step."""
-        turn = self._turn_no if self._in_turn else None
-        self.recorder.write(outage_record(event, turn=turn, step=self._step if self._in_turn else None))
+        current = self._current if self._in_turn else None
+        self.recorder.write(outage_record(event, turn=current.turn if current else None,
+                                          step=current.steps if current else None))
 
     async def run(self, *, max_turns: int | None = None) -> SessionStats:
         """Play until stopped; see the class docstring."""
@@ -267,15 +255,6 @@ class Agent:
                 continue
             await self._turn(self.perception.take())
 
-    async def _snapshot(self) -> dict[str, Any] | None:
-        try:
-            with anyio.fail_after(self.options.snapshot_timeout_s):
-                return dict(await self.world.snapshot())
-        except Exception as e:  # a missing status must not cost the turn
-            self.recorder.write(ErrorRecord(turn=self._turn_no, error_type=type(e).__name__, message=str(e), where="snapshot"))
-            self._log.warning("snapshot failed (%s); observing without status", e)
-            return None
-
     async def _turn(self, triaged: list[Triaged]) -> None:
         self._turn_no += 1
         turn = self._turn_no
@@ -286,7 +265,7 @@ class Agent:
         self.stats.turns.append(stats)
         self.interrupts.begin_turn(triaged)
         self._in_turn = True
-        self._step = 0
+        self._current = stats
         scope = anyio.CancelScope()
         self._turn_scope = scope
         if self._stop.is_set():
@@ -294,10 +273,13 @@ class Agent:
         try:
             with scope:
                 try:
-                    await self._observe(stats, triaged, reason, bool(urgent))
-                    await self._steps(stats)
+                    await self.engine.run(
+                        stats, triaged, ambient=self.perception.ambient, reason=reason,
+                        interruption=lambda call: self.interrupts.pending(self.perception),
+                        stopping=lambda call: self._stop.is_set(),
+                    )
                     self._rejected_in_a_row = 0
-                except _Interrupted as e:
+                except Interrupted as e:
                     self._interrupted(stats, e.reason)
                 except (ConfigurationError, PatienceExhausted):
                     raise
@@ -319,37 +301,6 @@ class Agent:
             stats.ended = time.monotonic()
             self.recorder.write(stats.record())
             self._log.info("%s", stats.log_line())
-
-    async def _observe(self, stats: TurnStats, triaged: list[Triaged], reason: str, urgent: bool) -> None:
-        """The turn's observation message: its events within the cap, then the status."""
-        snapshot = await self._snapshot()
-        status = format_status_line(snapshot, self.perception.ambient)
-        cap = self.options.observation_cap_tokens
-        if cap is not None:
-            cap = max(1, cap - self.context.count_text(status))
-        composed = compose_events(triaged, cap_tokens=cap, count=self.context.count_text)
-        if composed.shown < composed.events:
-            self._log.info("turn %d: %d events coalesced to fit the observation cap (%d shown)",
-                           stats.turn, composed.events, composed.shown)
-        event_times = [t.event.t for t in triaged]
-        # What the archive holds about this turn rides at the end of its opening: part of the
-        # turn from now on, so every later request only appends (docs/memory.md).
-        recalled = self.recall([t.event for t in triaged], snapshot) if self.recall is not None else None
-        stored = self.context.add(
-            Message(
-                role="user",
-                kind="observation",
-                content=f"{composed.text}\n\n{recalled}" if recalled else composed.text,
-                status=status,
-                event_time=min(event_times, default=time.time()),
-            ),
-            new_turn=True,
-        )
-        ref = self.recorder.message(stored, turn=stats.turn)
-        self.recorder.write(
-            ObservationRecord(turn=stats.turn, ref=ref, reason=reason, events=len(triaged), urgent=urgent,
-                              snapshot=snapshot, shown=composed.shown)
-        )
 
     def _interrupted(self, stats: TurnStats, why: str) -> None:
         stats.interrupted = True
@@ -382,69 +333,17 @@ class Agent:
         self.recorder.write(ErrorRecord(turn=stats.turn, error_type=type(error).__name__, message=str(error),
                                         where=where, detail=detail))
 
-    async def _steps(self, stats: TurnStats) -> None:
-        for step in range(1, self.options.step_limit + 1):
-            stats.steps = step
-            self._step = step
-            completion = await self._complete(stats, step)
-            calls = completion.tool_calls
-            stored = self.context.add(
-                Message(
-                    role="assistant",
-                    kind="assistant",
-                    content=completion.content,
-                    tool_calls=tuple(_history_call(c) for c in calls),
-                    reasoning=completion.reasoning,
-                )
-            )
-            ref = self.recorder.message(stored, turn=stats.turn)
-            self.recorder.write(CompletionRecord.from_completion(completion, turn=stats.turn, step=step, assistant_ref=ref))
-            if not calls:
-                return
-            if await self._run_calls(stats, step, calls):
-                return
-        self._log.info("turn %d reached the step limit (%d)", stats.turn, self.options.step_limit)
-
-    async def _run_calls(self, stats: TurnStats, step: int, calls: list[ToolCall]) -> bool:
-        """Dispatch a completion's calls in order; True when the turn was interrupted."""
-        interrupted: str | None = None
-        for call in calls:
-            if self._stop.is_set():
-                # A completion that arrived as Emil stopped: its actions are stale, none runs.
-                self._add_result(stats.turn, step, call, Outcome(False, "not run: Emil is stopping"))
-                continue
-            if interrupted is None:
-                interrupted = self.interrupts.pending(self.perception)
-            if interrupted is not None:
-                outcome = Outcome(False, f"not run: interrupted ({interrupted})")
-            else:
-                if stats.first_action_at is None:
-                    stats.first_action_at = time.monotonic()
-                stats.actions += 1
-                try:
-                    outcome = await self._dispatch(call)
-                except _Interrupted as e:
-                    interrupted = e.reason
-                    outcome = Outcome(False, f"aborted: interrupted ({e.reason})")
-            self._add_result(stats.turn, step, call, outcome)
-        if interrupted is not None:
-            self._interrupted(stats, interrupted)
-            return True
-        return self._stop.is_set()
-
-    async def _dispatch(self, call: ToolCall) -> Outcome:
-        if call.error is not None or call.arguments is None:
-            why = call.error or f"arguments are not a JSON object: {call.raw_arguments!r}"
-            return Outcome(False, f"error: {why}")
+    async def _act(self, call: ToolCall, requesters: frozenset[str]) -> Outcome:
+        """One valid call in the world, within the action's time limit; an urgent event cancels
+        it (the world aborts the job) and the turn hears :class:`Interrupted`."""
         self._interrupt_reason = None
         self._dispatched[call.name] += 1
-        started = time.monotonic()
         timeout = self.options.action_timeout_s
         with anyio.CancelScope() as scope:
             self._action_scope = scope
             try:
                 with anyio.fail_after(timeout + min(5.0, timeout)):  # backstop: the bridge has its own
-                    outcome = await self.world.run_tool(call, limit_s=timeout, requesters=self.interrupts.requesters)
+                    outcome = await self.world.run_tool(call, limit_s=timeout, requesters=requesters)
             except TimeoutError:
                 outcome = Outcome(False, f"error: {call.name} timed out after {timeout:g} s and was aborted")
                 await self._abort()
@@ -452,9 +351,7 @@ class Agent:
                 self._action_scope = None
         if scope.cancelled_caught:
             await self._abort()
-            raise _Interrupted(self._interrupt_reason or "interrupted")
-        if outcome.elapsed_ms is None:
-            outcome = Outcome(outcome.ok, outcome.text, outcome.data, (time.monotonic() - started) * 1000)
+            raise Interrupted(self._interrupt_reason or "interrupted")
         return outcome
 
     async def _abort(self, limit_s: float = ABORT_LIMIT_S) -> None:
@@ -466,120 +363,34 @@ class Agent:
             except Exception as e:  # the action is being dropped anyway; say so and go on
                 self._log.warning("abort failed: %s", e)
 
-    def _add_result(self, turn: int, step: int, call: ToolCall, outcome: Outcome) -> None:
-        stored = self.context.add(
-            Message(role="tool", kind="tool_result", content=outcome.text, tool_call_id=call.id, name=call.name)
-        )
-        ref = self.recorder.message(stored, turn=turn)
-        self.recorder.write(
-            ToolResultRecord(
-                turn=turn, step=step, call_id=call.id, name=call.name, arguments=call.arguments,
-                ok=outcome.ok, text=outcome.text, data=_jsonable(outcome.data), elapsed_ms=outcome.elapsed_ms, ref=ref,
-            )
-        )
-
     # --- the model ----------------------------------------------------------------------
 
-    async def _complete(self, stats: TurnStats, step: int) -> Completion:
+    async def _call_model(self, assemble: Assembler, on_event: Callable[[RecoveryEvent], None]) -> Completion:
         """One model call with recovery (the completer waits out outages). An urgent event
-        cancels it after the grace (:class:`_Interrupted`); failures propagate to the turn."""
+        cancels it after the grace (:class:`Interrupted`); failures propagate to the turn."""
         call = anyio.CancelScope()
         self._call_scope = call
         self._call_interrupted_by = ""
         try:
             with call:
-                completion = await self.completer(self._assembler(stats, step), self._on_recovery(stats))
+                completion = await self.completer(assemble, on_event)
         finally:
             self._call_scope = None
         if call.cancelled_caught:
-            raise _Interrupted(f"{self._call_interrupted_by} (model call cancelled)")
-        now = time.monotonic()
-        if stats.first_completion_at is None:
-            stats.first_completion_at = now
-        usage = completion.usage
-        if usage is not None:
-            stats.actual_prompt_tokens = usage.prompt_tokens
-            stats.cached_tokens = usage.cached_tokens
-            stats.completion_tokens += usage.completion_tokens
-            if stats.predicted_prompt_tokens is not None:
-                self.context.observe_usage(stats.predicted_prompt_tokens, usage.prompt_tokens)
-        if completion.timings is not None:
-            stats.model_seconds += completion.timings.total_s
+            raise Interrupted(f"{self._call_interrupted_by} (model call cancelled)")
         return completion
 
-    def _assembler(self, stats: TurnStats, step: int) -> Callable[[int | None], ChatRequest]:
-        attempt = -1
 
-        def assemble(limit: int | None) -> ChatRequest:
-            nonlocal attempt
-            attempt += 1
-            assembly = self.context.assemble(limit)
-            for trim in assembly.trims:
-                stats.trims += 1
-                self.recorder.write(trim.model_copy(update={"turn": stats.turn}))
-            refs = self.recorder.request_refs(assembly.messages, turn=stats.turn, ids=assembly.message_ids)
-            request = ChatRequest(
-                messages=assembly.messages,
-                tools=self.context.tools or None,
-                max_completion_tokens=self.options.output_reserve,
-                temperature=self.options.temperature,
-                stream=self.options.stream,
-                enable_thinking=self.options.enable_thinking,
-                preserve_thinking=self.options.preserve_thinking,
-                predicted_prompt_tokens=assembly.predicted_tokens,
-            )
-            self.recorder.write(
-                RequestRecord(
-                    turn=stats.turn, step=step, attempt=attempt, refs=refs,
-                    predicted_tokens=assembly.predicted_tokens, shared_prefix_tokens=assembly.shared_prefix_tokens,
-                    limit=limit, max_completion_tokens=request.max_completion_tokens,
-                    enable_thinking=request.enable_thinking, horizon_s=assembly.horizon_s,
-                )
-            )
-            stats.predicted_prompt_tokens = assembly.predicted_tokens
-            if stats.shared_prefix_tokens is None or step == 1:
-                stats.shared_prefix_tokens = assembly.shared_prefix_tokens
-            if stats.first_request_at is None:
-                stats.first_request_at = time.monotonic()
-            return request
+class _LiveWorld:
+    """The world as the turn engine sees it, live: the snapshot within its time limit, each
+    call in the loop's action scope (see :meth:`Agent._act`)."""
 
-        return assemble
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
 
-    def _on_recovery(self, stats: TurnStats) -> Callable[[RecoveryEvent], None]:
-        # Failed attempts of the same request are recorded by the endpoint's Patience
-        # (record_outage); a turn that gives up is recorded when its error reaches _turn.
-        def on_event(ev: RecoveryEvent) -> None:
-            if ev.kind == "overflow":
-                self.recorder.write(
-                    OverflowRecord(
-                        turn=stats.turn, window=ev.window, requested_output=ev.requested_output,
-                        prompt_tokens=ev.server_prompt_tokens, prompt_is_lower_bound=bool(ev.prompt_is_lower_bound),
-                        predicted_tokens=ev.predicted_prompt_tokens, message=ev.message or str(ev.family or ""),
-                    )
-                )
-            elif ev.kind == "retry":
-                self.recorder.write(
-                    RecoveryRecord(
-                        turn=stats.turn, attempt=ev.attempt, limit=ev.next_limit,
-                        predicted_tokens=ev.predicted_prompt_tokens, detail=f"server said {ev.server_prompt_tokens}",
-                    )
-                )
-            elif ev.kind == "recovered":
-                stats.overflow_recoveries += 1
+    async def snapshot(self) -> Mapping[str, Any] | None:
+        with anyio.fail_after(self.agent.options.snapshot_timeout_s):
+            return dict(await self.agent.world.snapshot())
 
-        return on_event
-
-
-def _history_call(call: ToolCall) -> dict[str, Any]:
-    # Arguments that are not JSON would make the server's template (or vLLM) reject every later
-    # prompt, so history keeps "{}" and the tool result tells the model what was wrong.
-    args = call.raw_arguments if call.arguments is not None else "{}"
-    return {"id": call.id, "name": call.name, "arguments": args}
-
-
-def _jsonable(data: Any) -> Any:
-    try:
-        json.dumps(data)
-    except (TypeError, ValueError):
-        return repr(data)
-    return data
+    async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
+        return await self.agent._act(call, requesters)

@@ -30,7 +30,6 @@ from pathlib import Path
 
 import anyio
 
-from emil.agent.context_port import served_specials
 from emil.agent.loop import Agent
 from emil.agent.startup import (
     build_agent,
@@ -43,10 +42,10 @@ from emil.agent.startup import (
     preflight,
     summary_line,
 )
-from emil.agent.world_port import BotWorld
+from emil.agent.world_port import BotWorld, action_policy
 from emil.backoff import OutageEvent
 from emil.config import LoadedSettings, Settings
-from emil.context.untrusted import Neutraliser
+from emil.context.untrusted import Neutraliser, served_specials
 from emil.exceptions import ConfigurationError, PatienceExhausted
 from emil.llm.client import OpenAIClient, ServedModel
 from emil.memory.session import Memory, open_memory
@@ -208,14 +207,14 @@ async def open_session(
                 model = await check_model(s, llm, patience)
                 neutralise = Neutraliser(served_specials(model.counter))
                 notes = memory.pinned(max_tokens=s.memory_tokens, tokens_of=model.counter.count, neutralise=neutralise)
-                context = build_context(s, model.counter, model.family, model.budget, tools, llm=llm, notes=notes,
+                context = build_context(s, model.family, model.budget, tools, llm=llm, notes=notes,
                                         summaries=memory.summariser(s, record=recorder.write),
                                         notes_bound=s.memory_tokens, recall_bound=s.recall_tokens)
                 recall = memory.turn_recall(max_tokens=s.recall_tokens, tokens_of=model.counter.count,
                                             neutralise=neutralise, since=context.history_since)
                 memory_tools = memory.tools(tokens_of=model.counter.count, neutralise=neutralise)
                 async with Bot.connect(bot_settings(s), on_outage=outages) as bot:
-                    world = memory.world(BotWorld(bot, s, memory=memory_tools))
+                    world = memory.world(BotWorld(bot, action_policy(s), memory=memory_tools))
                     agent = build_agent(s, model, world, tools, recorder, context=context, patience=patience,
                                         recall=recall, session_id=session_id)
                     outages.agent = agent

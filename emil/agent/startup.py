@@ -25,7 +25,6 @@ errors are never retried; they end the run with exit code 2.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import uuid
@@ -35,18 +34,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from emil.agent.context_port import ManagedContext
-from emil.agent.loop import Agent, AgentOptions, Recall
+from emil.agent.context_port import ManagedContext, session_context
+from emil.agent.loop import Agent, AgentOptions
 from emil.agent.persona import load_system_prompt
 from emil.agent.ports import Completer
+from emil.agent.turn import Recall, observation_cap
 from emil.agent.turnstats import SessionStats
 from emil.backoff import Backoff, OutageEvent, Patience, wait_out
 from emil.config import Settings
 from emil.context.budget import Budget
-from emil.context.history import History, Message
-from emil.context.ladder import LadderConfig
-from emil.context.manager import ContextManager
-from emil.context.rungs import NotesSource, RefreshNotes, Summarise, SummarySource
+from emil.context.history import History
+from emil.context.rungs import NotesSource, SummarySource
 from emil.exceptions import ConfigurationError, ServerFault, TransientError
 from emil.llm.client import OpenAIClient, ServedModel
 from emil.llm.recovery import complete_with_recovery
@@ -175,38 +173,28 @@ def _budget(s: Settings, window: int) -> Budget:
     return budget
 
 
-def _preserve(s: Settings, family: ModelFamily) -> bool:
-    # A kwarg the family's template does not read is neither counted with nor sent.
-    return bool(family.template_kwargs(enable_thinking=s.enable_thinking,
-                                       preserve_thinking=s.preserve_thinking).get("preserve_thinking"))
-
-
 def build_context(
-    s: Settings, counter: TokenCounter, family: ModelFamily, budget: Budget, tools: list[dict[str, Any]],
+    s: Settings, family: ModelFamily, budget: Budget, tools: list[dict[str, Any]],
     *, history: History | None = None, llm: OpenAIClient | None = None,
     notes: NotesSource | None = None, summaries: SummarySource | None = None, notes_bound: int = 0,
     recall_bound: int = 0,
 ) -> ManagedContext:
-    """The session's context, after checking that the pinned prompt fits (BudgetError).
+    """The session's context (:func:`~emil.agent.context_port.session_context`, with the system
+    prompt rendered from prompts/), after checking that the pinned prompt fits (BudgetError).
 
     ``notes``: the pinned notes block (emil.memory), after the system prompt from the first
     request on, brought up to date at trims by the ``refresh_notes`` rung (``trim_rungs``
     without it: the block as it was at start, for the whole session). ``summaries``: the
     ``summarise`` rung's summariser (emil.memory.summariser). ``notes_bound``: the tokens the
-    fit check keeps for the notes block (it grows as Emil learns, up to ``memory_tokens``)."""
+    fit check keeps for the notes block (it grows as Emil learns, up to ``memory_tokens``);
+    ``recall_bound``: the tokens it keeps for the lines recalled into an observation
+    (``recall_tokens``)."""
     tool_names = [t["function"]["name"] for t in tools]
     system_prompt = load_system_prompt(
         s.prompts_dir, name=s.bot_name, tools=tool_names, operators=s.operators, allow_commands=s.allow_commands
     )
-    manager = ContextManager(
-        counter, budget, system_prompt, tools, s.enable_thinking,
-        family=family, preserve_thinking=_preserve(s, family), ladder=LadderConfig(rungs=s.trim_rungs),
-        rungs=[RefreshNotes(notes), Summarise(summaries)],
-    )
-    start = history if history is not None else History()
-    if notes is not None and (text := notes.text()):
-        start = dataclasses.replace(start, notes=Message.memory(text))
-    context = ManagedContext(manager, system_prompt, tools, history=start, llm=llm)
+    context = session_context(s, family=family, budget=budget, system_prompt=system_prompt, tools=tools,
+                              history=history, llm=llm, notes=notes, summaries=summaries)
     context.check_fits(notes_bound=notes_bound, recall_bound=recall_bound)
     return context
 
@@ -227,7 +215,7 @@ def preflight(s: Settings, tools: list[dict[str, Any]]) -> None:
         )
     except ConfigurationError:
         return  # the served model decides (or the same error comes, worded for it, at check 4)
-    build_context(s, resolved.family.tokenizer(), resolved.family, _budget(s, s.window), tools,
+    build_context(s, resolved.family, _budget(s, s.window), tools,
                   notes_bound=s.memory_tokens)
 
 
@@ -299,18 +287,20 @@ def new_client(
     )
 
 
-def agent_options(s: Settings, prompt_budget: int | None = None) -> AgentOptions:
-    """Loop options from settings (``prompt_budget`` sizes the observation cap left on auto)."""
-    cap = s.observation_cap_tokens
-    if cap is None and prompt_budget is not None:
-        cap = max(256, prompt_budget // 4)
+def agent_options(s: Settings, prompt_budget: int | None = None, family: ModelFamily | None = None) -> AgentOptions:
+    """Loop options from settings (``prompt_budget`` sizes the observation cap left on auto;
+    ``family`` says whether ``preserve_thinking`` is sent: only when its template reads it).
+    Replay derives the same from a recording's settings (emil.replay.engine)."""
+    cap = observation_cap(s.observation_cap_tokens, prompt_budget)
+    preserve = s.preserve_thinking if family is None else family.sends_preserve_thinking(
+        enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking)
     return AgentOptions(
         perception=PerceptionPolicy(
             bot_name=s.bot_name, low_health=s.low_health,
             hostile_urgent_distance=s.hostile_urgent_distance, chat_debounce_s=s.chat_debounce_s,
         ),
         step_limit=s.step_limit, action_timeout_s=s.action_timeout_s, output_reserve=s.output_reserve,
-        enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking, temperature=s.temperature,
+        enable_thinking=s.enable_thinking, preserve_thinking=preserve, temperature=s.temperature,
         stream=s.stream, interrupt_grace_s=s.interrupt_grace_s, urgent_interval_s=s.urgent_interval_s,
         observation_cap_tokens=cap, operators=frozenset(s.operators),
     )
@@ -327,7 +317,7 @@ def header_record(
         settings=s.public_dump(), model=model.served.id, tokenizer=model.counter.name,
         chat_template=_local_template(model.family), model_family=model.family.name, window=model.window,
         output_reserve=s.output_reserve, prompt_budget=model.budget.prompt_budget,
-        enable_thinking=s.enable_thinking, preserve_thinking=_preserve(s, model.family),
+        enable_thinking=s.enable_thinking, preserve_thinking=model.family.sends_preserve_thinking(enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking),
         system_prompt=context.system_prompt, tools=context.tools, bot_name=s.bot_name,
     )
 
@@ -354,7 +344,7 @@ def build_agent(
     until stopped, when not given). Its outage events go to the recording.
     """
     if context is None:
-        context = build_context(s, model.counter, model.family, model.budget, tools, history=history, llm=model.llm,
+        context = build_context(s, model.family, model.budget, tools, history=history, llm=model.llm,
                                 notes=notes, summaries=summaries,
                                 notes_bound=s.memory_tokens if notes is not None else 0)
     recorder.write(header_record(s, model, context, session_id))
@@ -362,8 +352,7 @@ def build_agent(
         for message in history.messages():
             recorder.message(message)
     patience = patience or endpoint_patience(s, limit_s=None)
-    options = dataclasses.replace(agent_options(s, model.budget.prompt_budget),
-                                  preserve_thinking=_preserve(s, model.family))
+    options = agent_options(s, model.budget.prompt_budget, model.family)
     agent = Agent(
         world=world, context=context,
         completer=recovering_completer(model.llm, context, s, model.window, patience),

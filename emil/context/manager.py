@@ -26,6 +26,7 @@ from emil.context.history import History, Message
 from emil.context.incremental import BlockKey, IncrementalCounter
 from emil.context.ladder import LadderConfig, Preparation, Rung, TrimRecord, run_ladder
 from emil.context.rungs import build_rungs
+from emil.context.untrusted import Neutraliser, served_specials
 from emil.exceptions import BudgetError
 from emil.llm.types import LLM
 from emil.model.family import ModelFamily, family_for_model
@@ -130,12 +131,34 @@ class ContextManager:
         self.rungs = build_rungs(self.ladder, rungs)
         self.calibration = calibration or Calibration(base_margin=budget.margin)
         self._previous_keys: list[BlockKey] = []
+        self.neutraliser = Neutraliser(served_specials(self.counter))
+        """The served vocabulary's special tokens, broken up in untrusted text (:meth:`admit`)."""
+        self._admitted: dict[int, Message] = {}
 
     # -- sizes ------------------------------------------------------------------------------------
 
+    def admit(self, message: Message) -> Message:
+        """The one point untrusted text passes before it enters a prompt (emil.context.untrusted):
+        every text of ``message`` neutralised against the served vocabulary's special tokens
+        (the same message when nothing changes). History messages are admitted as they enter
+        history (emil.agent.context_port); the notes block and the memory note (summaries,
+        digests) when they are rendered (:meth:`sequence`)."""
+        return self.neutraliser.message(message)
+
+    def _admit_head(self, message: Message | None) -> Message | None:
+        if message is None:
+            return None
+        admitted = self._admitted.get(message.id)
+        if admitted is None:
+            if len(self._admitted) > 256:  # a head block changes only at trims: a few per session
+                self._admitted.clear()
+            admitted = self._admitted[message.id] = self.admit(message)
+        return admitted
+
     def sequence(self, history: History) -> list[Message]:
-        """The prompt's messages: system, pinned notes and memory note (if any), then the history."""
-        head = [m for m in (self.system, history.notes, history.memory) if m is not None]
+        """The prompt's messages: system, pinned notes and memory note (if any, admitted), then
+        the history."""
+        head = [m for m in (self.system, self._admit_head(history.notes), self._admit_head(history.memory)) if m is not None]
         return head + [m for turn in history.turns for m in turn]
 
     def count(self, history: History) -> int:

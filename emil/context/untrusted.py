@@ -13,9 +13,16 @@ token to one and text to the other). :class:`Neutraliser` makes any text safe to
   model still reads what the player typed (``<⁠|im_start|>``) as text, never as a token.
 
 The result is a fixed point (neutralising it again changes nothing), and because the text
-sent *is* the neutralised text, the exact count still equals the server's. The one place it
-is applied is where messages enter history (emil/agent/context_port.py), so chat, names,
-sign and book text, item names and tool results that echo them are all covered.
+sent *is* the neutralised text, the exact count still equals the server's.
+
+The one point every piece of untrusted text passes before it enters a prompt is
+:meth:`Neutraliser.message`, applied by the context manager to every message it renders
+(:meth:`emil.context.manager.ContextManager.admit`): history messages as they enter history
+(chat, names, sign and book text, item names, tool results that echo them, the model's echoes
+of them), and the pinned notes block, the memory note with its summaries and digests, and any
+block a rung or a later feature adds (retrieved lines) when they are rendered. A new source of
+prompt text needs nothing of its own: it is a :class:`~emil.context.history.Message` the
+manager renders.
 """
 
 from __future__ import annotations
@@ -24,8 +31,13 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterable
+from dataclasses import replace
 
-__all__ = ["BREAK", "Neutraliser"]
+from emil.context.history import Message
+from emil.model.family import FAMILIES
+from emil.model.tokens import TokenCounter
+
+__all__ = ["BREAK", "Neutraliser", "served_specials"]
 
 BREAK = "\u2060"
 """WORD JOINER: zero-width, not a combining mark, unchanged by NFC, invisible when shown."""
@@ -92,3 +104,34 @@ class Neutraliser:
             self._pattern.search(form) is not None
             for form in (text, unicodedata.normalize("NFC", text))
         )
+
+    def message(self, message: Message) -> Message:
+        """``message`` with every text the model will read neutralised; the message itself (same
+        id, same object) when nothing changes, which is the rule for ordinary text. Tool-call ids
+        are the server's own; names and arguments are model text that may echo a player
+        (arguments are JSON the server decodes before rendering)."""
+        content = self._opt(message.content)
+        calls = tuple(
+            {k: v if k == "id" else self.json_text(v) if k == "arguments" else self(v) for k, v in c.items()}
+            for c in message.tool_calls
+        )
+        name, reasoning, status = self._opt(message.name), self._opt(message.reasoning), self._opt(message.status)
+        if (content, calls, name, reasoning, status) == (
+            message.content, message.tool_calls, message.name, message.reasoning, message.status
+        ):
+            return message
+        return replace(message, content=content, tool_calls=calls, name=name, reasoning=reasoning, status=status)
+
+    def _opt(self, text: str | None) -> str | None:
+        return None if text is None else self(text)
+
+
+def served_specials(counter: TokenCounter) -> frozenset[str]:
+    """The special tokens untrusted text must not spell: the served vocabulary's (the family's
+    tokenizer, which counts every prompt); for a model only the server can count (its
+    vocabulary unknown here), every shipped family's, which covers the ChatML and Qwen control
+    tokens most templates use."""
+    specials = counter.special_tokens
+    if specials:
+        return specials
+    return frozenset().union(*(family.special_tokens for family in FAMILIES))

@@ -139,6 +139,12 @@ class ModelFamily:
         """Every added/special token string of the family's vocabulary, exact and complete."""
         return self.tokenizer().special_tokens
 
+    def sends_preserve_thinking(self, *, enable_thinking: bool, preserve_thinking: bool) -> bool:
+        """Whether requests carry ``preserve_thinking``: the setting asks for it and this
+        family's template reads it (what is counted with is what is sent)."""
+        return bool(self.template_kwargs(enable_thinking=enable_thinking,
+                                         preserve_thinking=preserve_thinking).get("preserve_thinking"))
+
     def template_kwargs(self, *, enable_thinking: bool, preserve_thinking: bool) -> dict[str, bool]:
         """The chat_template_kwargs the template reads, from Emil's settings. A kwarg the
         template ignores is left out, so it can never change what Emil counts."""

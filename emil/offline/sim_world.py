@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
+from emil.events import GameEvent
 from emil.world.wire import ActionResult, Snapshot
 
 __all__ = ["BOT", "DURATIONS", "FLOOD", "GIFTS", "HOSTILES", "ITEMS", "SMALL_TALK", "SimBody", "SimWorld", "pos", "resolve"]
@@ -172,6 +173,19 @@ class SimBody:
 
     async def snapshot(self) -> Snapshot:
         return Snapshot.model_validate(self.world.snapshot())
+
+    @property
+    def events(self) -> AsyncIterator[GameEvent]:
+        """None from the body itself: the day feeds its happenings to perception directly."""
+        return _no_events()
+
+    async def abort(self) -> None:
+        """Nothing runs beyond its call in the simulation."""
+
+
+async def _no_events() -> AsyncIterator[GameEvent]:
+    return
+    yield
 
 
 DURATIONS = {"go_to": (4, 20), "collect": (15, 60), "give": (3, 12), "attack": (2, 9), "flee": (3, 8),

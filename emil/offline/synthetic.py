@@ -2,23 +2,33 @@
 
 Seeded and deterministic: the same seed gives the same day. A small world simulation (players
 joining and leaving over the day, their chat, requests, gifts and hits, mobs at night, time and
-weather, Emil's hunger and jobs) produces typed game events (:mod:`emil.events`). Emil's own
-:class:`~emil.perception.Perception` classifies them and decides when a turn starts, and its
-formatters write the observation (:func:`~emil.perception.format_events`,
-:func:`~emil.perception.format_status_line`). A scripted policy (rules, not a model) answers
-with tool calls; the tool classes (:mod:`emil.world.actions`) validate them, run them against the
-simulated body and word the results exactly as live. The system prompt is rendered from
-prompts/ and the tool specs come from the tool classes. The notes learner
-(:class:`~emil.memory.learn.Learner`) and the archivist (:class:`~emil.memory.archivist.Archivist`)
-are fed the same events, snapshots and outcomes, so the pinned notes block and the archive grow
-as they would live; each turn keeps what it is about (its :class:`~emil.memory.retrieval.Topic`),
-so a sweep can recall old lines into it as the agent loop does.
+weather, Emil's hunger and jobs: :mod:`emil.offline.sim_world`, :mod:`emil.offline.sim_people`)
+produces typed game events (:mod:`emil.events`). Emil's own :class:`~emil.perception.Perception`
+classifies them and decides when a turn starts, and every turn runs through the live turn
+engine (:mod:`emil.agent.turn`): the same observation (status line, events within the cap),
+the same assistant and tool result messages, the same call rules. What differs is injected: the
+model is a script (:mod:`emil.offline.sim_policy`, rules, not a model), the world is the
+simulated body behind the same world port and tool classes as live
+(:class:`~emil.agent.world_port.BotWorld`; with notes, wrapped by the same
+:class:`~emil.memory.world.RememberingWorld` that feeds the learner live), the clock is game
+time, and the context only collects the day's messages (neutralised as live): a sweep assembles
+them later, per budget. The system prompt is rendered from prompts/ and the tool specs come
+from the tool classes, so the pinned notes block evolves as it would live. The same
+RememberingWorld feeds the archivist (:class:`~emil.memory.archivist.Archivist`), so the
+archive grows as live too, and the engine's recall hook keeps what each turn is about (its
+:class:`~emil.memory.retrieval.Topic`, from the same events and snapshot live retrieval reads):
+the lines recalled depend on what the history still holds verbatim, so a sweep recalls them
+per budget, by the same :class:`~emil.memory.retrieval.Recollection` (emil.offline.simulate).
 
 Facts said in conversation are planted at random times (:class:`PlantedFact`, worded by
 :mod:`emil.offline.facts`, a generator the memory code never imports); their probes say which
 strings must share one line of a prompt for the fact to count as there
 (:mod:`emil.offline.recall`). ``plant=False`` is the null run: the same facts and probes,
 never said.
+
+Facts are planted at known times (:class:`PlantedFact`: who gave what, who asked for what,
+where the chest is, a promise made in the morning); their probes say which strings must share
+one line of a prompt for the fact to count as recoverable (:mod:`emil.offline.recall`).
 """
 
 from __future__ import annotations
@@ -28,41 +38,45 @@ import json
 import math
 import random
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from emil.agent.persona import load_system_prompt
+from emil.agent.ports import AssemblyView
+from emil.agent.turn import Clock, RequestShape, TurnEngine, observation_cap
+from emil.agent.turnstats import TurnStats
+from emil.agent.world_port import BotWorld
 from emil.config import Settings
+from emil.context.budget import Budget
 from emil.context.history import History, Message
-from emil.events import (
-    Chat,
-)
-from emil.llm.types import ToolCall
+from emil.context.untrusted import Neutraliser, served_specials
+from emil.events import GameEvent
+from emil.llm.recovery_steps import Assembler, RecoveryEvent
+from emil.llm.types import Completion, ToolCall
 from emil.memory.archive import ARCHIVE_FILE, Archive
 from emil.memory.archivist import Archivist
 from emil.memory.learn import Learner
 from emil.memory.pinned import PinnedNotes
 from emil.memory.retrieval import Topic, topic_of
 from emil.memory.store import MemoryStore
+from emil.memory.tools import MemoryTools
+from emil.memory.world import RememberingWorld
 from emil.model.family import DEFAULT_FAMILY
 from emil.model.resolve import get_token_counter
+from emil.model.tokens import TokenCounter
 from emil.offline.content import Piece, message_pieces
 from emil.offline.facts import said_facts
 from emil.offline.recall import PlantedFact
 from emil.offline.sim_people import ROSTER, Happenings
-from emil.offline.sim_policy import ScriptedEmil
+from emil.offline.sim_policy import ScriptedEmil, Step
 from emil.offline.sim_world import BOT, DURATIONS, SimBody, SimWorld, resolve
 from emil.offline.trace import SessionTrace
-from emil.perception import (
-    Perception,
-    PerceptionPolicy,
-    format_events,
-    format_status_line,
-)
-from emil.world.actions import parse_tool, tool_specs
-from emil.world.tool import ActionPolicy, ToolContext
+from emil.perception import Perception, PerceptionPolicy
+from emil.world.actions import tool_specs, validate_tool_call
+from emil.world.port import WorldPort
+from emil.world.tool import ActionPolicy, Outcome
 
 __all__ = [
     "BOT",
@@ -97,11 +111,12 @@ SYSTEM_PROMPT = load_system_prompt(None, name=BOT, tools=[t["function"]["name"] 
 
 @dataclass(frozen=True)
 class SyntheticTurn:
-    """One turn: its messages, the game time it started, and what it is about."""
+    """One turn: its messages and the game time it started."""
 
     t: float
     messages: tuple[Message, ...]
     topic: Topic | None = None
+    """What the turn is about (for a sweep's retrieval)."""
 
 
 @dataclass(frozen=True)
@@ -122,12 +137,115 @@ class SyntheticDay:
     """False for the null run (the facts were never said)."""
 
 
+_NOMINAL_WINDOW = 65536
+"""The window the day's observations are capped for (the cap is a quarter of its prompt budget,
+as live on auto): the day is generated once per sweep, whatever budgets the sweep tries."""
+
+
+class _DayContext:
+    """The turn engine's context for the synthetic day: it collects the turn's messages as they
+    enter history, admitted as live (the served vocabulary's neutraliser); it assembles nothing,
+    since the sweep assembles the day's requests later, per budget."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.neutraliser = Neutraliser(served_specials(counter))
+        self.system_prompt = SYSTEM_PROMPT
+        self.tools = emil_tool_specs()
+        self.messages: list[Message] = []
+
+    def add(self, message: Message, *, new_turn: bool = False) -> Message:
+        stored = self.neutraliser.message(message)
+        self.messages.append(stored)
+        return stored
+
+    def count_text(self, text: str) -> int:
+        return self.counter.count(self.neutraliser(text))
+
+    def assemble(self, limit: int | None = None) -> AssemblyView:
+        raise NotImplementedError("the synthetic day assembles no prompts: a sweep does, per budget")
+
+    def observe_usage(self, predicted: int, actual: int) -> None:
+        """No server: nothing to calibrate."""
+
+    async def prepare(self) -> None:
+        """Nothing between turns."""
+
+
+class _TimedWorld:
+    """The simulated body's world port, each call taking the game time its job takes."""
+
+    def __init__(self, day: _Day, memory: MemoryTools | None = None) -> None:
+        self.day = day
+        self.inner = BotWorld(day.body, ActionPolicy(), memory=memory)
+        self.last_snapshot: Mapping[str, Any] = {}
+
+    def events(self) -> AsyncIterator[GameEvent]:
+        return self.inner.events()
+
+    async def snapshot(self) -> Mapping[str, Any]:
+        self.last_snapshot = await self.inner.snapshot()
+        return self.last_snapshot
+
+    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
+        outcome = await self.inner.run_tool(call, limit_s=limit_s, requesters=requesters)
+        lo, hi = DURATIONS.get(call.name, (0.1, 0.3))
+        self.day.world.t += self.day.rng.uniform(lo, hi)
+        return outcome
+
+    async def abort(self) -> None:
+        await self.inner.abort()
+
+
+class _EngineWorld:
+    """The day's world port as the turn engine calls it (the live loop adds time limits)."""
+
+    def __init__(self, port: WorldPort) -> None:
+        self.port = port
+
+    async def snapshot(self) -> Mapping[str, Any] | None:
+        return await self.port.snapshot()
+
+    async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
+        return await self.port.run_tool(call, limit_s=math.inf, requesters=requesters)
+
+
+class _ScriptedModel:
+    """Emil's script as the turn engine's model: the steps decided for the turn's events and
+    status, one completion per request, each after the game time an answer takes."""
+
+    def __init__(self, day: _Day) -> None:
+        self.day = day
+        self.events: list[GameEvent] = []
+        self.steps: Iterator[Step] | None = None
+        self.calls = 0
+
+    def begin(self, events: list[GameEvent]) -> None:
+        self.events, self.steps = events, None
+
+    async def __call__(self, assemble: Assembler, on_event: Callable[[RecoveryEvent], None]) -> Completion:
+        day = self.day
+        if self.steps is None:  # the first step: decide, seeing the status the observation shows
+            self.steps = iter(day.emil.decide(self.events, dict(day.world_port.last_snapshot)))
+        step = next(self.steps)
+        day.world.t += day.rng.uniform(0.8, 2.5)  # the model's answer
+        reasoning = day.emil.thought(self.events, step) if day.reasoning else None
+        calls = []
+        for name, args in step.calls:
+            self.calls += 1
+            raw = json.dumps(args, ensure_ascii=False)
+            # as the live client does: every call checked by the one validation
+            calls.append(validate_tool_call(ToolCall(id=f"call_{self.calls}", name=name, raw_arguments=raw, arguments=args)))
+        return Completion(content=None if calls else step.text, tool_calls=calls, reasoning=reasoning)
+
+
 class _Day:
     """One run of the simulation (see the module doc)."""
 
     def __init__(self, seed: int, hours: float, *, start: float, reasoning: bool,
                  store: MemoryStore | None, notes: PinnedNotes | None, notes_every_s: float,
-                 archive: Archive | None = None, plant: bool = True, per_kind: int = 0) -> None:
+                 counter: TokenCounter, archive: Archive | None = None, plant: bool = True,
+                 per_kind: int = 0) -> None:
         self.rng = random.Random(seed)
         self.start, self.end = start, start + hours * 3600.0
         self.world = SimWorld(random.Random(seed + 1), start)
@@ -142,56 +260,43 @@ class _Day:
         self.reasoning = reasoning
         self.turns: list[SyntheticTurn] = []
         self.notes: list[tuple[float, str | None]] = []
-        self._calls = 0
+        self.context = _DayContext(counter)
+        tools = None
+        if archive is not None and store is not None and self.archivist is not None:
+            tools = MemoryTools(archive, self.archivist, store, tokens_of=counter.count, bot_name=BOT,
+                                neutralise=self.context.neutraliser, clock=lambda: self.world.t)
+        self.world_port = _TimedWorld(self, tools)
+        port: WorldPort = (self.world_port if self.learner is None
+                           else RememberingWorld(self.world_port, self.learner, self.archivist))
+        self.topic: Topic | None = None
+        self.model = _ScriptedModel(self)
+        settings = _DEFAULTS.model_copy(update={"enable_thinking": reasoning})
+        budget = Budget(_NOMINAL_WINDOW, output_reserve=settings.output_reserve)
+        self.engine = TurnEngine(
+            context=self.context, model=self.model, world=_EngineWorld(port),
+            shape=RequestShape.of(settings, preserve_thinking=settings.preserve_thinking, tools=self.context.tools),
+            step_limit=settings.step_limit,
+            observation_cap=observation_cap(settings.observation_cap_tokens, budget.prompt_budget),
+            clock=Clock(wall=lambda: self.world.t, monotonic=lambda: self.world.t),
+            recall=self._topic,
+        )
 
-
-    def run_call(self, name: str, args: dict[str, Any], requesters: frozenset[str]) -> tuple[dict[str, str], Message]:
-        """One tool call through the real tool class against the simulated body."""
-        self._calls += 1
-        call_id = f"call_{self._calls}"
-        raw = json.dumps(args, ensure_ascii=False)
-        call = ToolCall(id=call_id, name=name, raw_arguments=raw, arguments=args)
-        goal = self.learner.job_started(name, args, requesters) if self.learner else None
-        tool = parse_tool(call)
-        if isinstance(tool, str):
-            text, ok = f"error: {tool}", False
-        else:
-            outcome = resolve(tool.run(ToolContext(self.body, ActionPolicy(requesters=requesters))))
-            text, ok = outcome.text, outcome.ok
-        lo, hi = DURATIONS.get(name, (0.1, 0.3))
-        self.world.t += self.rng.uniform(lo, hi)
-        if self.learner is not None:
-            self.learner.job_ended(goal, "done" if ok else "failed")
-            self.learner.tool_done(name, args, ok, requesters)
-        if self.archivist is not None:
-            self.archivist.tool_done(name, args, ok, text)
-        return {"id": call_id, "name": name, "arguments": raw}, Message.tool_result(call_id, text, event_time=self.world.t)
+    def _topic(self, events: list[GameEvent], snapshot: Mapping[str, Any] | None) -> str | None:
+        """The engine's recall hook: what the turn is about is kept; the lines come per budget
+        in the sweep (see the module doc), so none is added here."""
+        self.topic = topic_of(events, snapshot, bot_name=BOT)
+        return None
 
     def turn(self) -> None:
+        """One turn through the turn engine (it never waits on anything real)."""
         triaged = self.perception.take()
-        events = [x.event for x in triaged]
         start = self.world.t
-        snapshot = self.world.snapshot()
-        if self.learner is not None:
-            self.learner.observe_snapshot(snapshot)
-        opening = Message(
-            role="user", kind="observation", content=format_events(triaged),
-            status=format_status_line(snapshot, self.perception.ambient),
-            event_time=min((e.t for e in events), default=start),
-        )
-        messages = [opening]
-        requesters = frozenset(e.sender for e in events if isinstance(e, Chat))
-        for step in self.emil.decide(events, snapshot):
-            self.world.t += self.rng.uniform(0.8, 2.5)  # the model's answer
-            reasoning = self.emil.thought(events, step) if self.reasoning else None
-            if not step.calls:
-                messages.append(Message.assistant(step.text, reasoning=reasoning, event_time=opening.event_time))
-                break
-            done = [self.run_call(name, args, requesters) for name, args in step.calls]
-            messages.append(Message.assistant(None, tool_calls=[c for c, _ in done], reasoning=reasoning,
-                                              event_time=opening.event_time))
-            messages.extend(m for _, m in done)
-        self.turns.append(SyntheticTurn(start, tuple(messages), topic_of(events, snapshot, bot_name=BOT)))
+        self.context.messages = []
+        self.topic = None
+        self.model.begin([t.event for t in triaged])
+        stats = TurnStats(turn=len(self.turns) + 1, reason="events", started=start)
+        resolve(self.engine.run(stats, triaged, ambient=self.perception.ambient))
+        self.turns.append(SyntheticTurn(start, tuple(self.context.messages), self.topic))
 
     def run(self) -> Iterator[SyntheticTurn]:
         """The turns as they happen, until ``end`` (game time)."""
@@ -254,10 +359,9 @@ def synthetic_day(
         archive = Archive.open(folder, retention_days=0, durable=False)
         try:
             counter = get_token_counter(tokenizer)
-            pinned = (PinnedNotes(store, max_tokens=memory_tokens, tokens_of=counter.count) if memory_tokens > 0
-                      else None)
+            pinned = PinnedNotes(store, max_tokens=memory_tokens, tokens_of=counter.count) if memory_tokens > 0 else None
             day = _Day(seed, hours, start=start, reasoning=reasoning, store=store, notes=pinned,
-                       notes_every_s=notes_every_s, archive=archive, plant=plant, per_kind=per_kind)
+                       notes_every_s=notes_every_s, counter=counter, archive=archive, plant=plant, per_kind=per_kind)
             if pinned is not None and day.learner is not None:
                 learner = day.learner
                 pinned.present = lambda: learner.present
@@ -277,7 +381,8 @@ def synthetic_day(
 def synthetic_turns(seed: int = 0, *, start_time: float = DAY_START, reasoning: bool = True) -> Iterator[SyntheticTurn]:
     """The turns of a seeded synthetic day (see :func:`synthetic_day`), without notes; a
     stream for tests and benchmarks that take as many turns as they need."""
-    day = _Day(seed, math.inf, start=start_time, reasoning=reasoning, store=None, notes=None, notes_every_s=math.inf)
+    day = _Day(seed, math.inf, start=start_time, reasoning=reasoning, store=None, notes=None,
+               notes_every_s=math.inf, counter=get_token_counter(DEFAULT_FAMILY))
     yield from day.run()
 
 

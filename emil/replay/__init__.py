@@ -11,7 +11,7 @@ recorded actions into an embedded server. See docs/offline.md.
 from emil.replay.cli import cli_main, replay_file
 from emil.replay.compare import MessageChange, RequestDiff
 from emil.replay.engine import ObservationDiff, Replayer, ReplayOptions, ReplayReport
-from emil.replay.live import LiveStep, tool_call_problem
+from emil.replay.live import LiveStep
 from emil.replay.recorded_llm import RecordedLLM, ReplayExhausted
 from emil.replay.session import RecordedSession, RecordedStep, RecordedTurn
 
@@ -30,5 +30,4 @@ __all__ = [
     "RequestDiff",
     "cli_main",
     "replay_file",
-    "tool_call_problem",
 ]

@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--details", type=non_negative_int, default=10, help="differing requests to show (10)")
     p.add_argument("--json", action="store_true", help="print JSON reports")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--strict", action="store_true", help="exit 1 when any request differs or replay stopped early")
+    p.add_argument("--strict", action="store_true", help="also exit 1 when replay stopped early (a damaged or cut recording)")
     return p
 
 
@@ -102,9 +102,13 @@ async def _main(ns: argparse.Namespace) -> int:
         live: LLM | None = None
         if ns.endpoint:
             from emil.llm.client import OpenAIClient
+            from emil.world.actions import validate_tool_call
 
             model = await _live_model(ns.endpoint, ns.model)
-            live = await stack.enter_async_context(OpenAIClient(ns.endpoint, model=model))
+            # As live: every call the model writes is checked by the one validation of a call.
+            live = await stack.enter_async_context(
+                OpenAIClient(ns.endpoint, model=model, tool_validator=validate_tool_call)
+            )
         return await _replay_all(ns, options, live)
 
 
@@ -128,13 +132,27 @@ async def _replay_all(ns: argparse.Namespace, options: ReplayOptions, live: LLM 
         out.append(data)
     if ns.json:
         sys.stdout.write(json.dumps(out[0] if len(out) == 1 else out, indent=2) + "\n")
-    if ns.strict and any(r.stopped or r.identical < len(r.diffs) or r.errors for r in reports):
+    different = [r for r in reports if not r.as_recorded or (ns.strict and r.stopped)]
+    if different:
+        if not ns.json:
+            for r in different:
+                why = [
+                    *(f"turn {d.turn} step {d.step}: built differently" for d in r.differing[:1]),
+                    *r.errors[:1],
+                    *([f"stopped: {r.stopped}"] if ns.strict and r.stopped else []),
+                ]
+                sys.stderr.write(
+                    f"replay: {r.path}: {len(r.differing)} request(s) built differently, "
+                    f"{len(r.errors)} error(s); first: {why[0]}\n"
+                )
         return EXIT_DIFFERENT
     return EXIT_OK
 
 
 def cli_main(argv: Sequence[str] | None = None) -> int:
-    """Entry point for ``run_emil.py replay``; 0 = done, 1 = differences (--strict), 2 = bad input."""
+    """Entry point for ``run_emil.py replay``: 0 = every request built as recorded; 1 = a request
+    built differently, or today's code failing where the session did not (with ``--strict``,
+    also a replay stopped early); 2 = bad input (docs/offline.md "Exit codes")."""
     ns = build_parser().parse_args(list(argv) if argv is not None else None)
     try:
         for path in ns.files:

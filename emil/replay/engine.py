@@ -1,12 +1,19 @@
-"""Offline, deterministic replay: recorded events through today's perception and context
-manager, recorded completions as the model, recorded tool results as the world.
+"""Offline, deterministic replay: a recorded session's turns run again through the turn engine.
 
-The replay keeps the recorded session's shape (the same turns, the same steps, in order) and
-rebuilds everything today's code derives: the observation text, the history, the trims and the
-request. Where the request differs from the recorded one, it says which messages and how many
-tokens. An optional live model (``live``) is asked the same question at every step and its
-answer is set beside the recorded one; the history still continues with the recorded answer and
-tool results (the world's answers only exist for the recorded actions).
+Each recorded turn runs through :class:`emil.agent.turn.TurnEngine`, the same rules the live
+loop runs, with the recording as the model and the world: today's perception triages the
+recorded events, the engine writes the observation (capped as live), today's context manager
+(built by :func:`emil.agent.context_port.session_context` from the recorded settings, as live)
+assembles every request, the request is set beside the recorded one, and the recorded
+completion and tool results carry the turn on. The recording's interrupts and stops decide
+when the engine's interrupt rules apply (a call the session did not run is not run again).
+
+Where a request differs from the recorded one, the report says which messages and how many
+tokens; where today's code fails where the session did not (a prompt that no longer fits, a
+turn that ends sooner or later), it says so in ``errors``. An optional live model (``live``)
+is asked the same question at every step, the request built exactly as the session built it,
+and its answer is set beside the recorded one; the history still continues with the recorded
+answer and tool results (the world's answers only exist for the recorded actions).
 """
 
 from __future__ import annotations
@@ -14,35 +21,39 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from emil.agent.context_port import ContextAssembly, ManagedContext, session_context
+from emil.agent.turn import Interrupted, RequestShape, TurnEngine, observation_cap
+from emil.agent.turnstats import TurnStats
+from emil.config.settings import Settings, recorded_settings
 from emil.context.budget import Budget
-from emil.context.history import History, Message
-from emil.context.manager import Assembly, ContextManager
-from emil.context.rungs import RefreshNotes, Summarise
-from emil.events import ActionFinished, Death, parse_event
-from emil.exceptions import BudgetError, ConfigurationError, EmilError
+from emil.context.history import Message
+from emil.events import ActionFinished, Death, GameEvent, parse_event
+from emil.exceptions import ConfigurationError, ContextOverflowError, EmilError
+from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
 from emil.memory.summary import load_summary_prompt
 from emil.model.family import ModelFamily
 from emil.model.resolve import family_for_recording
 from emil.model.template import TemplateError
-from emil.model.tokens import TokenCounter
-from emil.perception import Perception, PerceptionPolicy, format_events, format_status_line
-from emil.recording import EventRecord, HeaderRecord
+from emil.perception import Perception, PerceptionPolicy
+from emil.recording import EventRecord, HeaderRecord, ToolResultRecord
 from emil.replay.compare import RequestDiff, diff_messages
 from emil.replay.live import LiveStep, compare_live
 from emil.replay.notes import RecordedNotes
-from emil.replay.recorded_llm import RecordedLLM, ReplayExhausted
 from emil.replay.session import RecordedSession, RecordedStep, RecordedTurn
 from emil.replay.summaries import RecordedSummaries, SummaryJudge, SummaryVerdict
+from emil.world.tool import Outcome
 
 __all__ = ["ObservationDiff", "ReplayOptions", "ReplayReport", "Replayer"]
 
 _DEFAULT_WINDOW = 65536
-_DEFAULT_RESERVE = 6144
+_NOT_RUN = "not run: interrupted ("
+_ABORTED = "aborted: interrupted ("
+_STOPPING = "not run: Emil is stopping"
 
 
 @dataclass(frozen=True)
@@ -80,7 +91,8 @@ class ReplayReport:
     trims_recorded: int = 0
     trims_today: int = 0
     errors: list[str] = field(default_factory=list)
-    """Today's code failing where the recording did not (e.g. a prompt that no longer fits)."""
+    """Today's code failing where the recording did not (a prompt that no longer fits, a turn
+    that ends at another step), each with its turn and step."""
     live: list[LiveStep] = field(default_factory=list)
     summaries: list[SummaryVerdict] = field(default_factory=list)
     """With a live model: each recorded summary request asked again (facts kept, dropped, new)."""
@@ -100,6 +112,16 @@ class ReplayReport:
     @property
     def identical(self) -> int:
         return sum(1 for d in self.diffs if d.identical)
+
+    @property
+    def differing(self) -> list[RequestDiff]:
+        return [d for d in self.diffs if not d.identical]
+
+    @property
+    def as_recorded(self) -> bool:
+        """Every request built as the session built it, and today's code failed nowhere the
+        session did not (what ``run_emil.py replay`` exits 0 on)."""
+        return not self.differing and not self.errors
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -134,10 +156,56 @@ def _recorded_family_name(header: HeaderRecord | None) -> str | None:
         return None
 
 
-def _history_call(call: ToolCall) -> dict[str, str]:
-    # Same rule as the agent loop: arguments that are not a JSON object are kept as "{}".
-    args = call.raw_arguments if call.arguments is not None else "{}"
-    return {"id": call.id, "name": call.name, "arguments": args}
+class _TurnOver(Exception):
+    """The recorded turn ends here (no answer to its request, or no further step)."""
+
+
+class _Damaged(EmilError):
+    """The recording lacks what the replay needs to go on (a request, a tool result)."""
+
+
+class _ReplayContext(ManagedContext):
+    """The session's context, plus what replay watches: the observation today's code writes,
+    the trims, and whether the server's count of a prompt may calibrate today's margin."""
+
+    def __init__(self, base: ManagedContext, replayer: Replayer) -> None:
+        super().__init__(base.manager, base.system_prompt, base.tools, history=base.history, llm=base.llm,
+                         clock=base.clock)
+        self.replayer = replayer
+        self.calibrate = False
+        """True while the request in flight is the recorded one, counted by the recorded family."""
+
+    def add(self, message: Message, *, new_turn: bool = False) -> Message:
+        stored = super().add(message, new_turn=new_turn)
+        if new_turn:
+            self.replayer.observed(stored)
+        return stored
+
+    def assemble(self, limit: int | None = None) -> ContextAssembly:
+        assembly = super().assemble(limit)
+        self.replayer.report.trims_today += len(assembly.trims)
+        return assembly
+
+    def observe_usage(self, predicted: int, actual: int) -> None:
+        if self.calibrate:
+            super().observe_usage(predicted, actual)
+
+
+class _RecordedWorld:
+    """The recorded snapshots and tool results as the turn engine's world."""
+
+    def __init__(self, replayer: Replayer) -> None:
+        self.replayer = replayer
+
+    async def snapshot(self) -> Mapping[str, Any] | None:
+        turn = self.replayer.turn
+        return None if turn is None else turn.observation.snapshot
+
+    async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
+        result = self.replayer.result_for(call)
+        if result.text.startswith(_ABORTED) and not result.ok:
+            raise Interrupted(result.text[len(_ABORTED):].removesuffix(")"))
+        return Outcome(result.ok, result.text, result.data, result.elapsed_ms)
 
 
 class Replayer:
@@ -157,12 +225,11 @@ class Replayer:
         progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.session = session
-        self.options = options or ReplayOptions()
+        self.options = o = options or ReplayOptions()
         self.live = live
         self.progress = progress
         header = session.header or HeaderRecord()
         self.header = header
-        o = self.options
         self.family = o.family or family_for_recording(session.header, o.tokenizer)
         # The recorded usage counts the recording's own tokens: it calibrates today's margin
         # only when replay counts as the recording did (--tokenizer naming another family
@@ -170,40 +237,42 @@ class Replayer:
         self._recorded_counts_apply = o.family is None and (
             o.tokenizer is None or _recorded_family_name(session.header) == self.family.name
         )
-        self.counter: TokenCounter = self.family.tokenizer()
-        window = o.window or header.window or _DEFAULT_WINDOW
-        reserve = o.output_reserve if o.output_reserve is not None else (
-            header.output_reserve if header.output_reserve is not None else _DEFAULT_RESERVE
-        )
-        prompt_budget = o.prompt_budget or header.prompt_budget
-        budget = (
-            Budget(window=window, output_reserve=reserve, margin=window - reserve - prompt_budget)
-            if prompt_budget
-            else Budget(window=window, output_reserve=reserve)
-        )
+        self.settings = self._settings(header)
+        self.budget = self._budget(header, self.settings)
         self.tools = list(header.tools)
-        # A kwarg the family's template does not read is neither counted with nor sent.
-        self.preserve_thinking = bool(self.family.template_kwargs(
-            enable_thinking=header.enable_thinking, preserve_thinking=header.preserve_thinking,
-        ).get("preserve_thinking"))
         # The notes as the recorded requests carried them, never today's database.
         first = next((s.messages for t in session.turns for s in t.steps if s.messages), [])
         self.notes = RecordedNotes(first)
-        self.manager = ContextManager(
-            self.counter, budget, header.system_prompt, self.tools, header.enable_thinking,
-            family=self.family, preserve_thinking=self.preserve_thinking,
-            rungs=[RefreshNotes(self.notes), Summarise(RecordedSummaries(session.summaries))],
+        self._now = 0.0
+        self.context = _ReplayContext(
+            session_context(
+                self.settings, family=self.family, budget=self.budget, system_prompt=header.system_prompt,
+                tools=self.tools, notes=self.notes, summaries=RecordedSummaries(session.summaries),
+                clock=lambda: self._now,
+            ),
+            self,
         )
-        self.perception = Perception(PerceptionPolicy(bot_name=header.bot_name or "Emil"))
-        self.llm = RecordedLLM(
-            s.completion for t in session.turns for s in t.steps if s.completion is not None
+        self.manager = self.context.manager
+        self.counter = self.manager.counter
+        self.preserve_thinking = self.family.sends_preserve_thinking(
+            enable_thinking=self.settings.enable_thinking, preserve_thinking=self.settings.preserve_thinking
         )
-        self.history = History(notes=Message.memory(text) if (text := self.notes.text()) else None)
+        self.shape = RequestShape.of(self.settings, preserve_thinking=self.preserve_thinking,
+                                     tools=self.tools or None)
+        self.engine = TurnEngine(
+            context=self.context, model=self._complete, world=_RecordedWorld(self), shape=self.shape,
+            step_limit=self.settings.step_limit,
+            observation_cap=observation_cap(self.settings.observation_cap_tokens, self.budget.prompt_budget),
+            recall=self._recalled,
+        )
+        self.perception = Perception(PerceptionPolicy(bot_name=self.settings.bot_name))
         self.judge = None if live is None else SummaryJudge(
-            session.summaries, live, name=header.bot_name or "Emil",
-            prompt=load_summary_prompt(None, name=header.bot_name or "Emil", max_tokens=int(header.settings.get("summary_max_tokens", 512))),
-            max_tokens=int(header.settings.get("summary_max_tokens", 512)),
+            session.summaries, live, name=self.settings.bot_name,
+            prompt=load_summary_prompt(None, name=self.settings.bot_name, max_tokens=self.settings.summary_max_tokens),
+            max_tokens=self.settings.summary_max_tokens,
         )
+        self.turn: RecordedTurn | None = None
+        self._step_index = 0
         self._cursor = 0
         self._dispatched: Counter[str] = Counter()
         self.report = ReplayReport(
@@ -213,18 +282,47 @@ class Replayer:
             trims_recorded=session.trims,
             settings={
                 "tokenizer": self.counter.name,
-                "window": budget.window,
-                "output_reserve": budget.output_reserve,
-                "prompt_budget": budget.prompt_budget,
+                "window": self.budget.window,
+                "output_reserve": self.budget.output_reserve,
+                "prompt_budget": self.budget.prompt_budget,
             },
         )
+
+    def _settings(self, header: HeaderRecord) -> Settings:
+        """The settings the session ran with (the header's), with this replay's overrides."""
+        recorded = recorded_settings(header.settings)
+        # Headers written before a setting existed: what those sessions did.
+        update: dict[str, Any] = {"enable_thinking": header.enable_thinking}
+        if "preserve_thinking" not in header.settings:
+            update["preserve_thinking"] = header.preserve_thinking
+        if "bot_name" not in header.settings and header.bot_name:
+            update["bot_name"] = header.bot_name
+        if self.options.output_reserve is not None:
+            update["output_reserve"] = self.options.output_reserve
+        elif header.output_reserve is not None:
+            update["output_reserve"] = header.output_reserve
+        return recorded.model_copy(update=update)
+
+    def _budget(self, header: HeaderRecord, settings: Settings) -> Budget:
+        o = self.options
+        window = o.window or header.window or _DEFAULT_WINDOW
+        prompt_budget = o.prompt_budget or header.prompt_budget
+        if prompt_budget:
+            return Budget(window, output_reserve=settings.output_reserve,
+                          margin=window - settings.output_reserve - prompt_budget)
+        return Budget(window, output_reserve=settings.output_reserve)
+
+    @property
+    def history(self) -> Any:
+        """Today's history as it stands (the context's)."""
+        return self.context.history
 
     async def run(self) -> ReplayReport:
         """Replay every turn; stops early (and says why) at damage or missing data."""
         started = time.perf_counter()
         try:
-            for turn in self.session.turns:
-                if not await self._turn(turn):
+            for index, turn in enumerate(self.session.turns):
+                if not await self._turn(turn, last=index == len(self.session.turns) - 1):
                     break
         finally:
             self.report.seconds = time.perf_counter() - started
@@ -238,7 +336,7 @@ class Replayer:
             self.report.stopped = damage if self.report.stopped is None else f"{self.report.stopped}: {damage}"
         return self.report
 
-    # -- one turn ---------------------------------------------------------------------------------
+    # -- events, as the live pump saw them --------------------------------------------------------
 
     def _feed(self, until: int, *, turn: int | None = None) -> list[EventRecord]:
         """Events and dispatches up to a timeline position, as the agent loop's pump saw them.
@@ -269,76 +367,135 @@ class Replayer:
         if isinstance(event, Death):
             self.perception.clear_actions()
 
-    def _observe(self, turn: RecordedTurn) -> Message:
+    # -- one turn ---------------------------------------------------------------------------------
+
+    async def _turn(self, turn: RecordedTurn, *, last: bool) -> bool:
+        if self.judge is not None:  # between turns, as live: the recorded summary requests, asked again
+            await self.judge.between_turns(self.context.history)
         later = self._feed(turn.timeline_index, turn=turn.turn)
         triaged = self.perception.take()
         for item in later:
             self._event(item)
-        content = format_events(triaged)
-        status = format_status_line(turn.observation.snapshot, self.perception.ambient)
-        times = [t.event.t for t in triaged]
-        message = Message(
-            role="user", content=content, kind="observation", status=status,
-            event_time=min(times, default=turn.observation.t),
-        )
-        recorded = turn.observation_text
-        if recorded is not None and recorded != message.text:
-            self.report.observation_diffs.append(ObservationDiff(turn.turn, recorded, message.text))
-        return message
-
-    async def _turn(self, turn: RecordedTurn) -> bool:
-        if self.judge is not None:  # between turns, as live: the recorded summary requests, asked again
-            await self.judge.between_turns(self.history)
-        self.history = self.history.start_turn(self._observe(turn))
+        self.turn, self._step_index = turn, 0
+        self._now = turn.observation.t
         self.report.turns_replayed += 1
-        for step in turn.steps:
-            if step.request is None:
-                self.report.stopped = f"turn {turn.turn} step {step.step} has no request in the recording"
-                return False
-            if step.completion is None:
-                # Sent, never answered (interrupted, failed, or the session's end): compare the
-                # request; the turn ended there, and so does its replay.
-                if (assembly := self._assemble(turn, step)) is not None:
-                    self.report.diffs.append(self._diff(turn, step, assembly))
-                self.report.unanswered += 1
-                self.report.steps_replayed += 1
-                return True
-            if not await self._step(turn, step):
-                return False
-            self.report.steps_replayed += 1
-            if self.progress is not None:
-                self.progress(self.report.steps_replayed, self.report.steps_total)
+        stats = TurnStats(turn=turn.turn, reason=turn.observation.reason, started=0.0)
+        try:
+            await self.engine.run(
+                stats, triaged, ambient=self.perception.ambient, reason=turn.observation.reason,
+                interruption=self._interruption, stopping=self._stopping,
+            )
+        except _TurnOver:
+            return True
+        except Interrupted:
+            pass  # the model call was cancelled live: the recording's turn ends unanswered
+        except _Damaged as e:
+            if last:
+                return True  # the session ended inside its last turn (a stop, a kill)
+            self.report.stopped = str(e)
+            return False
+        except ContextOverflowError as e:
+            self.report.errors.append(f"turn {turn.turn} step {self._step_index}: today's code fails the turn: {e}")
+            return True
+        if self._step_index < len(turn.steps):
+            self.report.errors.append(
+                f"turn {turn.turn}: today's code ends the turn after step {self._step_index} where the "
+                f"recorded session went on to step {turn.steps[-1].step}"
+            )
         return True
 
-    def _assemble(self, turn: RecordedTurn, step: RecordedStep) -> Assembly | None:
-        assert step.request is not None
-        self.notes.messages = step.messages  # the block as sent, should a trim refresh it
-        try:
-            assembly = self.manager.assemble(self.history, now=step.request.t)
-        except BudgetError as e:
-            self.report.errors.append(f"turn {turn.turn} step {step.step}: today's manager cannot fit the prompt: {e}")
-            return None
-        self.history = assembly.history
-        self.report.trims_today += len(assembly.trims)
-        return assembly
+    def _recalled(self, events: list[GameEvent], snapshot: Mapping[str, Any] | None) -> str | None:
+        """The lines the session recalled into this turn's observation (the archive is not
+        replayed: what it answered is part of the recording, like a snapshot)."""
+        return None if self.turn is None else self.turn.observation.recalled
 
-    def _diff(self, turn: RecordedTurn, step: RecordedStep, assembly: Assembly) -> RequestDiff:
+    def observed(self, message: Message) -> None:
+        """Today's observation of the current turn, beside the recorded one."""
+        recorded = self.turn.observation_text if self.turn is not None else None
+        if recorded is not None and self.turn is not None and recorded != message.text:
+            self.report.observation_diffs.append(ObservationDiff(self.turn.turn, recorded, message.text))
+
+    # -- the recorded model -----------------------------------------------------------------------
+
+    async def _complete(self, assemble: Assembler, on_event: Callable[[RecoveryEvent], None]) -> Completion:
+        """The recorded answer to this step, after building its request as the session did."""
+        turn = self.turn
+        assert turn is not None
+        if self._step_index >= len(turn.steps):
+            if self._step_index < self.settings.step_limit and not _ended_by_recording(turn):
+                self.report.errors.append(
+                    f"turn {turn.turn} step {self._step_index + 1}: today's code asks the model again "
+                    "where the recorded session ended the turn"
+                )
+            raise _TurnOver
+        step = turn.steps[self._step_index]
+        self._step_index += 1
+        if step.request is None:
+            raise _Damaged(f"turn {turn.turn} step {step.step} has no request in the recording")
+        request = self._requests(turn, step, assemble)
+        self.report.steps_replayed += 1
+        if self.progress is not None:
+            self.progress(self.report.steps_replayed, self.report.steps_total)
+        if step.completion is None:
+            # Sent, never answered (interrupted, failed, or the session's end): compared; the
+            # turn ended there, and so does its replay.
+            self.report.unanswered += 1
+            raise _TurnOver
+        completion = step.completion.to_completion()
+        if self.live is not None:
+            self.report.live.append(await self._ask_live(turn, step, request, completion))
+        return completion
+
+    def _requests(self, turn: RecordedTurn, step: RecordedStep, assemble: Assembler) -> ChatRequest:
+        """Every attempt of the step's request built again and set beside the recorded one; an
+        overflow's count calibrates as it did live. The last request built (what a live model is
+        asked), or the recorded one when today's manager cannot build it."""
         assert step.request is not None
-        recorded = step.messages
-        today = assembly.messages
+        request: ChatRequest | None = None
+        attempts = step.attempts or [(step.request, step.messages)]
+        for index, (recorded, messages) in enumerate(attempts):
+            self.notes.messages = messages  # the block as sent, should a trim refresh it
+            self._now = recorded.t
+            try:
+                request = assemble(None if index == 0 else recorded.limit)
+            except ContextOverflowError as e:
+                self.report.errors.append(
+                    f"turn {turn.turn} step {step.step}: today's manager cannot fit the prompt: {e}"
+                )
+                request = None
+                break
+            diff = self._diff(turn, step, recorded.predicted_tokens, messages, request)
+            if index == 0 or not diff.identical:
+                self.report.diffs.append(diff)
+            same = diff.identical and self._recorded_counts_apply
+            if index + 1 < len(attempts) and index < len(step.overflows):
+                overflow = step.overflows[index]
+                if same and not overflow.prompt_is_lower_bound and overflow.prompt_tokens is not None:
+                    # the recovery's calibration: the server's count of the prompt that overflowed
+                    self.manager.observe_usage(request.predicted_prompt_tokens or 0, overflow.prompt_tokens)
+            # Same prompt as the session sent, counted by the same family: the server's count of
+            # it (the completion's usage) calibrates today's margin as it did live.
+            self.context.calibrate = same
+        if request is None:
+            return self.shape.request(step.messages, step.request.predicted_tokens)
+        return request
+
+    def _diff(
+        self, turn: RecordedTurn, step: RecordedStep, recorded_predicted: int | None,
+        recorded: list[dict[str, Any]], request: ChatRequest,
+    ) -> RequestDiff:
+        today = request.messages
         changes: tuple[Any, ...] = ()
-        if recorded != today:
+        if _wire(recorded) != _wire(today):
             changes = diff_messages(
-                recorded, today,
-                recorded_tokens=self._blocks(recorded),
-                today_tokens=assembly.block_tokens or self._blocks(today),
+                recorded, today, recorded_tokens=self._blocks(recorded), today_tokens=self._blocks(today),
             )
         return RequestDiff(
             turn=turn.turn, step=step.step,
             recorded_messages=len(recorded), today_messages=len(today),
-            recorded_predicted=step.request.predicted_tokens,
+            recorded_predicted=recorded_predicted,
             recorded_actual=step.completion.prompt_tokens if step.completion is not None else None,
-            today_tokens=assembly.predicted_tokens,
+            today_tokens=request.predicted_prompt_tokens or 0,
             changes=changes,
         )
 
@@ -347,38 +504,6 @@ class Replayer:
             return self.manager.incremental.block_counts(messages, self.tools or None)
         except TemplateError:  # a request the template refuses: count text, not blocks
             return [self.counter.count(json.dumps(m, ensure_ascii=False)) for m in messages]
-
-    async def _step(self, turn: RecordedTurn, step: RecordedStep) -> bool:
-        assert step.request is not None and step.completion is not None
-        assembly = self._assemble(turn, step)
-        if assembly is not None:
-            diff = self._diff(turn, step, assembly)
-            self.report.diffs.append(diff)
-            actual = step.completion.prompt_tokens
-            if diff.identical and actual is not None and self._recorded_counts_apply:
-                # Same prompt as the session sent, counted by the same family: the server's
-                # count calibrates today's margin.
-                self.manager.observe_usage(assembly.predicted_tokens, actual)
-            messages = assembly.messages
-            predicted: int | None = assembly.predicted_tokens
-        else:
-            messages, predicted = step.messages, step.request.predicted_tokens
-        request = ChatRequest(
-            messages=messages,
-            tools=self.tools or None,
-            max_completion_tokens=step.request.max_completion_tokens or self.manager.budget.output_reserve,
-            enable_thinking=self.header.enable_thinking,
-            preserve_thinking=self.preserve_thinking,
-            predicted_prompt_tokens=predicted,
-        )
-        try:
-            completion = await self.llm.complete(request)
-        except ReplayExhausted as e:
-            self.report.stopped = f"turn {turn.turn} step {step.step}: {e}"
-            return False
-        if self.live is not None:
-            self.report.live.append(await self._ask_live(turn, step, request, completion))
-        return self._continue(turn, step, completion)
 
     async def _ask_live(
         self, turn: RecordedTurn, step: RecordedStep, request: ChatRequest, recorded: Completion
@@ -392,27 +517,46 @@ class Replayer:
             answer, error = None, f"{type(e).__name__}: {e}"
         elapsed = time.perf_counter() - started
         return compare_live(
-            turn.turn, step.step, recorded, answer, self.tools, elapsed_s=elapsed, error=error,
+            turn.turn, step.step, recorded, answer, elapsed_s=elapsed, error=error,
             predicted=request.predicted_prompt_tokens,
         )
 
-    def _continue(self, turn: RecordedTurn, step: RecordedStep, completion: Completion) -> bool:
-        calls = completion.tool_calls
-        self.history = self.history.append(
-            Message(
-                role="assistant", content=completion.content, kind="assistant",
-                tool_calls=tuple(_history_call(c) for c in calls), reasoning=completion.reasoning,
+    # -- the recorded world -----------------------------------------------------------------------
+
+    def _step(self) -> RecordedStep:
+        assert self.turn is not None and self._step_index > 0
+        return self.turn.steps[self._step_index - 1]
+
+    def result_for(self, call: ToolCall) -> ToolResultRecord:
+        """The recorded result of ``call`` in the current step (:class:`_Damaged` if missing)."""
+        step = self._step()
+        result = step.result_for(call.id)
+        if result is None:
+            raise _Damaged(
+                f"turn {step.turn} step {step.step}: no recorded result for tool call {call.id} ({call.name})"
             )
-        )
-        for call in calls:
-            result = step.result_for(call.id)
-            if result is None:
-                self.report.stopped = (
-                    f"turn {turn.turn} step {step.step}: no recorded result for tool call "
-                    f"{call.id} ({call.name})"
-                )
-                return False
-            self.history = self.history.append(
-                Message(role="tool", content=result.text, kind="tool_result", tool_call_id=call.id, name=call.name)
-            )
-        return True
+        return result
+
+    def _recorded_text(self, call: ToolCall) -> str:
+        result = self._step().result_for(call.id)
+        return "" if result is None else result.text
+
+    def _interruption(self, call: ToolCall) -> str | None:
+        text = self._recorded_text(call)
+        return text[len(_NOT_RUN):].removesuffix(")") if text.startswith(_NOT_RUN) else None
+
+    def _stopping(self, call: ToolCall | None) -> bool:
+        return call is not None and self._recorded_text(call) == _STOPPING
+
+
+def _wire(messages: list[dict[str, Any]]) -> str:
+    """The messages as their JSON bytes (key order included): what went on the wire."""
+    return json.dumps(messages, ensure_ascii=False)
+
+
+def _ended_by_recording(turn: RecordedTurn) -> bool:
+    """The recorded turn ended early for a reason replay cannot see (it failed, or the session
+    stopped in it)."""
+    summary = turn.summary
+    return summary is None or bool(summary.failed) or summary.interrupted
+

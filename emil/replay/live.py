@@ -1,82 +1,18 @@
-"""A live model's answer set beside the recorded one: tool-call validity, tokens, latency."""
+"""A live model's answer set beside the recorded one: tool-call validity, tokens, latency.
+
+A live call is valid when Emil's one validation of a tool call says so
+(:func:`emil.world.actions.validate_tool_call`: the tool classes, as live play checks it).
+"""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from emil.llm.types import Completion, ToolCall
+from emil.llm.types import Completion
+from emil.world.actions import validate_tool_call
 
-__all__ = ["LiveStep", "compare_live", "tool_call_problem"]
-
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "array": (list,),
-    "object": (dict,),
-    "null": (type(None),),
-}
-
-
-def _type_ok(value: Any, schema: dict[str, Any]) -> bool:
-    kind = schema.get("type")
-    kinds = kind if isinstance(kind, list) else [kind] if isinstance(kind, str) else []
-    if not kinds:
-        return True
-    for k in kinds:
-        types = _JSON_TYPES.get(k)
-        if types is None:
-            return True
-        # JSON booleans are not numbers, although Python's bool is an int.
-        if isinstance(value, bool) and k in ("integer", "number"):
-            continue
-        if isinstance(value, types):
-            return True
-    return False
-
-
-def tool_call_problem(call: ToolCall, tools: Sequence[dict[str, Any]]) -> str | None:
-    """Why a call is invalid against the tool specs (unknown tool, not a JSON object, missing
-    required or unknown arguments, wrong JSON type, value outside an enum), or None."""
-    if call.error:
-        return call.error
-    spec = next(
-        (t.get("function", t) for t in tools if t.get("function", t).get("name") == call.name), None
-    )
-    if spec is None:
-        return f"unknown tool {call.name!r}"
-    args = call.arguments
-    if args is None:
-        try:
-            parsed = json.loads(call.raw_arguments or "{}")
-        except json.JSONDecodeError as e:
-            return f"arguments are not JSON ({e.msg})"
-        if not isinstance(parsed, dict):
-            return "arguments are not a JSON object"
-        args = parsed
-    params = spec.get("parameters") or {}
-    props: dict[str, Any] = params.get("properties") or {}
-    missing = [k for k in params.get("required") or () if k not in args]
-    if missing:
-        return f"missing required argument(s) {', '.join(missing)}"
-    if params.get("additionalProperties") is False:
-        extra = [k for k in args if k not in props]
-        if extra:
-            return f"unknown argument(s) {', '.join(extra)}"
-    for key, value in args.items():
-        schema = props.get(key)
-        if not isinstance(schema, dict):
-            continue
-        if not _type_ok(value, schema):
-            return f"argument {key!r} should be {schema.get('type')}, got {type(value).__name__}"
-        if "enum" in schema and value not in schema["enum"]:
-            return f"argument {key!r}={value!r} is not one of {schema['enum']}"
-    return None
-
+__all__ = ["LiveStep", "compare_live"]
 
 def _calls(c: Completion | None) -> list[str]:
     return [] if c is None else [tc.name for tc in c.tool_calls]
@@ -131,7 +67,6 @@ def compare_live(
     step: int,
     recorded: Completion,
     live: Completion | None,
-    tools: Sequence[dict[str, Any]],
     *,
     elapsed_s: float,
     error: str | None = None,
@@ -141,7 +76,7 @@ def compare_live(
     problems: list[str] = []
     if live is not None:
         for call in live.tool_calls:
-            why = tool_call_problem(call, tools)
+            why = validate_tool_call(call).error
             if why is not None:
                 problems.append(f"{call.name}: {why}")
     ru, lu = recorded.usage, live.usage if live is not None else None

@@ -77,6 +77,8 @@ class RecordedStep:
     """The first attempt's messages as sent."""
     final_request: RequestRecord | None = None
     """Last attempt (differs from ``request`` after overflow recoveries)."""
+    attempts: list[tuple[RequestRecord, list[dict[str, Any]]]] = field(default_factory=list)
+    """Every attempt in order (a strictly smaller retry after each overflow), with its messages."""
     completion: CompletionRecord | None = None
     results: list[ToolResultRecord] = field(default_factory=list)
     overflows: list[OverflowRecord] = field(default_factory=list)
@@ -179,10 +181,12 @@ class RecordedSession:
             step = RecordedStep(turn.turn, int(step_no or 0))
             turn.steps.append(step)
         if isinstance(r, RequestRecord):
+            messages = [by_ref[ref].openai for ref in r.refs if ref in by_ref]
             if r.attempt == 0 or step.request is None:
                 step.request = r
-                step.messages = [by_ref[ref].openai for ref in r.refs if ref in by_ref]
+                step.messages = messages
             step.final_request = r
+            step.attempts.append((r, messages))
         elif isinstance(r, CompletionRecord):
             step.completion = r
         else:

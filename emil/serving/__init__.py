@@ -9,6 +9,8 @@ Each module answers one question the field notes got wrong once:
 - ``emil.serving.launcher``    a supervisor that never loops on a configuration error
 - ``emil.serving.cpu_vllm``    a real vLLM on this CPU (random weights, real Qwen3 tokenizer and
                                template), installed into its own cached virtualenv and started
+- ``emil.serving.router``      vllm-router in front of replicas: started, its routing read from
+                               its log, each replica's prefix-cache and load counters
 - ``emil.serving.metrics``     Prometheus text -> spec-decode and prefix-cache counters
 - ``emil.serving.bench``       the throughput methodology of the field notes, like for like
 - ``emil.serving.toolcheck``   tool-call validity gate (MTP stays off until it passes)

@@ -1,4 +1,4 @@
-"""Shipped doubles for tests and the demo. Nothing here is a model or a real vLLM.
+"""Shipped doubles and rigs for tests, benchmarks and the demo. Nothing here is a model.
 
 - ``vllm_double``     a vLLM-dialect HTTP server DOUBLE (real HTTP on 127.0.0.1): the server and
   its fault injection; ``vllm_dialect`` what each endpoint answers; ``vllm_answer`` how one
@@ -8,7 +8,11 @@
 - ``script``          the scripted reply vocabulary (ScriptRequest -> Reply)
 - ``brains``          SCRIPTED policies (NpcBrain, DemoBrain...) and ScriptedLLM (in-process)
 - ``reducer``         the summariser double: a generic extractive text reducer
-- ``chaos``, ``chaos_scenarios``, ``soak``  the chaos rig and the soak run on the doubles
+- ``chaos``, ``chaos_scenarios``, ``soak``  the chaos rig and the soak run on the doubles (the
+  soak also against a real vLLM on this CPU)
+- ``scaleout``        vLLM replicas on this CPU behind vllm-router, Emils in their own processes
+  and chatting players: the scale-out test and the router benchmark (real services, no double)
+- ``processes``       child processes of a test run: a group each, none outliving the run
 
 Only the demo, the tool scripts and the tests use them (tests/unit/test_house.py).
 """

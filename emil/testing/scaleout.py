@@ -56,6 +56,7 @@ from emil.serving.cpu_vllm import (
 )
 from emil.serving.router import ReplicaCounters, RouterOptions, VLLMRouter, replica_counters
 from emil.testing.processes import child_env, stop_group
+from emil.testing.soak import drain
 from emil.world.bridge import Bot
 from emil.world.server import EmbeddedServer
 from emil.world.wire import BotSettings, ReflexSettings
@@ -355,6 +356,9 @@ class Chat:
                     reflexes=ReflexSettings(defend=False, flee=False, eat=False, unstuck=False),
                 )
                 bots.append(await stack.enter_async_context(Bot.connect(settings)))
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            for bot in bots:
+                tg.start_soon(drain, bot)
             n = 0
             while True:
                 await anyio.sleep(self.every_s)

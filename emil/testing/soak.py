@@ -53,7 +53,7 @@ from emil.world.bridge import Bot
 from emil.world.server import EmbeddedServer
 from emil.world.wire import BotSettings, ReflexSettings
 
-__all__ = ["PLAYERS", "SoakBrain", "SoakFigures", "SoakResult", "play_soak", "soak_figures"]
+__all__ = ["PLAYERS", "SoakBrain", "SoakFigures", "SoakResult", "drain", "play_soak", "soak_figures"]
 
 _log = logging.getLogger("emil.soak")
 
@@ -191,14 +191,17 @@ async def play_soak(
     data_dir: Path,
     seed: int = 0,
     window: int = 16384,
+    decode_tps: float | None = None,
     endpoint: str | None = None,
     tool_choice: ToolChoice | None = None,
 ) -> SoakResult:
     """Start everything, let the players play for ``duration_s``, stop everything.
 
-    ``endpoint``: a real vLLM's base URL to play against instead of the double (``window`` is
-    then the server's); ``tool_choice``: sent with every request that offers tools (vLLM's
-    structured outputs make even random weights call them).
+    ``decode_tps``: the double's simulated decode rate (None: answers at once); a slower model
+    gives the players' hits time to interrupt its calls. ``endpoint``: a real vLLM's base URL
+    to play against instead of the double (``window`` is then the server's); ``tool_choice``:
+    sent with every request that offers tools (vLLM's structured outputs make even random
+    weights call them).
     """
     result = SoakResult()
     started = time.monotonic()
@@ -206,7 +209,8 @@ async def play_soak(
     async with contextlib.AsyncExitStack() as stack:
         server = await stack.enter_async_context(EmbeddedServer())
         if endpoint is None:
-            endpoint = (await stack.enter_async_context(VLLMDouble(SoakBrain(), window=window))).base_url
+            double = VLLMDouble(SoakBrain(), window=window, decode_tps=decode_tps)
+            endpoint = (await stack.enter_async_context(double)).base_url
         s = settings.model_copy(update={
             "endpoint": endpoint, "model": "auto", "mc_host": "127.0.0.1", "mc_port": server.port,
             "endpoint_wait_s": 30.0, "data_dir": data_dir,
@@ -233,6 +237,13 @@ async def play_soak(
     return result
 
 
+async def drain(bot: Bot) -> None:
+    """Read a player's events and let them go: a player acts on a script, and a bot whose
+    events nobody reads fills its buffer and logs what it drops, as if Emil were behind."""
+    async for _event in bot.events:
+        pass
+
+
 async def _run_player(name: str, index: int, server: EmbeddedServer, s: Settings, result: SoakResult, rng: random.Random) -> None:
     # dana joins late: a join while Emil plays; the others arrive a little apart.
     join_after = 20.0 if name == "dana" else 1.5 * index
@@ -242,7 +253,8 @@ async def _run_player(name: str, index: int, server: EmbeddedServer, s: Settings
         reflexes=ReflexSettings(defend=False, flee=False, eat=False, unstuck=False),
     )
     try:
-        async with Bot.connect(player_settings) as bot:
+        async with Bot.connect(player_settings) as bot, anyio.create_task_group() as tg:
+            tg.start_soon(drain, bot)
             player = _Player(name, bot, server, s.bot_name, result, rng)
             await player.play(getattr(player, name), start_after=2.0)
     except Exception as e:  # one player's bot failing must not end the soak
@@ -310,7 +322,7 @@ class SoakFigures:
             f"trims {self.trims}, overflows {self.overflows}, summaries "
             + (", ".join(f"{k} {n}" for k, n in sorted(self.summaries.items())) or "none")
             + f", LLM retries {self.retries}",
-            "error records: " + (", ".join(f"{k} {n}" for k, n in self.errors.most_common()) or "none"),
+            "error records by kind: " + (", ".join(f"{k} {n}" for k, n in self.errors.most_common()) or "none"),
         ]
 
 

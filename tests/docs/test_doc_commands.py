@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shlex
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,15 +86,106 @@ SCALED: dict[str, tuple[str, str]] = {
         "restart after 12 h) takes most of an hour of CPU; the same command runs here on a 4-hour "
         "day, one seed and a restart after 2 h (the later flags win)",
     ),
+    "emil/data/samples/soak-session.jsonl --synthetic-hours 24": (
+        "--synthetic-hours 3 --budgets 4500,6000",
+        "the soak recording's 12288 window swept over ten budgets (the smallest overflow at every "
+        "request) and a day of synthetic play: 84 s of CPU; here 3 hours and two budgets",
+    ),
+    "python3 tools/soak.py --real-vllm": (
+        "--duration 60",
+        "the documented soak plays 30 minutes against a real vLLM on this CPU; the same command "
+        "runs here for one minute (the later flag wins; the server's start comes on top)",
+    ),
     "--synthetic-hours 24": (
         "--synthetic-hours 3",
         "a day of synthetic play swept over 11 budgets takes minutes of CPU; the same command "
         "runs here on 3 hours (the later flag wins)",
     ),
+    "python3 tools/bench_loop.py": (
+        "--turns 10 --emils 1,4",
+        "30 turns each for 1, 4 and 8 Emils: 57 s of CPU; here 10 turns for 1 and 4",
+    ),
+    "python3 tools/bench_client.py": (
+        "--requests 10 --warmup 1",
+        "30 requests per path and mode with 0.2 s idle before each; here 10",
+    ),
+    "python3 tools/bench_world.py": (
+        "--events 20 --actions 20 --reflex 5 --mob 5 --craft 3 --smelt 1",
+        "the default counts (60 events, 60 actions, 15 hits, 3 smelts of 10 s) take a minute and a "
+        "half of waiting; a third of each here",
+    ),
+    "python3 tools/bench_context.py": (
+        "--steps 50 --accuracy-turns 50",
+        "300 timed requests and 300 accuracy turns: 19 s of CPU; 50 of each here",
+    ),
+    "python3 tools/bench_throughput.py --demo-double": (
+        "-n 3 --warmups 1 --max-tokens 64",
+        "the double streams at its simulated 72-110 tok/s: 10 requests of the default length to two "
+        "endpoints are a minute and a half of waiting; 3 short ones here",
+    ),
 }
-"""Commands too long for CI as written, by a part of their text: run with the extra flags
-appended (argparse keeps the last value), so the documented command line itself is what is
-exercised, at a smaller scale."""
+"""Commands too long for CI as written, by a part of their text (the first part that matches):
+run with the extra flags appended (argparse keeps the last value), so the documented command
+line itself is what is exercised, at a smaller scale."""
+
+BUDGET_S: dict[str, float] = {
+    # a part of the command's text (the first that matches) -> CPU seconds it may use, itself and
+    # all it starts, as run here (scaled): about twice what it used (docs/reliability.md)
+    "python3 run_emil.py demo": 20,
+    '.venv/bin/python -m pytest -m "not slow"': 20,
+    ".venv/bin/python -m pytest": 15,
+    "python3 tools/bench_context.py": 15,
+    "python3 tools/chars_per_token.py emil/data/samples/soak-session.jsonl": 10,
+    "python3 tools/llm_recovery_report.py": 10,
+    "emil/data/samples/soak-session.jsonl --synthetic-hours 24": 10,
+    "--synthetic-hours 24": 15,
+    "--synthetic-hours 4 --window 32768": 15,
+    "python3 tools/model_swap_drill.py": 12,
+    "emil/data/samples/demo-session.jsonl --plot sweep.png": 8,
+    "python3 tools/bench_recall.py": 25,
+    "python3 tools/bench_loop.py": 30,
+    "python3 tools/bench_client.py": 20,
+    "python3 tools/bench_world.py": 20,
+    "python3 tools/soak.py --duration": 25,
+    "python3 tools/bench_memory.py": 10,
+    "python3 tools/launch_vllm.py --cpu-test-model --install-only": 8,
+    "docs/examples/standin-": 8,
+    "python3 tools/bench_throughput.py --demo-double": 8,
+    "python3 tools/check_tool_calls.py --demo-double": 12,
+}
+"""The docs tier's time budget. Every slow command has one; any other command FAST_BUDGET_S. A
+command that uses more than OVER times its budget fails (scale it down in SCALED, or raise its
+budget and keep the sum under CEILING_S)."""
+
+FAST_BUDGET_S = 5.0
+OVER = 3.0
+CEILING_S = 600.0
+"""The sum of every documented command's budget, in CPU seconds: the docs tier's ceiling (a
+command that waits, e.g. 30 s of soak play, uses little CPU; docs/reliability.md has the wall
+times)."""
+
+
+def budget(c: DocCommand) -> float:
+    """The CPU seconds a command may use (BUDGET_S, else FAST_BUDGET_S for a fast one)."""
+    for part, seconds in BUDGET_S.items():
+        if part in c.text:
+            return seconds
+    return FAST_BUDGET_S
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What one documented command cost when it ran here."""
+
+    where: str
+    argv: str
+    wall_s: float
+    cpu_s: float
+    budget_s: float
+
+
+SPENT: list[Spent] = []
+"""Every command run in this session (tests/docs/conftest.py prints them at the end)."""
 
 PRINTS_TRACEBACKS = ("docs/examples/standin-",)
 """Commands whose output shows tracebacks on purpose (the stand-in prints vLLM's error lines)."""
@@ -179,11 +272,14 @@ def _run(c: DocCommand, clone: Path, timeout: float) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EMIL_")}
     # A metrics port of its own, in case a command plays a session.
     env["EMIL_METRICS_ADDRESS"] = "127.0.0.1:0"
+    started, before = time.monotonic(), _children_cpu()
     # its own process group: a timeout or an interrupt stops the shell and all it started
     proc = processes.run(
         p.argv, shell=True, executable="/bin/bash", cwd=clone, env=env,
         capture_output=True, text=True, timeout=timeout,
     )
+    spent = Spent(c.where, p.argv, time.monotonic() - started, _children_cpu() - before, budget(c))
+    SPENT.append(spent)
     shown = f"{c.where}: {p.argv}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
     expected = c.exit_code if p.mode == "run" else 0
     assert proc.returncode == expected, f"exit {proc.returncode}, the docs say {expected}\n{shown}"
@@ -193,6 +289,16 @@ def _run(c: DocCommand, clone: Path, timeout: float) -> None:
     assert "[JSE]" not in both and "Timed out get" not in both, shown
     if p.mode == "run" and re.search(r"\s--json(\s|$)", c.text) and ">" not in c.text:
         json.loads(proc.stdout)  # JSON alone on stdout
+    assert spent.cpu_s <= OVER * spent.budget_s, (
+        f"{c.where}: {p.argv} used {spent.cpu_s:.1f} s of CPU, over {OVER:g} times its budget of "
+        f"{spent.budget_s:g} s: scale it down (SCALED) or raise its budget (BUDGET_S) within CEILING_S"
+    )
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (and theirs, as each waited for them)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def test_docs_use_one_interpreter_name() -> None:
@@ -211,6 +317,19 @@ def test_not_here_commands_are_still_in_the_docs() -> None:
         assert any(t == prefix or t.startswith(prefix + " ") for t in texts), prefix
     for part in SCALED:
         assert any(part in t for t in texts), part
+    for part in BUDGET_S:
+        assert any(part in t for t in texts), part
+
+
+def test_the_budgets_add_up_to_at_most_the_ceiling() -> None:
+    """Every slow command has a budget of its own, no budget is stale, and the tier fits."""
+    slow = _unique(COMMANDS, slow=True)
+    unbudgeted = [c for c in slow if not any(part in c.text for part in BUDGET_S)]
+    assert not unbudgeted, "slow commands without a budget in BUDGET_S: " + ", ".join(f"{c.where}: {c.text}" for c in unbudgeted)
+    for part in BUDGET_S:
+        assert any(part in c.text for c in COMMANDS), f"stale budget: {part}"
+    total = sum(budget(c) for c in [*_unique(COMMANDS, slow=False), *slow])
+    assert total <= CEILING_S, f"the docs' commands are budgeted {total:g} s of CPU, over the ceiling of {CEILING_S:g} s"
 
 
 @pytest.mark.slow  # each starts a Python (and some a Node) process: ~50 s in all
@@ -220,7 +339,7 @@ def test_doc_command(c: DocCommand, clone: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("c", _unique(COMMANDS, slow=True), ids=lambda c: c.where)
 def test_doc_command_slow(c: DocCommand, clone: Path) -> None:
-    _run(c, clone, timeout=850)
+    _run(c, clone, timeout=550)

@@ -1,11 +1,13 @@
 """Real services for the agent's end-to-end tests: embedded server, vLLM-dialect double, bots.
 
 The double is a double of vLLM answering with a SCRIPTED brain (no model); the Minecraft server
-(flying-squid), Emil's bot and the player's bot are real.
+(flying-squid), Emil's bot and the player's bot are real. The real-vLLM tier passes a real
+server's endpoint instead (``running_world(..., endpoint=URL)``): then there is no double.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -30,7 +32,8 @@ class World:
     """Everything one end-to-end test plays with."""
 
     server: EmbeddedServer
-    double: VLLMDouble
+    double: VLLMDouble | None
+    """The vLLM-dialect double answering, or None when a real server does."""
     session: Session
     player: Bot
     heard: list[str]
@@ -78,9 +81,11 @@ async def running_world(
     window: int = 32768,
     counter: Any = None,
     wording: Any = "at_least",
+    endpoint: str | None = None,
     **settings: Any,
 ) -> AsyncIterator[World]:
-    """Server + double + Emil (running) + player bot; everything stopped on exit."""
+    """Server + double (or the real server at ``endpoint``) + Emil (running) + player bot;
+    everything stopped on exit."""
     ensure_js_deps(progress=False)
     kwargs: dict[str, Any] = {"window": window, "wording": wording}
     if counter is not None:
@@ -88,9 +93,10 @@ async def running_world(
     settings.setdefault("data_dir", tmp_path / "data")  # the notes: never the checkout's ./data
     # Metrics on a free loopback port: tests scrape it, and parallel runs never collide.
     settings.setdefault("metrics_address", "127.0.0.1:0")
-    async with EmbeddedServer() as server, VLLMDouble(policy, **kwargs) as double:
+    llm = VLLMDouble(policy, **kwargs) if endpoint is None else contextlib.nullcontext(None)
+    async with EmbeddedServer() as server, llm as double:
         s = Settings(
-            endpoint=double.base_url, mc_port=server.port, recording_dir=tmp_path, endpoint_wait_s=30.0, **settings
+            endpoint=endpoint or double.base_url, mc_port=server.port, recording_dir=tmp_path, endpoint_wait_s=30.0, **settings
         )
         async with open_session(s, recording=tmp_path / "session.jsonl") as session:
             player_settings = BotSettings(

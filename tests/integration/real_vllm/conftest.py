@@ -40,11 +40,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.timeout(120, func_only=True))
 
 
+BLOCK_SIZE = 32
+"""The tier server's KV cache block: the grain at which its prefix cache can reuse a prompt.
+The smallest the CPU attention takes (a multiple of 32; its default is 128, GPUs' is 16)."""
+
 SERVER_OPTIONS = CpuServerOptions(
     max_model_len=16384,
-    # Lets a request carry a chat template: the exact-count tests serve other families'
-    # templates on the same tokenizer without a server each.
-    extra_args=("--trust-request-chat-template",),
+    extra_args=(
+        # Lets a request carry a chat template: the exact-count tests serve other families'
+        # templates on the same tokenizer without a server each.
+        "--trust-request-chat-template",
+        "--block-size", str(BLOCK_SIZE),
+    ),
 )
 """The tier's server: Qwen/Qwen3-8B's tokenizer and template, a 16,384-token window (overflows
 are cheap to provoke; Emil's live sessions fit with a small output reserve)."""

@@ -153,7 +153,7 @@ def test_json_arguments_keep_non_ascii_and_nested_values() -> None:
 def test_the_served_familys_specials_and_a_fallback_when_only_the_server_counts() -> None:
     from types import SimpleNamespace
 
-    from emil.agent.context_port import served_specials
+    from emil.context.untrusted import served_specials
     from emil.model.family import FAMILIES
 
     qwen = _context().manager

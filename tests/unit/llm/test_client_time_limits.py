@@ -71,11 +71,12 @@ async def test_no_first_token_in_time_is_transient_and_says_which_limit() -> Non
 
 
 async def test_once_the_first_token_came_the_whole_limit_applies() -> None:
-    flowing = [(0.0, WHOLE[0][1]), (0.1, WHOLE[1][1]), (0.6, _chunk({"content": " there"})), *WHOLE[2:]]
-    out = await _client(flowing, timeout=5, first_token_timeout=0.3).complete(STREAM)
+    # the first token well inside its limit (a loaded machine's lag stays inside), the rest after it
+    flowing = [(0.0, WHOLE[0][1]), (0.1, WHOLE[1][1]), (1.4, _chunk({"content": " there"})), *WHOLE[2:]]
+    out = await _client(flowing, timeout=10, first_token_timeout=1.0).complete(STREAM)
     assert out.content == "hello there" and out.timings is not None
-    assert out.timings.first_token_s is not None and 0.05 < out.timings.first_token_s < 0.6
-    assert out.timings.total_s > 0.6 and out.timings.total_s > out.timings.first_token_s
+    assert out.timings.first_token_s is not None and 0.05 < out.timings.first_token_s < 1.0
+    assert out.timings.total_s > 1.4 and out.timings.total_s > out.timings.first_token_s
 
 
 async def test_the_first_token_limit_does_not_apply_to_a_plain_request() -> None:

@@ -1,0 +1,498 @@
+"""One turn, the same everywhere: events in, the turn's messages out.
+
+The rules that decide what a turn sends to the model and keeps in history exist here once, and
+every driver runs them: the live loop (:mod:`emil.agent.loop`), replay
+(:mod:`emil.replay.engine`) and the synthetic day (:mod:`emil.offline.synthetic`). A turn:
+
+    observation   the status line (snapshot + ambient facts) and the turn's events composed
+                  within the observation cap (floods coalesced: emil.observation): one user
+                  message that starts a turn in history
+    steps         up to ``step_limit``:
+      request     the context assembles the prompt (budgeted, trimmed); :class:`RequestShape`
+                  says everything else the request carries
+      completion  -> one assistant message (a call whose arguments are not a JSON object keeps
+                  "{}" in history, so no later prompt is refused for it)
+      each call   not run when Emil is stopping or an interrupt is pending ("not run: ...");
+                  a malformed call is its error ("error: ..."); otherwise the world runs it and
+                  an interrupt aborts it ("aborted: interrupted (...)")
+                  -> one tool result message per call
+    until the model answers without tools, a call was interrupted, or Emil stops.
+
+What differs between the drivers is injected, not branched on:
+
+==============  ============================  ===========================  =====================
+ part            live (emil.agent.loop)        replay (emil.replay)         synthetic day
+==============  ============================  ===========================  =====================
+ context         ManagedContext                ManagedContext (recorded     collects the day's
+                                               notes and summaries)         messages
+ model           the recovering client, in     the recorded completions     Emil's script
+                 the interrupt's cancel scope
+ world           the bridge, with the action   the recorded snapshots and   the simulated body
+                 scope, timeout and abort      tool results                 through the tools
+ clock           wall + monotonic              the recorded times           game time
+ recorder        the session's recording       none                         none
+ interrupts      perception's pending urgent   what the recording says      none
+ recall          the archive's lines for the   the recorded lines           none here: the sweep
+                 turn (emil.memory.retrieval)  (ObservationRecord.recalled)  recalls per budget
+==============  ============================  ===========================  =====================
+
+Recalled lines (the archive's old lines that bear on the turn) end the turn's observation: they
+are part of the turn from then on, so every later request of the session only appends to the
+prompt (docs/memory.md), and they enter history through the context's one neutralising point
+like every other observation text. They are players' words quoted with their authors: data,
+never a requester of the turn (``requesters`` are the turn's own chat senders only).
+
+Where a check of who may ask for what goes (issue #22): every call passes
+:meth:`TurnEngine.dispatch` with the turn's speakers (``requesters``) at hand, before the world
+runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from emil.agent.ports import Completer, ContextPort
+from emil.agent.turnstats import TurnStats
+from emil.context.history import Message
+from emil.events import Chat, GameEvent
+from emil.llm.recovery_steps import RecoveryEvent
+from emil.llm.types import ChatRequest, Completion, ToolCall
+from emil.observation import compose_events
+from emil.perception import Triaged, format_status_line
+from emil.recording import (
+    CompletionRecord,
+    ErrorRecord,
+    ObservationRecord,
+    OverflowRecord,
+    RecoveryRecord,
+    RequestRecord,
+    ToolResultRecord,
+)
+from emil.world.tool import Outcome
+
+__all__ = [
+    "NULL_RECORDER",
+    "Clock",
+    "Interrupted",
+    "Recall",
+    "RequestShape",
+    "TurnEngine",
+    "TurnRecorder",
+    "TurnWorld",
+    "history_call",
+    "observation_cap",
+]
+
+_log = logging.getLogger("emil.agent")
+
+
+class Interrupted(Exception):
+    """The turn was interrupted: raised by a driver's model (a model call cancelled) or world (an
+    action aborted); ``reason`` is what the tool result and the turn record say."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class RequestShape:
+    """Everything a step's request carries besides its messages, built once per session by
+    :meth:`of` from the settings and the served model's family, live and in replay alike."""
+
+    tools: list[dict[str, Any]] | None
+    max_completion_tokens: int
+    temperature: float | None = None
+    stream: bool = False
+    enable_thinking: bool = False
+    preserve_thinking: bool = False
+    """``chat_template_kwargs.preserve_thinking``: only ever true when the family's template
+    reads it (:meth:`emil.model.family.ModelFamily.sends_preserve_thinking`)."""
+
+    @classmethod
+    def of(cls, settings: RequestSettings, *, preserve_thinking: bool,
+           tools: list[dict[str, Any]] | None) -> RequestShape:
+        """The shape for these settings (``preserve_thinking``: as the family sends it)."""
+        return cls(
+            tools=tools or None, max_completion_tokens=settings.output_reserve,
+            temperature=settings.temperature, stream=settings.stream,
+            enable_thinking=settings.enable_thinking, preserve_thinking=preserve_thinking,
+        )
+
+    def request(self, messages: list[dict[str, Any]], predicted_tokens: int | None) -> ChatRequest:
+        """The request for one assembled prompt."""
+        return ChatRequest(
+            messages=messages, tools=self.tools, max_completion_tokens=self.max_completion_tokens,
+            temperature=self.temperature, stream=self.stream, enable_thinking=self.enable_thinking,
+            preserve_thinking=self.preserve_thinking, predicted_prompt_tokens=predicted_tokens,
+        )
+
+
+class RequestSettings(Protocol):
+    """The settings a request's shape reads (a typed slice of :class:`emil.config.Settings`)."""
+
+    @property
+    def output_reserve(self) -> int: ...
+    @property
+    def temperature(self) -> float | None: ...
+    @property
+    def stream(self) -> bool: ...
+    @property
+    def enable_thinking(self) -> bool: ...
+
+
+def observation_cap(setting: int | None, prompt_budget: int | None) -> int | None:
+    """The token cap of one observation: the ``observation_cap_tokens`` setting, else a quarter
+    of the prompt budget (at least 256); None: no cap."""
+    if setting is not None or prompt_budget is None:
+        return setting
+    return max(256, prompt_budget // 4)
+
+
+def history_call(call: ToolCall) -> dict[str, str]:
+    """A tool call as history keeps it. Arguments that are not a JSON object would make the
+    server's template (or vLLM) refuse every later prompt, so history keeps "{}" and the tool
+    result tells the model what was wrong."""
+    args = call.raw_arguments if call.arguments is not None else "{}"
+    return {"id": call.id, "name": call.name, "arguments": args}
+
+
+class TurnWorld(Protocol):
+    """Emil's body as a turn uses it (the live world adds its time limits and abort)."""
+
+    async def snapshot(self) -> Mapping[str, Any] | None:
+        """The status for the observation; None: no status this turn (already reported)."""
+        ...
+
+    async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
+        """Run one valid call; :class:`Interrupted` when an interrupt aborted it."""
+        ...
+
+
+class TurnRecorder(Protocol):
+    """Where a turn's records go (:class:`emil.recording.Recorder`, or :data:`NULL_RECORDER`)."""
+
+    def write(self, record: Any) -> None: ...
+    def message(self, msg: Message, *, turn: int | None = None) -> str: ...
+    def request_refs(
+        self, messages: list[dict[str, Any]], *, turn: int | None = None, ids: Any = None
+    ) -> list[str]: ...
+
+
+class _NullRecorder:
+    """Records nothing (replay and the synthetic day keep no recording of their own)."""
+
+    def write(self, record: Any) -> None:
+        pass
+
+    def message(self, msg: Message, *, turn: int | None = None) -> str:
+        return ""
+
+    def request_refs(
+        self, messages: list[dict[str, Any]], *, turn: int | None = None, ids: Any = None
+    ) -> list[str]:
+        return []
+
+
+NULL_RECORDER: TurnRecorder = _NullRecorder()
+
+
+def _wall() -> float:
+    return time.time()
+
+
+def _monotonic() -> float:
+    return time.monotonic()
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Wall time (unix seconds: an observation without events is dated by it) and monotonic
+    time (the turn's figures); live, the process's clocks, read at each call."""
+
+    wall: Callable[[], float] = _wall
+    monotonic: Callable[[], float] = _monotonic
+
+
+Recall = Callable[[list[GameEvent], Mapping[str, Any] | None], str | None]
+"""The turn's recalled lines from its events and status snapshot (None: nothing to add)."""
+
+Interruption = Callable[[ToolCall], str | None]
+"""Before a call runs: the reason an interrupt is pending (None: none). Asked once per turn
+until one is; every later call of the turn is not run either."""
+Stopping = Callable[[ToolCall | None], bool]
+"""Before a call runs: True when Emil is stopping (the call is not run, and the turn ends);
+asked with None after a step's calls: is Emil stopping now (the turn ends there)?"""
+
+
+def _never_interrupted(call: ToolCall) -> str | None:
+    return None
+
+
+def _never_stopping(call: ToolCall | None) -> bool:
+    return False
+
+
+def _jsonable(data: Any) -> Any:
+    try:
+        json.dumps(data)
+    except (TypeError, ValueError):
+        return repr(data)
+    return data
+
+
+class TurnEngine:
+    """Runs turns by the rules of the module docstring, with the parts a driver injects."""
+
+    def __init__(
+        self,
+        *,
+        context: ContextPort,
+        model: Completer,
+        world: TurnWorld,
+        shape: RequestShape,
+        step_limit: int,
+        observation_cap: int | None,
+        recorder: TurnRecorder = NULL_RECORDER,
+        clock: Clock | None = None,
+        recall: Recall | None = None,
+        log: logging.Logger = _log,
+    ) -> None:
+        self.context = context
+        self.model = model
+        self.world = world
+        self.shape = shape
+        self.step_limit = step_limit
+        self.observation_cap = observation_cap
+        self.recorder = recorder
+        self.clock = clock or Clock()
+        self.recall = recall
+        """Old lines of the archive for the turn's observation (None: no retrieval)."""
+        self.log = log
+
+    async def run(
+        self,
+        stats: TurnStats,
+        triaged: list[Triaged],
+        *,
+        ambient: Mapping[str, Any],
+        reason: str = "events",
+        interruption: Interruption = _never_interrupted,
+        stopping: Stopping = _never_stopping,
+    ) -> None:
+        """One turn: its observation, then its steps (see the module docstring).
+
+        Returns when the turn is over (``stats`` says how: interrupted, steps, actions);
+        :class:`Interrupted` from the model, and every failure, propagate to the driver.
+        """
+        requesters = frozenset(t.event.sender for t in triaged if isinstance(t.event, Chat))
+        await self.observe(stats, triaged, ambient=ambient, reason=reason)
+        for step in range(1, self.step_limit + 1):
+            stats.steps = step
+            completion = await self.complete(stats, step)
+            calls = completion.tool_calls
+            stored = self.context.add(
+                Message(role="assistant", kind="assistant", content=completion.content,
+                        tool_calls=tuple(history_call(c) for c in calls), reasoning=completion.reasoning)
+            )
+            ref = self.recorder.message(stored, turn=stats.turn)
+            self.recorder.write(CompletionRecord.from_completion(completion, turn=stats.turn, step=step, assistant_ref=ref))
+            if not calls:
+                return
+            if await self.run_calls(stats, step, calls, requesters, interruption, stopping):
+                return
+        self.log.info("turn %d reached the step limit (%d)", stats.turn, self.step_limit)
+
+    # -- the observation ----------------------------------------------------------------------
+
+    async def _snapshot(self, turn: int) -> Mapping[str, Any] | None:
+        try:
+            snap = await self.world.snapshot()
+        except Exception as e:  # a missing status must not cost the turn
+            self.recorder.write(ErrorRecord(turn=turn, error_type=type(e).__name__, message=str(e), where="snapshot"))
+            self.log.warning("snapshot failed (%s); observing without status", e)
+            return None
+        return None if snap is None else dict(snap)
+
+    async def observe(self, stats: TurnStats, triaged: list[Triaged], *, ambient: Mapping[str, Any], reason: str) -> Message:
+        """The turn's observation message: its events within the cap, then the status."""
+        snapshot = await self._snapshot(stats.turn)
+        status = format_status_line(snapshot, ambient)
+        cap = self.observation_cap
+        if cap is not None:
+            cap = max(1, cap - self.context.count_text(status))
+        composed = compose_events(triaged, cap_tokens=cap, count=self.context.count_text)
+        if composed.shown < composed.events:
+            self.log.info("turn %d: %d events coalesced to fit the observation cap (%d shown)",
+                          stats.turn, composed.events, composed.shown)
+        event_times = [t.event.t for t in triaged]
+        recalled = self._recall(stats.turn, triaged, snapshot)
+        stored = self.context.add(
+            Message(role="user", kind="observation", content=f"{composed.text}\n\n{recalled}" if recalled else composed.text,
+                    status=status,
+                    event_time=min(event_times) if event_times else self.clock.wall()),
+            new_turn=True,
+        )
+        ref = self.recorder.message(stored, turn=stats.turn)
+        urgent = any(t.priority == "urgent" for t in triaged)
+        self.recorder.write(
+            ObservationRecord(turn=stats.turn, ref=ref, reason=reason, events=len(triaged), urgent=urgent,
+                              snapshot=None if snapshot is None else dict(snapshot), shown=composed.shown,
+                              recalled=recalled)
+        )
+        return stored
+
+    def _recall(self, turn: int, triaged: list[Triaged], snapshot: Mapping[str, Any] | None) -> str | None:
+        if self.recall is None:
+            return None
+        try:
+            return self.recall([t.event for t in triaged], snapshot)
+        except Exception as e:  # a memory that cannot answer must not cost the turn
+            self.recorder.write(ErrorRecord(turn=turn, error_type=type(e).__name__, message=str(e), where="recall"))
+            self.log.warning("recall failed (%s); observing without recalled lines", e)
+            return None
+
+    # -- the tool calls -----------------------------------------------------------------------
+
+    async def run_calls(
+        self, stats: TurnStats, step: int, calls: list[ToolCall], requesters: frozenset[str],
+        interruption: Interruption, stopping: Stopping,
+    ) -> bool:
+        """Run a completion's calls in order; True when the turn ends here (interrupted, or
+        Emil is stopping)."""
+        interrupted: str | None = None
+        stopped = False
+        for call in calls:
+            if stopping(call):
+                # A completion that arrived as Emil stopped: its actions are stale, none runs.
+                stopped = True
+                self.add_result(stats.turn, step, call, Outcome(False, "not run: Emil is stopping"))
+                continue
+            if interrupted is None:
+                interrupted = interruption(call)
+            if interrupted is not None:
+                outcome = Outcome(False, f"not run: interrupted ({interrupted})")
+            else:
+                if stats.first_action_at is None:
+                    stats.first_action_at = self.clock.monotonic()
+                stats.actions += 1
+                try:
+                    outcome = await self.dispatch(call, requesters)
+                except Interrupted as e:
+                    interrupted = e.reason
+                    outcome = Outcome(False, f"aborted: interrupted ({e.reason})")
+            self.add_result(stats.turn, step, call, outcome)
+        if interrupted is not None:
+            stats.interrupted = True
+            stats.interrupted_by = interrupted
+            self.log.info("turn %d interrupted: %s", stats.turn, interrupted)
+            return True
+        return stopped or stopping(None)
+
+    async def dispatch(self, call: ToolCall, requesters: frozenset[str]) -> Outcome:
+        """One call: a malformed one is its error (what the model reads next); a valid one runs
+        in the world, timed. The one place every call passes before it acts."""
+        if call.error is not None or call.arguments is None:
+            why = call.error or f"arguments are not a JSON object: {call.raw_arguments!r}"
+            return Outcome(False, f"error: {why}")
+        started = self.clock.monotonic()
+        outcome = await self.world.run_tool(call, requesters=requesters)
+        if outcome.elapsed_ms is None:
+            outcome = Outcome(outcome.ok, outcome.text, outcome.data, (self.clock.monotonic() - started) * 1000)
+        return outcome
+
+    def add_result(self, turn: int, step: int, call: ToolCall, outcome: Outcome) -> Message:
+        """The tool result message of one call, into history and the recording."""
+        stored = self.context.add(
+            Message(role="tool", kind="tool_result", content=outcome.text, tool_call_id=call.id, name=call.name)
+        )
+        ref = self.recorder.message(stored, turn=turn)
+        self.recorder.write(
+            ToolResultRecord(
+                turn=turn, step=step, call_id=call.id, name=call.name, arguments=call.arguments,
+                ok=outcome.ok, text=outcome.text, data=_jsonable(outcome.data), elapsed_ms=outcome.elapsed_ms, ref=ref,
+            )
+        )
+        return stored
+
+    # -- the model ----------------------------------------------------------------------------
+
+    async def complete(self, stats: TurnStats, step: int) -> Completion:
+        """One model call (the driver's model waits out outages and recovers from overflows);
+        the server's count of the prompt calibrates the context's margin."""
+        completion = await self.model(self.assembler(stats, step), self.on_recovery(stats))
+        if stats.first_completion_at is None:
+            stats.first_completion_at = self.clock.monotonic()
+        usage = completion.usage
+        if usage is not None:
+            stats.actual_prompt_tokens = usage.prompt_tokens
+            stats.cached_tokens = usage.cached_tokens
+            stats.completion_tokens += usage.completion_tokens
+            if stats.predicted_prompt_tokens is not None:
+                self.context.observe_usage(stats.predicted_prompt_tokens, usage.prompt_tokens)
+        if completion.timings is not None:
+            stats.model_seconds += completion.timings.total_s
+        return completion
+
+    def assembler(self, stats: TurnStats, step: int) -> Callable[[int | None], ChatRequest]:
+        """``assemble(limit)`` for this step: the context's prompt within ``limit`` as a request
+        of this session's shape (recorded with its trims)."""
+        attempt = -1
+
+        def assemble(limit: int | None) -> ChatRequest:
+            nonlocal attempt
+            attempt += 1
+            assembly = self.context.assemble(limit)
+            for trim in assembly.trims:
+                stats.trims += 1
+                self.recorder.write(trim.model_copy(update={"turn": stats.turn}))
+            refs = self.recorder.request_refs(assembly.messages, turn=stats.turn, ids=assembly.message_ids)
+            request = self.shape.request(assembly.messages, assembly.predicted_tokens)
+            self.recorder.write(
+                RequestRecord(
+                    turn=stats.turn, step=step, attempt=attempt, refs=refs,
+                    predicted_tokens=assembly.predicted_tokens, shared_prefix_tokens=assembly.shared_prefix_tokens,
+                    limit=limit, max_completion_tokens=request.max_completion_tokens,
+                    enable_thinking=request.enable_thinking, horizon_s=assembly.horizon_s,
+                )
+            )
+            stats.predicted_prompt_tokens = assembly.predicted_tokens
+            if stats.shared_prefix_tokens is None or step == 1:
+                stats.shared_prefix_tokens = assembly.shared_prefix_tokens
+            if stats.first_request_at is None:
+                stats.first_request_at = self.clock.monotonic()
+            return request
+
+        return assemble
+
+    def on_recovery(self, stats: TurnStats) -> Callable[[RecoveryEvent], None]:
+        """Where the recovery's events go. Failed attempts of the same request are recorded by
+        the endpoint's Patience; a turn that gives up is recorded when its error reaches the
+        driver."""
+
+        def on_event(ev: RecoveryEvent) -> None:
+            if ev.kind == "overflow":
+                self.recorder.write(
+                    OverflowRecord(
+                        turn=stats.turn, window=ev.window, requested_output=ev.requested_output,
+                        prompt_tokens=ev.server_prompt_tokens, prompt_is_lower_bound=bool(ev.prompt_is_lower_bound),
+                        predicted_tokens=ev.predicted_prompt_tokens, message=ev.message or str(ev.family or ""),
+                    )
+                )
+            elif ev.kind == "retry":
+                self.recorder.write(
+                    RecoveryRecord(
+                        turn=stats.turn, attempt=ev.attempt, limit=ev.next_limit,
+                        predicted_tokens=ev.predicted_prompt_tokens, detail=f"server said {ev.server_prompt_tokens}",
+                    )
+                )
+            elif ev.kind == "recovered":
+                stats.overflow_recoveries += 1
+
+        return on_event
+
