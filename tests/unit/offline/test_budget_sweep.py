@@ -258,7 +258,7 @@ def test_a_bad_budget_list_is_refused_with_the_expected_form(spec: str, capsys: 
 
 def test_a_day_with_summaries_measures_recall_and_asks_at_most_once_per_trim() -> None:
     """The synthetic day through the default ladder (notes refreshed at trims, the summarise rung
-    with the SCRIPTED summariser timed as a served model): recall of the planted facts, summary
+    with the text reducer double timed as a served model): recall of the planted facts, summary
     requests and their tokens, prefix reuse."""
     day = synthetic_day(4.0, seed=2)
     budget = Budget(window=16000, output_reserve=4096)
