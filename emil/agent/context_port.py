@@ -136,8 +136,8 @@ class ManagedContext:
             extra = (f" + memory notes {notes}" if notes else "") + (f" + recalled lines {recall_bound}" if recall_bound else "")
             lower = (" or memory_tokens" if notes else "") + (" or recall_tokens" if recall_bound else "")
             raise BudgetError(
-                f"prompt budget {budget} (window {self.manager.budget.window} - output reserve "
-                f"{self.manager.budget.output_reserve} - margin {self.manager.budget.margin}) < pinned {pinned} "
+                f"{self.manager.budget.explain(self.manager.budget.window - self.manager.budget.output_reserve - budget)}"
+                f" < pinned {pinned} "
                 f"(system prompt + tool specs + one observation{extra}); "
                 "raise the window or lower output_reserve" + lower
             )

@@ -160,17 +160,16 @@ class ModelSetup:
     budget: Budget
 
 
-def _budget(s: Settings, window: int) -> Budget:
-    budget = Budget(window, output_reserve=s.output_reserve)
-    if s.prompt_budget is not None:
-        if s.prompt_budget > budget.prompt_budget:
-            raise ConfigurationError(
-                f"prompt_budget {s.prompt_budget} > window {window} - output_reserve {s.output_reserve} - margin "
-                f"{budget.margin} = {budget.prompt_budget}; lower prompt_budget or leave it on auto"
-            )
-        # A smaller budget is a larger margin: the manager keeps the slack unused.
-        budget = Budget(window, output_reserve=s.output_reserve, margin=window - s.output_reserve - s.prompt_budget)
-    return budget
+def _budget(s: Settings, window: int, window_from: str) -> Budget:
+    """The session's budget, built once: a configured prompt_budget must leave the default margin."""
+    return Budget.of(
+        window, s.output_reserve, s.prompt_budget, min_margin=Budget(window).margin,
+        sources={
+            "window": window_from,
+            "output reserve": "setting output_reserve",
+            "prompt budget": "setting prompt_budget" if s.prompt_budget is not None else "auto",
+        },
+    )
 
 
 def build_context(
@@ -215,7 +214,7 @@ def preflight(s: Settings, tools: list[dict[str, Any]]) -> None:
         )
     except ConfigurationError:
         return  # the served model decides (or the same error comes, worded for it, at check 4)
-    build_context(s, resolved.family, _budget(s, s.window), tools,
+    build_context(s, resolved.family, _budget(s, s.window, "setting window"), tools,
                   notes_bound=s.memory_tokens)
 
 
@@ -242,10 +241,10 @@ async def check_model(s: Settings, llm: OpenAIClient, patience: Patience | None 
     )
     family = resolved.family
     counter = family.tokenizer()
-    budget = _budget(s, window)
-    _log.info("llm %s: model %s, window %d, model family %s (%s; from %s), tokenizer %s, "
-              "prompt budget %d, output reserve %d", s.endpoint, served.id, window, family.name,
-              family.label, resolved.source, counter.name, budget.prompt_budget, s.output_reserve)
+    window_from = "setting window" if s.window is not None else "server max_model_len"
+    budget = _budget(s, window, window_from)
+    _log.info("llm %s: model %s, model family %s (%s; from %s), tokenizer %s, %s", s.endpoint, served.id,
+              family.name, family.label, resolved.source, counter.name, budget.explain())
     return ModelSetup(llm, served, window, counter, family, resolved.source, budget)
 
 

@@ -174,7 +174,7 @@ _WORK: dict[str, Any] = {}
 def _run_point(args: tuple[int, int, int]) -> tuple[BudgetPoint, int]:
     window, reserve, prompt_budget = args
     traces: Sequence[SessionTrace] = _WORK["traces"]
-    b = Budget(window=window, output_reserve=reserve, margin=window - reserve - prompt_budget, **_WORK["extra"])
+    b = Budget.of(window, reserve, prompt_budget, **_WORK["extra"])
     per_trace = [
         simulate(
             t, b, _WORK["counter"], manager_factory=_WORK["factory"],

@@ -271,7 +271,7 @@ class _Day:
         self.topic: Topic | None = None
         self.model = _ScriptedModel(self)
         settings = _DEFAULTS.model_copy(update={"enable_thinking": reasoning})
-        budget = Budget(_NOMINAL_WINDOW, output_reserve=settings.output_reserve)
+        budget = Budget.of(_NOMINAL_WINDOW, settings.output_reserve, sources={"window": "the day's nominal window"})
         self.engine = TurnEngine(
             context=self.context, model=self.model, world=_EngineWorld(port),
             shape=RequestShape.of(settings, preserve_thinking=settings.preserve_thinking, tools=self.context.tools),

@@ -306,11 +306,14 @@ class Replayer:
     def _budget(self, header: HeaderRecord, settings: Settings) -> Budget:
         o = self.options
         window = o.window or header.window or _DEFAULT_WINDOW
-        prompt_budget = o.prompt_budget or header.prompt_budget
-        if prompt_budget:
-            return Budget(window, output_reserve=settings.output_reserve,
-                          margin=window - settings.output_reserve - prompt_budget)
-        return Budget(window, output_reserve=settings.output_reserve)
+        return Budget.of(
+            window, settings.output_reserve, o.prompt_budget or header.prompt_budget,
+            sources={
+                "window": "--window" if o.window else ("the recording" if header.window else "default"),
+                "prompt budget": "--prompt-budget" if o.prompt_budget else (
+                    "the recording" if header.prompt_budget else "auto"),
+            },
+        )
 
     @property
     def history(self) -> Any:

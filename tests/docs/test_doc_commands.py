@@ -147,6 +147,7 @@ BUDGET_S: dict[str, float] = {
     "python3 tools/bench_client.py": 20,
     "python3 tools/bench_world.py": 20,
     "python3 tools/soak.py --duration": 25,
+    "python3 tools/soak.py --real-vllm": 120,  # a real vLLM started on this CPU, then a minute of play
     "python3 tools/bench_memory.py": 10,
     "python3 tools/launch_vllm.py --cpu-test-model --install-only": 8,
     "docs/examples/standin-": 8,
@@ -159,7 +160,7 @@ budget and keep the sum under CEILING_S)."""
 
 FAST_BUDGET_S = 5.0
 OVER = 3.0
-CEILING_S = 600.0
+CEILING_S = 720.0
 """The sum of every documented command's budget, in CPU seconds: the docs tier's ceiling (a
 command that waits, e.g. 30 s of soak play, uses little CPU; docs/reliability.md has the wall
 times)."""
