@@ -38,7 +38,7 @@ from emil.agent.context_port import ManagedContext, session_context
 from emil.agent.loop import Agent, AgentOptions
 from emil.agent.persona import load_system_prompt
 from emil.agent.ports import Completer
-from emil.agent.turn import observation_cap
+from emil.agent.turn import Recall, observation_cap
 from emil.agent.turnstats import SessionStats
 from emil.backoff import Backoff, OutageEvent, Patience, wait_out
 from emil.config import Settings
@@ -176,6 +176,7 @@ def build_context(
     s: Settings, family: ModelFamily, budget: Budget, tools: list[dict[str, Any]],
     *, history: History | None = None, llm: OpenAIClient | None = None,
     notes: NotesSource | None = None, summaries: SummarySource | None = None, notes_bound: int = 0,
+    recall_bound: int = 0,
 ) -> ManagedContext:
     """The session's context (:func:`~emil.agent.context_port.session_context`, with the system
     prompt rendered from prompts/), after checking that the pinned prompt fits (BudgetError).
@@ -184,14 +185,16 @@ def build_context(
     request on, brought up to date at trims by the ``refresh_notes`` rung (``trim_rungs``
     without it: the block as it was at start, for the whole session). ``summaries``: the
     ``summarise`` rung's summariser (emil.memory.summariser). ``notes_bound``: the tokens the
-    fit check keeps for the notes block (it grows as Emil learns, up to ``memory_tokens``)."""
+    fit check keeps for the notes block (it grows as Emil learns, up to ``memory_tokens``);
+    ``recall_bound``: the tokens it keeps for the lines recalled into an observation
+    (``recall_tokens``)."""
     tool_names = [t["function"]["name"] for t in tools]
     system_prompt = load_system_prompt(
         s.prompts_dir, name=s.bot_name, tools=tool_names, operators=s.operators, allow_commands=s.allow_commands
     )
     context = session_context(s, family=family, budget=budget, system_prompt=system_prompt, tools=tools,
                               history=history, llm=llm, notes=notes, summaries=summaries)
-    context.check_fits(notes_bound=notes_bound)
+    context.check_fits(notes_bound=notes_bound, recall_bound=recall_bound)
     return context
 
 
@@ -330,6 +333,7 @@ def build_agent(
     patience: Patience | None = None,
     notes: NotesSource | None = None,
     summaries: SummarySource | None = None,
+    recall: Recall | None = None,
     session_id: str | None = None,
 ) -> Agent:
     """Check the pinned prompt fits (BudgetError otherwise), write the header, build the agent.
@@ -351,7 +355,7 @@ def build_agent(
     agent = Agent(
         world=world, context=context,
         completer=recovering_completer(model.llm, context, s, model.window, patience),
-        recorder=recorder, options=options, name=s.bot_name,
+        recorder=recorder, options=options, name=s.bot_name, recall=recall,
     )
     patience.limit_s = None  # mid-session the endpoint is waited for until stopped
     patience.on_event = agent.record_outage

@@ -12,7 +12,7 @@ from emil.config import Settings
 from emil.events import GameEvent
 from emil.llm.types import ToolCall
 from emil.world.actions import dispatch
-from emil.world.tool import ActionPolicy, BotLike, Outcome
+from emil.world.tool import ActionPolicy, BotLike, MemoryPort, Outcome
 
 __all__ = ["Body", "BotWorld", "action_policy"]
 
@@ -37,9 +37,11 @@ def action_policy(s: Settings) -> ActionPolicy:
 class BotWorld:
     """Emil's body through the tools: the agent loop's :class:`~emil.world.port.WorldPort`."""
 
-    def __init__(self, bot: Body, policy: ActionPolicy) -> None:
+    def __init__(self, bot: Body, policy: ActionPolicy, *, memory: MemoryPort | None = None) -> None:
         self.bot = bot
         self.policy = policy
+        self.memory = memory
+        """The session's archive and notes, for the memory tools (None: no memory)."""
 
     async def events(self) -> AsyncIterator[GameEvent]:
         async for event in self.bot.events:
@@ -53,7 +55,7 @@ class BotWorld:
 
     async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
         # Each tool has its own time limit in the bridge; limit_s is the loop's backstop.
-        return await dispatch(self.bot, call, self.policy.model_copy(update={"requesters": requesters}))
+        return await dispatch(self.bot, call, self.policy.model_copy(update={"requesters": requesters}), memory=self.memory)
 
     async def abort(self) -> None:
         await self.bot.abort()

@@ -127,6 +127,9 @@ class ObservationRecord(_Record):
     snapshot: dict[str, Any] | None = None
     shown: int | None = None
     """Events shown verbatim; fewer than ``events`` when a flood was coalesced to fit the cap."""
+    recalled: str | None = None
+    """The archive's lines recalled at the end of the observation (emil.memory.retrieval), as
+    the turn engine appended them: replay gives them back, since the archive is not replayed."""
 
 
 class RequestRecord(_Record):

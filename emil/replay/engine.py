@@ -31,7 +31,7 @@ from emil.agent.turnstats import TurnStats
 from emil.config.settings import Settings, recorded_settings
 from emil.context.budget import Budget
 from emil.context.history import Message
-from emil.events import ActionFinished, Death, parse_event
+from emil.events import ActionFinished, Death, GameEvent, parse_event
 from emil.exceptions import ConfigurationError, ContextOverflowError, EmilError
 from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
@@ -263,11 +263,13 @@ class Replayer:
             context=self.context, model=self._complete, world=_RecordedWorld(self), shape=self.shape,
             step_limit=self.settings.step_limit,
             observation_cap=observation_cap(self.settings.observation_cap_tokens, self.budget.prompt_budget),
+            recall=self._recalled,
         )
         self.perception = Perception(PerceptionPolicy(bot_name=self.settings.bot_name))
         self.judge = None if live is None else SummaryJudge(
-            session.summaries, live, prompt=load_summary_prompt(None, name=self.settings.bot_name),
-            name=self.settings.bot_name, max_tokens=self.settings.summary_max_tokens,
+            session.summaries, live, name=self.settings.bot_name,
+            prompt=load_summary_prompt(None, name=self.settings.bot_name, max_tokens=self.settings.summary_max_tokens),
+            max_tokens=self.settings.summary_max_tokens,
         )
         self.turn: RecordedTurn | None = None
         self._step_index = 0
@@ -404,6 +406,11 @@ class Replayer:
                 f"recorded session went on to step {turn.steps[-1].step}"
             )
         return True
+
+    def _recalled(self, events: list[GameEvent], snapshot: Mapping[str, Any] | None) -> str | None:
+        """The lines the session recalled into this turn's observation (the archive is not
+        replayed: what it answered is part of the recording, like a snapshot)."""
+        return None if self.turn is None else self.turn.observation.recalled
 
     def observed(self, message: Message) -> None:
         """Today's observation of the current turn, beside the recorded one."""

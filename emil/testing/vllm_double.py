@@ -55,8 +55,8 @@ from emil.model.family import DEFAULT_FAMILY, FAMILIES, family_by_name, family_f
 from emil.model.resolve import get_token_counter
 from emil.model.template import ChatTemplate
 from emil.testing.faults import Fault, FaultBook, FaultKind
+from emil.testing.reducer import reducer_summary
 from emil.testing.script import Policy
-from emil.testing.summaries import scripted_summary
 from emil.testing.vllm_answer import KV_BLOCK, Metrics, SpecDecode
 from emil.testing.vllm_dialect import (
     TAG,
@@ -172,12 +172,12 @@ class VLLMDouble(VLLMDialect):
         kv_capacity_tokens: int = 500_000,
         kv_block: int = KV_BLOCK,
         faults: Sequence[Fault] = (),
-        summaries: Policy | None = scripted_summary,
+        summaries: Policy | None = reducer_summary,
     ) -> None:
         self.policy = policy
         self.summaries = summaries
-        """Answers Emil's summary requests (emil.memory.summary): the SCRIPTED summariser by
-        default; None leaves them to ``policy``."""
+        """Answers Emil's summary requests (emil.memory.summary): the text reducer
+        (emil.testing.reducer, a double: not a model) by default; None leaves them to ``policy``."""
         self.window = window
         self.model = model
         self.root = root or model

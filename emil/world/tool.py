@@ -41,6 +41,7 @@ __all__ = [
     "ActionPolicy",
     "BotLike",
     "Gives",
+    "MemoryPort",
     "Outcome",
     "Query",
     "Speaks",
@@ -118,12 +119,24 @@ class BotLike(Protocol):
     async def snapshot(self) -> Snapshot: ...
 
 
+class MemoryPort(Protocol):
+    """What the memory tools (``recall``, ``remember``) use instead of the bot: the session's
+    archive and notes (emil.memory.tools.MemoryTools implements it). Each returns (ok, text)."""
+
+    def recall(self, query: str, *, player: str | None = None) -> tuple[bool, str]: ...
+
+    def remember(self, text: str, *, about: str | None = None) -> tuple[bool, str]: ...
+
+
 @dataclass(frozen=True)
 class ToolContext:
-    """What a running tool may use: the bot and the policy of this turn."""
+    """What a running tool may use: the bot, the policy of this turn, and the services a tool
+    needs beside the bot (None where a session has none: the tool says so)."""
 
     bot: BotLike
     policy: ActionPolicy
+    memory: MemoryPort | None = None
+    """The session's archive and notes, for ``recall`` and ``remember``."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +177,9 @@ class Tool(BaseModel):
     """What it gives to whom, when it gives items (what Emil learns from a call: emil.memory)."""
     speaks: ClassVar[Speaks | None] = None
     """Which argument is speech and to whom, when it speaks."""
+    bridged: ClassVar[bool] = True
+    """Runs a JS function of the same name in the bot (False: answered in Python, e.g. from a
+    snapshot or from the session's memory)."""
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -203,6 +219,8 @@ class Tool(BaseModel):
 
 class Query(Tool):
     """Base of tools answered from one snapshot, without a bridge action."""
+
+    bridged: ClassVar[bool] = False
 
     async def run(self, ctx: ToolContext) -> Outcome:
         snap = await ctx.bot.snapshot()
