@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""What the notes cost on the live path: a fact written per game event, the pinned block rendered
-between turns when the notes changed (or only checked when they did not), and the store opened
-at start.
+"""What memory costs on the live path: a fact written per game event, a line archived per event,
+the pinned block rendered between turns when the notes changed (or only checked when they did
+not), and the store opened at start.
 
     python3 tools/bench_memory.py [--events 2000] [--players 40]
 
-Writes into a fresh temporary data_dir (real SQLite file, WAL, one transaction per fact, as
-live), then prints medians and p95 in microseconds/milliseconds. Figures are for this machine's
-disk; they are printed, never asserted.
+Writes into a fresh temporary data_dir (real SQLite files, rollback journal, synchronous NORMAL:
+one transaction per fact, archive lines committed in bursts, as live), then prints medians and
+p95 in microseconds/milliseconds. Figures are for this machine's disk; they are printed, never
+asserted. The retrieval per turn over a day's archive: tools/bench_recall.py.
 """
 
 from __future__ import annotations
@@ -40,14 +41,19 @@ def main(argv: list[str] | None = None) -> int:
 
     from emil.events import Chat, ItemCollected
     from emil.memory import Learner, MemoryStore, PinnedNotes
+    from emil.memory.archive import Archive
+    from emil.memory.archivist import Archivist
     from emil.model.family import DEFAULT_FAMILY
     from emil.model.resolve import get_token_counter
 
     counter = get_token_counter(DEFAULT_FAMILY)
     with tempfile.TemporaryDirectory(prefix="emil-bench-memory-") as d:
         store = MemoryStore.open(Path(d))
+        archive = Archive.open(Path(d))
+        archivist = Archivist(archive, bot_name="Emil", clock=time.time)
         learner = Learner(store, bot_name="Emil")
         writes: list[float] = []
+        archived: list[float] = []
         for i in range(args.events):
             player = f"player{i % args.players}"
             event = (
@@ -58,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             learner.observe(event)
             writes.append((time.perf_counter() - started) * 1e6)
+            started = time.perf_counter()
+            archivist.observe(event)
+            archived.append((time.perf_counter() - started) * 1e6)
         pinned = PinnedNotes(store, max_tokens=args.tokens, tokens_of=counter.count)
         renders: list[float] = []
         for _ in range(30):
@@ -70,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
             pinned.prepare()
             checks.append((time.perf_counter() - started) * 1e6)
         notes = len(store.notes())
+        lines = archive.count()
         store.close()
+        archive.close()
         opens: list[float] = []
         for _ in range(10):
             started = time.perf_counter()
@@ -78,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             opens.append((time.perf_counter() - started) * 1e3)
     print(f"{args.events} events from {args.players} players -> {notes} notes")
     print(f"learn one event (a transaction): median {statistics.median(writes):.0f} us, p95 {_pct(writes, 0.95):.0f} us")
+    print(f"archive one event ({lines} lines; a commit per burst): median {statistics.median(archived):.0f} us, "
+          f"p95 {_pct(archived, 0.95):.0f} us, mean {statistics.mean(archived):.0f} us")
     print(f"render the pinned block ({counter.count(block or '')} of {args.tokens} tokens): median {statistics.median(renders):.1f} ms, p95 {_pct(renders, 0.95):.1f} ms")
     print(f"prepare between turns with nothing learned (a version check): median {statistics.median(checks):.0f} us")
     print(f"open the store at start (lock, integrity check): median {statistics.median(opens):.1f} ms")

@@ -1,28 +1,38 @@
 #!/usr/bin/env python3
-"""Measured recall: facts planted across a synthetic day, and how many the last prompt still holds.
+"""Measured recall: facts said in conversation across a synthetic day, and how many a prompt still holds.
 
-    python3 tools/bench_recall.py [--hours 24] [--seeds 1,2,3] [--budgets 12000,24000,36000,48000]
-        [--window 65536] [--output-reserve 6144] [--memory-tokens 2000] [--cut 12] [--jobs N] [--json]
+    python3 tools/bench_recall.py [--hours 24] [--seeds 1,2,3] [--budgets 8000,16000,36000]
+        [--window 65536] [--output-reserve 6144] [--memory-tokens 2000] [--recall-tokens 300]
+        [--per-kind 3] [--cut 12] [--timing-lines 40000] [--jobs N] [--json]
 
-For each budget and seed, the synthetic day (emil.offline.synthetic: Emil's real prompt, tools,
-perception and tool results; scripted players and a scripted Emil) runs through today's context
-manager three ways side by side: the digest alone (no notes, no summaries), with the pinned
-notes, and with the notes and the summarise rung (the SCRIPTED summariser in-process, timed as a
-served model: 4,000 tokens/s prefill, 50 tokens/s decode, so a turn that comes sooner cancels
-it). Printed per budget, as ranges over the seeds: the share of planted facts recoverable from
-the day's last prompt and where (verbatim / memory note / notes block), the median horizon,
-trims per hour, summary requests per hour and per trim with their tokens, the share of
-append-only requests and the prefix reuse. Then the restart: --cut hours of the day with notes,
-a new session on the same data_dir, the planted player and place facts in its first prompt.
+The synthetic day (emil.offline.synthetic: Emil's real prompt, tools, perception, tool results,
+notes and archive; scripted players and a scripted Emil) with --per-kind facts of each kind said
+in ordinary conversation (emil.offline.facts: names, nicknames, rules, codes, places named by
+any word, requests, promises, directions, opinions, jokes; worded by a generator the memory code
+never imports, each with a probe only it contains) runs through today's context manager at
+each budget, four ways (emil.offline.day_recall.SETUPS: the digest alone, notes, notes and
+summaries, all three with retrieval), and again as the null run: the same day and probes
+with nothing said. Summaries come from the double's text reducer (not a model), timed as a
+served model (4,000 tokens/s prefill, 50 tokens/s decode: a turn that comes sooner cancels it).
+
+Printed per budget and setup, as ranges over the seeds, each beside its null run: the share of
+facts in the day's last prompt and in the prompt of a turn that asks about each fact without its
+probe, where they were found, per kind; the tokens memory holds per request and adds per turn,
+the append-only share, summary requests and the longest summary against its cap. Then the
+restart after --cut hours (its first prompt, and a first turn that asks), and the retrieval time
+per turn over the day's last hour with an archive of --timing-lines lines.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
 from emil._bootstrap import use_project_python
@@ -33,95 +43,167 @@ from emil.cli_args import OneLineParser, positive_float, positive_int, positive_
 from emil.context.budget import Budget
 from emil.model.family import DEFAULT_FAMILY
 from emil.model.resolve import get_token_counter
-from emil.offline.day_recall import SETUPS, Setup, restart_recall, run_day
+from emil.offline.day_recall import SETUPS, Setup, restart_recall, retrieval_times, run_day
+from emil.offline.facts import KINDS
 from emil.offline.recall import WHERE
 from emil.offline.simulate import BudgetPoint
 from emil.offline.summaries import SummaryModel
-from emil.offline.synthetic import synthetic_day
-from emil.testing.summaries import SCRIPTED_LABEL, scripted_summary_text
+from emil.offline.synthetic import SyntheticDay, synthetic_day
+from emil.testing.reducer import REDUCER_LABEL, reducer_summary_text
+
+_DAYS: dict[tuple[int, bool], SyntheticDay] = {}
+"""The generated days, set before the pool forks (inherited, never pickled)."""
 
 
 def _ints(text: str) -> list[int]:
     return [int(v) for v in text.split(",") if v.strip()]
 
 
-def _one(job: tuple[float, int, int, int, int, int, Setup]) -> tuple[int, int, Setup, BudgetPoint]:
-    hours, seed, window, reserve, budget, memory_tokens, setup = job
+def _one(job: tuple[int, bool, int, int, int, Setup, int]) -> tuple[int, bool, int, Setup, BudgetPoint]:
+    seed, plant, window, reserve, budget, setup, recall_tokens = job
     counter = get_token_counter(DEFAULT_FAMILY)
-    day = synthetic_day(hours, seed=seed, memory_tokens=memory_tokens)
-    point = run_day(day, Budget(window=window, output_reserve=reserve, margin=window - reserve - budget), counter, setup,
-                    summaries=SummaryModel(scripted_summary_text, SCRIPTED_LABEL))
-    return budget, seed, setup, point
+    point = run_day(_DAYS[(seed, plant)], Budget(window=window, output_reserve=reserve, margin=window - reserve - budget),
+                    counter, setup, summaries=SummaryModel(reducer_summary_text, REDUCER_LABEL),
+                    recall_tokens=recall_tokens)
+    return seed, plant, budget, setup, point
 
 
 def _span(values: list[float], fmt: str) -> str:
+    if not values:
+        return "-"
     lo, hi = min(values), max(values)
     return format(lo, fmt) if format(lo, fmt) == format(hi, fmt) else f"{format(lo, fmt)}-{format(hi, fmt)}"
+
+
+def _pct(values: list[float]) -> str:
+    return _span([100 * v for v in values], ".0f") + "%"
+
+
+def _kind_share(points: list[dict[str, list[int]]], kind: str) -> list[float]:
+    return [p[kind][0] / p[kind][1] for p in points if kind in p and p[kind][1]]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--hours", type=positive_float, default=24.0, help="length of the synthetic day (24)")
     parser.add_argument("--seeds", type=_ints, default=[1, 2, 3], help="seeds, one run each (1,2,3)")
-    parser.add_argument("--budgets", type=positive_ints, default=[12000, 24000, 36000, 48000], help="prompt budgets")
+    parser.add_argument("--budgets", type=positive_ints, default=[8000, 16000, 36000], help="prompt budgets")
     parser.add_argument("--window", type=positive_int, default=65536)
     parser.add_argument("--output-reserve", type=positive_int, default=6144)
     parser.add_argument("--memory-tokens", type=positive_int, default=2000, help="bound of the notes block (the setting's default)")
+    parser.add_argument("--recall-tokens", type=positive_int, default=300, help="bound of the recalled lines per turn (the setting's default)")
+    parser.add_argument("--per-kind", type=positive_int, default=3, help="facts of each kind said in a day (3)")
     parser.add_argument("--cut", type=positive_float, default=12.0, help="hours before the restart (12)")
+    parser.add_argument("--timing-lines", type=positive_int, default=40000, help="archive size for the retrieval time (40000)")
     parser.add_argument("--jobs", "-j", type=positive_int, default=os.cpu_count() or 1)
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = parser.parse_args(argv)
     if not args.seeds:
         parser.error("give at least one seed")
-    jobs = [
-        (args.hours, seed, args.window, args.output_reserve, budget, args.memory_tokens, setup)
-        for budget in args.budgets for seed in args.seeds for setup in SETUPS
-    ]
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(_one, jobs))
     counter = get_token_counter(DEFAULT_FAMILY)
-    restarts = [restart_recall(cut_hours=args.cut, seed=s, counter=counter, memory_tokens=args.memory_tokens) for s in args.seeds]
+    with tempfile.TemporaryDirectory(prefix="emil-bench-recall-") as scratch:
+        for seed in args.seeds:
+            for plant in (True, False):
+                folder = Path(scratch) / f"{seed}-{'said' if plant else 'null'}"
+                _DAYS[(seed, plant)] = synthetic_day(args.hours, seed=seed, data_dir=folder, memory_tokens=args.memory_tokens,
+                                                     per_kind=args.per_kind, plant=plant)
+        jobs = [(seed, plant, args.window, args.output_reserve, budget, setup, args.recall_tokens)
+                for budget in args.budgets for setup in SETUPS for seed in args.seeds for plant in (True, False)]
+        if args.jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
+            with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+                results = list(pool.map(_one, jobs))
+        else:
+            results = [_one(job) for job in jobs]
+        timings = [retrieval_times(_DAYS[(seed, True)], counter, lines=args.timing_lines,
+                                   recall_tokens=args.recall_tokens) for seed in args.seeds]
+    restarts = {(seed, plant): restart_recall(cut_hours=args.cut, seed=seed, counter=counter, memory_tokens=args.memory_tokens,
+                                              recall_tokens=args.recall_tokens, plant=plant, per_kind=args.per_kind)
+                for seed in args.seeds for plant in (True, False)}
     if args.json:
-        print(json.dumps({
-            "hours": args.hours, "seeds": args.seeds, "memory_tokens": args.memory_tokens,
-            "runs": [{"budget": b, "seed": s, "setup": setup, **p.to_json()} for b, s, setup, p in results],
-            "restart": [{"seed": s, "cut_hours": r.cut_hours, "players": r.players.share, "places": r.places.share,
-                         "missing": [*r.players.missing, *r.places.missing], "notes_tokens": r.notes_tokens}
-                        for s, r in zip(args.seeds, restarts, strict=True)],
-        }, indent=2))
+        print(json.dumps(_as_json(args, results, restarts, timings), indent=2))
         return 0
-    planted = results[0][3].planted
-    print(f"synthetic day: {args.hours:g} h, seeds {','.join(map(str, args.seeds))}, {planted} planted facts, "
-          f"window {args.window}, output reserve {args.output_reserve}, notes bound {args.memory_tokens} tokens")
-    print("summaries: SCRIPTED summariser (not a model), timed at 4,000 tok/s prefill and 50 tok/s decode; ranges over the seeds")
-    head = (f"{'budget':>7} {'setup':<16} {'recall':>9} {'verbatim/memory/notes':>21} {'horizon min':>11} {'trims/h':>8} "
-            f"{'summ/h':>7} {'summ/trim':>9} {'summ tok/h':>10} {'append-only':>11} {'prefix reuse':>12}")
+    _print(args, results, restarts, timings)
+    return 0
+
+
+def _as_json(args: Any, results: list[tuple[int, bool, int, Setup, BudgetPoint]], restarts: dict[tuple[int, bool], Any],
+             timings: list[Any]) -> dict[str, Any]:
+    return {
+        "hours": args.hours, "seeds": args.seeds, "memory_tokens": args.memory_tokens, "recall_tokens": args.recall_tokens,
+        "per_kind": args.per_kind, "summaries": REDUCER_LABEL,
+        "runs": [{"seed": s, "null": not plant, "budget": b, "setup": setup, **p.to_json()} for s, plant, b, setup, p in results],
+        "restart": [{"seed": s, "null": not plant, "cut_hours": r.cut_hours, "first": r.first.share, "asked": r.asked.share,
+                     "first_by_kind": r.first.by_kind, "asked_by_kind": r.asked.by_kind, "missing_asked": list(r.asked.missing),
+                     "notes_tokens": r.notes_tokens} for (s, plant), r in restarts.items()],
+        "retrieval": [{"seed": s, "lines": t.lines, "turns": t.turns, "median_ms": t.median_ms, "p95_ms": t.p95_ms}
+                      for s, t in zip(args.seeds, timings, strict=True)],
+    }
+
+
+def _print(args: Any, results: list[tuple[int, bool, int, Setup, BudgetPoint]], restarts: dict[tuple[int, bool], Any],
+           timings: list[Any]) -> None:
+    def pts(budget: int, setup: Setup, plant: bool) -> list[BudgetPoint]:
+        return [p for _s, pl, b, st, p in results if b == budget and st == setup and pl == plant]
+
+    planted = max((p.planted for *_k, p in results), default=0)
+    print(f"synthetic day: {args.hours:g} h, seeds {','.join(map(str, args.seeds))}, {planted} facts said in conversation "
+          f"({len(KINDS)} kinds x {args.per_kind}), window {args.window}, output reserve {args.output_reserve}, "
+          f"notes {args.memory_tokens} and recall {args.recall_tokens} tokens")
+    print(f"summaries: {REDUCER_LABEL}, timed at 4,000 tok/s prefill and 50 tok/s decode; ranges over the seeds; "
+          "(null) = the same day with nothing said")
+    print("last prompt = the day's last prompt holds the fact; asked = the prompt of a turn in which its speaker asks "
+          "about it without its probe")
+    head = (f"{'budget':>7} {'setup':<16} {'last prompt':>11} {'(null)':>7} {'asked':>9} {'(null)':>7} "
+            f"{'where: verbatim/recalled/memory/notes':>38} {'memory tok/req':>14} {'recall tok/turn':>15} "
+            f"{'append-only':>11} {'summ/trim':>9} {'summ cut':>8} {'longest summ':>12}")
     print()
     print(head)
     print("-" * len(head))
     for budget in args.budgets:
         for setup in SETUPS:
-            pts = [p for b, _s, st, p in results if b == budget and st == setup]
-            where = "/".join(_span([float(p.found.get(w, 0)) for p in pts], ".0f") for w in WHERE)
-            horizon = [p.horizon_median_min for p in pts if p.horizon_median_min is not None]
+            said, null = pts(budget, setup, True), pts(budget, setup, False)
+            where = "/".join(_span([float(p.found.get(w, 0)) for p in said], ".0f") for w in WHERE)
+            summ = [p for p in said if p.summary_requests]
             print(
-                f"{budget:>7} {setup:<16} {_span([100 * (p.recall or 0) for p in pts], '.0f') + '%':>9} {where:>21} "
-                f"{(_span(horizon, '.0f') if horizon else '-'):>11} {_span([p.trims_per_hour for p in pts], '.1f'):>8} "
-                f"{_span([p.per_hour(p.summary_requests) for p in pts], '.1f'):>7} "
-                f"{_span([p.summary_requests / p.trims if p.trims else 0.0 for p in pts], '.2f'):>9} "
-                f"{_span([p.per_hour(p.summary_prompt_tokens + p.summary_completion_tokens) for p in pts], ',.0f'):>10} "
-                f"{_span([100 * p.append_only_share for p in pts], '.1f') + '%':>11} "
-                f"{_span([100 * p.prefix_reuse for p in pts], '.1f') + '%':>12}"
+                f"{budget:>7} {setup:<16} {_pct([p.recall or 0 for p in said]):>11} {_pct([p.recall or 0 for p in null]):>7} "
+                f"{_pct([p.asked or 0 for p in said]):>9} {_pct([p.asked or 0 for p in null]):>7} {where:>38} "
+                f"{_span([p.memory_tokens_per_request for p in said], ',.0f'):>14} "
+                f"{_span([p.recall_tokens_per_turn for p in said], '.0f'):>15} "
+                f"{_pct([p.append_only_share for p in said]):>11} "
+                f"{_span([p.summary_requests / p.trims if p.trims else 0.0 for p in summ], '.2f'):>9} "
+                f"{_span([float(p.summaries_cut) for p in summ], '.0f'):>8} "
+                f"{_span([float(p.summary_max_line_tokens) for p in summ], '.0f'):>12}"
             )
     print()
-    players = _span([100 * r.players.share for r in restarts], ".0f")
-    places = _span([100 * r.places.share for r in restarts], ".0f")
-    print(f"restart after {args.cut:g} h: the new session's first prompt holds {players}% of the planted player facts "
-          f"and {places}% of the planted places (notes block {_span([float(r.notes_tokens) for r in restarts], ',.0f')} tokens)")
-    missing = sorted({m for r in restarts for m in (*r.players.missing, *r.places.missing)})
-    if missing:
-        print("  not there: " + "; ".join(missing))
-    return 0
+    print("per kind (facts found / said, summed over the seeds), last prompt | asked:")
+    kinds_head = f"{'budget':>7} {'setup':<16} " + " ".join(f"{k:>13}" for k in KINDS)
+    print(kinds_head)
+    print("-" * len(kinds_head))
+    for budget in args.budgets:
+        for setup in ("notes+summaries", "all"):
+            said = pts(budget, setup, True)
+            cells = []
+            for k in KINDS:
+                last = [p.by_kind.get(k, [0, 0]) for p in said]
+                asked = [p.asked_by_kind.get(k, [0, 0]) for p in said]
+                cells.append(f"{sum(x[0] for x in last)}/{sum(x[1] for x in last)}|{sum(x[0] for x in asked)}/{sum(x[1] for x in asked)}")
+            print(f"{budget:>7} {setup:<16} " + " ".join(f"{c:>13}" for c in cells))
+    print()
+    said_r = [r for (_s, plant), r in restarts.items() if plant]
+    null_r = [r for (_s, plant), r in restarts.items() if not plant]
+    print(f"restart after {args.cut:g} h (notes block {_span([float(r.notes_tokens) for r in said_r], ',.0f')} tokens): "
+          f"first prompt {_pct([r.first.share for r in said_r])} (null {_pct([r.first.share for r in null_r])}), "
+          f"a first turn that asks {_pct([r.asked.share for r in said_r])} (null {_pct([r.asked.share for r in null_r])})")
+    per_kind = ", ".join(
+        f"{k} {sum(r.asked.by_kind.get(k, (0, 0))[0] for r in said_r)}/{sum(r.asked.by_kind.get(k, (0, 0))[1] for r in said_r)}"
+        for k in KINDS)
+    print(f"  asked, per kind: {per_kind}")
+    print()
+    inday = [p for p in (p for *_k, p in results) if p.recall_ms_median]
+    print(f"retrieval per turn over the day's last hour: {_span([t.median_ms for t in timings], '.2f')} ms median, "
+          f"{_span([t.p95_ms for t in timings], '.2f')} ms p95 with an archive of {_span([float(t.lines) for t in timings], ',.0f')} "
+          f"lines ({_span([float(t.turns) for t in timings], '.0f')} turns); with the day's own archive "
+          f"({_span([p.recall_ms_median for p in inday], '.2f')} ms median)")
 
 
 if __name__ == "__main__":

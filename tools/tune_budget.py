@@ -4,7 +4,7 @@
     python3 tools/tune_budget.py RECORDING.jsonl [...] [--window 65536 ...]
         [--output-reserve 6144 ...] [--budgets 16000,24000,36000 | --budgets 8000:59000:4000]
         [--slack 4096] [--low-water 0.8] [--tokenizer qwen3.6] [--[no-]preserve-thinking]
-        [--[no-]summaries] [--plot sweep.png] [--json]
+        [--[no-]summaries] [--recall-tokens 300] [--plot sweep.png] [--json]
     python3 tools/tune_budget.py --synthetic-hours 24 --plot day.png
     python3 tools/tune_budget.py emil/data/samples/soak-session.jsonl --synthetic-hours 24
 
@@ -13,7 +13,8 @@ minimum, minutes of game time), peak prompt tokens, requests that would overflow
 the share of append-only requests and the tokens prefilled again per hour; for the synthetic
 day also the share of its planted facts the last prompt still holds (recall). The ladder runs
 as live: the notes block refreshed at trims, and (unless --no-summaries) the summarise rung with
-the SCRIPTED summariser timed as a served model. Recordings and the synthetic day given together
+the double's text reducer (not a model) timed as a served model; the synthetic day's turns also
+end with the lines its archive recalls for them (--recall-tokens, the setting's 300; 0 = off). Recordings and the synthetic day given together
 are swept separately at the same budgets and set side by side. Recommends the largest budget
 leaving --slack tokens under window - output reserve. See docs/offline.md.
 """
@@ -21,9 +22,11 @@ leaving --slack tokens under window - output reserve. See docs/offline.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -48,7 +51,7 @@ from emil.offline.budget_sweep import SweepResult, sweep
 from emil.offline.simulate import BudgetPoint
 from emil.offline.summaries import SummaryModel
 from emil.offline.trace import SessionTrace
-from emil.testing.summaries import SCRIPTED_LABEL, scripted_summary_text
+from emil.testing.reducer import REDUCER_LABEL, reducer_summary_text
 
 
 def _budgets(text: str) -> list[int]:
@@ -100,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--summaries", action=argparse.BooleanOptionalAction, default=True,
-        help="run the summarise rung between turns with the SCRIPTED summariser (default: on, as the default ladder)",
+        help="run the summarise rung between turns with the double's text reducer (default: on, as the default ladder)",
     )
+    parser.add_argument("--recall-tokens", type=int, default=300,
+                        help="bound of the lines recalled into each synthetic turn (300, the setting's default; 0 = off)")
     parser.add_argument("--jobs", "-j", type=positive_int, default=os.cpu_count() or 1, help="processes (default: one per CPU)")
     parser.add_argument("--replot", type=Path, help="only redraw --plot (and the table) from a --json output file")
     parser.add_argument("--plot", type=Path, help="write a PNG of horizon and trim rate against budget")
@@ -116,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.recordings and not args.synthetic_hours:
         parser.error("give recordings and/or --synthetic-hours")
+    stack = contextlib.ExitStack()
     try:
         recorded = [SessionTrace.from_recording(p) for p in args.recordings]
         for t in recorded:
@@ -125,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.synthetic_hours:
             from emil.offline.synthetic import synthetic_trace
 
-            synthetic.append(synthetic_trace(hours=args.synthetic_hours, seed=args.seed))
+            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="emil-tune-day-"))
+            synthetic.append(synthetic_trace(hours=args.synthetic_hours, seed=args.seed, data_dir=Path(scratch)))
         groups = [g for g in (recorded, synthetic) if g]
         results = []
         budgets = args.budgets
@@ -150,13 +157,16 @@ def main(argv: list[str] | None = None) -> int:
                 slack=args.slack, low_water=args.low_water, jobs=max(1, args.jobs),
                 progress=_progress if sys.stderr.isatty() else None,
                 assume_chars_per_token=args.estimate,
-                summaries=SummaryModel(scripted_summary_text, SCRIPTED_LABEL) if args.summaries else None,
+                summaries=SummaryModel(reducer_summary_text, REDUCER_LABEL) if args.summaries else None,
+                recall_tokens=max(0, args.recall_tokens),
             )
             results.append(result)
             budgets = budgets or sorted({p.prompt_budget for p in result.points})  # the next group: the same budgets
     except (ConfigurationError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        stack.close()
     if args.plot:
         plot_sweep(results[-1], args.plot)
     if args.json:

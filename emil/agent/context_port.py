@@ -92,6 +92,10 @@ class ManagedContext:
         self.history = self.history.start_turn(stored) if new_turn else self.history.append(stored)
         return stored
 
+    def history_since(self) -> float | None:
+        """Game time of the oldest event the history holds verbatim (None: no history yet)."""
+        return self.history.oldest_event_time()
+
     def count_text(self, text: str) -> int:
         """Tokens of ``text`` in the served vocabulary (sizing an observation before it is added)."""
         return self.manager.counter.count(self.neutralise(text))
@@ -119,20 +123,23 @@ class ManagedContext:
         """The trim ladder's between-turns step over the history as it stands."""
         await self.manager.prepare(self.history, llm=self.llm)
 
-    def check_fits(self, *, notes_bound: int = 0) -> None:
+    def check_fits(self, *, notes_bound: int = 0, recall_bound: int = 0) -> None:
         """Startup check: system prompt + tool specs + a short observation fit the budget, with
         room for the pinned notes block at its bound (``notes_bound`` tokens: it grows as Emil
-        learns, up to that)."""
+        learns, up to that) and the lines recalled into an observation at theirs
+        (``recall_bound``)."""
         probe = History().start_turn(Message.observation("[events]\n- alex says: hello"))
         notes = max(notes_bound, self.manager.count(replace(probe, notes=self.history.notes)) - self.manager.count(probe))
-        pinned = self.manager.count(probe) + notes
+        pinned = self.manager.count(probe) + notes + recall_bound
         budget = self.manager.effective_budget()
         if pinned > budget:
+            extra = (f" + memory notes {notes}" if notes else "") + (f" + recalled lines {recall_bound}" if recall_bound else "")
+            lower = (" or memory_tokens" if notes else "") + (" or recall_tokens" if recall_bound else "")
             raise BudgetError(
-                f"prompt budget {budget} (window {self.manager.budget.window} - output reserve "
-                f"{self.manager.budget.output_reserve} - margin {self.manager.budget.margin}) < pinned {pinned} "
-                f"(system prompt + tool specs + one observation{f' + memory notes {notes}' if notes else ''}); "
-                "raise the window or lower output_reserve" + (" or memory_tokens" if notes else "")
+                f"{self.manager.budget.explain(self.manager.budget.window - self.manager.budget.output_reserve - budget)}"
+                f" < pinned {pinned} "
+                f"(system prompt + tool specs + one observation{extra}); "
+                "raise the window or lower output_reserve" + lower
             )
 
 

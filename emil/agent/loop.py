@@ -36,7 +36,7 @@ import anyio
 from emil.agent.between_turns import BetweenTurns
 from emil.agent.interrupts import Interrupts
 from emil.agent.ports import Completer, ContextPort
-from emil.agent.turn import Interrupted, RequestShape, TurnEngine
+from emil.agent.turn import Interrupted, Recall, RequestShape, TurnEngine
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.backoff import OutageEvent
 from emil.events import ActionFinished, Death
@@ -120,6 +120,7 @@ class Agent:
         recorder: Recorder,
         options: AgentOptions | None = None,
         name: str = "Emil",
+        recall: Recall | None = None,
     ) -> None:
         self.world = world
         self.context = context
@@ -156,7 +157,7 @@ class Agent:
                 tools=context.tools or None, max_completion_tokens=o.output_reserve, temperature=o.temperature,
                 stream=o.stream, enable_thinking=o.enable_thinking, preserve_thinking=o.preserve_thinking,
             ),
-            step_limit=o.step_limit, observation_cap=o.observation_cap_tokens, log=self._log,
+            step_limit=o.step_limit, observation_cap=o.observation_cap_tokens, recall=recall, log=self._log,
         )
         """The turn's rules (emil.agent.turn), with this loop's parts."""
 

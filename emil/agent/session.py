@@ -201,19 +201,23 @@ async def open_session(
     agent: Agent | None = None
     try:
         # The notes first: data_dir unwritable, or another Emil on it, is found before connecting.
-        with open_memory(s.data_dir, bot_name=s.bot_name) as memory:
+        with open_memory(s.data_dir, bot_name=s.bot_name, retention_days=s.archive_days) as memory:
             session_id = new_session_id()  # in the recording's header and every request's session key
             async with new_client(s, validate_tool_call, session_id=session_id) as llm:
                 patience = endpoint_patience(s, limit_s=s.endpoint_wait_s, on_event=outages)
                 model = await check_model(s, llm, patience)
-                notes = memory.pinned(max_tokens=s.memory_tokens, tokens_of=model.counter.count,
-                                      neutralise=Neutraliser(served_specials(model.counter)))
+                neutralise = Neutraliser(served_specials(model.counter))
+                notes = memory.pinned(max_tokens=s.memory_tokens, tokens_of=model.counter.count, neutralise=neutralise)
                 context = build_context(s, model.family, model.budget, tools, llm=llm, notes=notes,
                                         summaries=memory.summariser(s, record=recorder.write),
-                                        notes_bound=s.memory_tokens)
+                                        notes_bound=s.memory_tokens, recall_bound=s.recall_tokens)
+                recall = memory.turn_recall(max_tokens=s.recall_tokens, tokens_of=model.counter.count,
+                                            neutralise=neutralise, since=context.history_since)
+                memory_tools = memory.tools(tokens_of=model.counter.count, neutralise=neutralise)
                 async with Bot.connect(bot_settings(s), on_outage=outages) as bot:
-                    agent = build_agent(s, model, memory.world(BotWorld(bot, action_policy(s), guard=guard_for(s))), tools, recorder, context=context,
-                                        patience=patience, session_id=session_id)
+                    world = memory.world(BotWorld(bot, action_policy(s), guard=guard_for(s), memory=memory_tools))
+                    agent = build_agent(s, model, world, tools, recorder, context=context, patience=patience,
+                                        recall=recall, session_id=session_id)
                     outages.agent = agent
                     # Other Emils on this server are NPCs without a list (docs/trust.md, "NPCs").
                     with PeerRegistry(s.mc_host, s.mc_port, s.bot_name) as peers:

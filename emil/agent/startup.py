@@ -38,7 +38,7 @@ from emil.agent.context_port import ManagedContext, session_context
 from emil.agent.loop import Agent, AgentOptions
 from emil.agent.persona import load_system_prompt
 from emil.agent.ports import Completer
-from emil.agent.turn import observation_cap
+from emil.agent.turn import Recall, observation_cap
 from emil.agent.turnstats import SessionStats
 from emil.backoff import Backoff, OutageEvent, Patience, wait_out
 from emil.config import Settings
@@ -162,23 +162,23 @@ class ModelSetup:
     budget: Budget
 
 
-def _budget(s: Settings, window: int) -> Budget:
-    budget = Budget(window, output_reserve=s.output_reserve)
-    if s.prompt_budget is not None:
-        if s.prompt_budget > budget.prompt_budget:
-            raise ConfigurationError(
-                f"prompt_budget {s.prompt_budget} > window {window} - output_reserve {s.output_reserve} - margin "
-                f"{budget.margin} = {budget.prompt_budget}; lower prompt_budget or leave it on auto"
-            )
-        # A smaller budget is a larger margin: the manager keeps the slack unused.
-        budget = Budget(window, output_reserve=s.output_reserve, margin=window - s.output_reserve - s.prompt_budget)
-    return budget
+def _budget(s: Settings, window: int, window_from: str) -> Budget:
+    """The session's budget, built once: a configured prompt_budget must leave the default margin."""
+    return Budget.of(
+        window, s.output_reserve, s.prompt_budget, min_margin=Budget(window).margin,
+        sources={
+            "window": window_from,
+            "output reserve": "setting output_reserve",
+            "prompt budget": "setting prompt_budget" if s.prompt_budget is not None else "auto",
+        },
+    )
 
 
 def build_context(
     s: Settings, family: ModelFamily, budget: Budget, tools: list[dict[str, Any]],
     *, history: History | None = None, llm: OpenAIClient | None = None,
     notes: NotesSource | None = None, summaries: SummarySource | None = None, notes_bound: int = 0,
+    recall_bound: int = 0,
 ) -> ManagedContext:
     """The session's context (:func:`~emil.agent.context_port.session_context`, with the system
     prompt rendered from prompts/), after checking that the pinned prompt fits (BudgetError).
@@ -187,14 +187,16 @@ def build_context(
     request on, brought up to date at trims by the ``refresh_notes`` rung (``trim_rungs``
     without it: the block as it was at start, for the whole session). ``summaries``: the
     ``summarise`` rung's summariser (emil.memory.summariser). ``notes_bound``: the tokens the
-    fit check keeps for the notes block (it grows as Emil learns, up to ``memory_tokens``)."""
+    fit check keeps for the notes block (it grows as Emil learns, up to ``memory_tokens``);
+    ``recall_bound``: the tokens it keeps for the lines recalled into an observation
+    (``recall_tokens``)."""
     tool_names = [t["function"]["name"] for t in tools]
     system_prompt = load_system_prompt(
         s.prompts_dir, name=s.bot_name, tools=tool_names, operators=s.operators, allow_commands=s.allow_commands
     )
     context = session_context(s, family=family, budget=budget, system_prompt=system_prompt, tools=tools,
                               history=history, llm=llm, notes=notes, summaries=summaries)
-    context.check_fits(notes_bound=notes_bound)
+    context.check_fits(notes_bound=notes_bound, recall_bound=recall_bound)
     return context
 
 
@@ -214,7 +216,7 @@ def preflight(s: Settings, tools: list[dict[str, Any]]) -> None:
         )
     except ConfigurationError:
         return  # the served model decides (or the same error comes, worded for it, at check 4)
-    build_context(s, resolved.family, _budget(s, s.window), tools,
+    build_context(s, resolved.family, _budget(s, s.window, "setting window"), tools,
                   notes_bound=s.memory_tokens)
 
 
@@ -241,10 +243,10 @@ async def check_model(s: Settings, llm: OpenAIClient, patience: Patience | None 
     )
     family = resolved.family
     counter = family.tokenizer()
-    budget = _budget(s, window)
-    _log.info("llm %s: model %s, window %d, model family %s (%s; from %s), tokenizer %s, "
-              "prompt budget %d, output reserve %d", s.endpoint, served.id, window, family.name,
-              family.label, resolved.source, counter.name, budget.prompt_budget, s.output_reserve)
+    window_from = "setting window" if s.window is not None else "server max_model_len"
+    budget = _budget(s, window, window_from)
+    _log.info("llm %s: model %s, model family %s (%s; from %s), tokenizer %s, %s", s.endpoint, served.id,
+              family.name, family.label, resolved.source, counter.name, budget.explain())
     return ModelSetup(llm, served, window, counter, family, resolved.source, budget)
 
 
@@ -343,6 +345,7 @@ def build_agent(
     patience: Patience | None = None,
     notes: NotesSource | None = None,
     summaries: SummarySource | None = None,
+    recall: Recall | None = None,
     session_id: str | None = None,
 ) -> Agent:
     """Check the pinned prompt fits (BudgetError otherwise), write the header, build the agent.
@@ -364,7 +367,7 @@ def build_agent(
     agent = Agent(
         world=world, context=context,
         completer=recovering_completer(model.llm, context, s, model.window, patience),
-        recorder=recorder, options=options, name=s.bot_name,
+        recorder=recorder, options=options, name=s.bot_name, recall=recall,
     )
     patience.limit_s = None  # mid-session the endpoint is waited for until stopped
     patience.on_event = agent.record_outage

@@ -32,6 +32,8 @@ What differs between the drivers is injected, not branched on:
  clock           wall + monotonic              the recorded times           game time
  recorder        the session's recording       none                         none
  interrupts      perception's pending urgent   what the recording says      none
+ recall          the archive's lines for the   the recorded lines           none here: the sweep
+                 turn (emil.memory.retrieval)  (ObservationRecord.recalled)  recalls per budget
 ==============  ============================  ===========================  =====================
 
 Who may ask for what (issue #22, docs/trust.md): before the observation, the world hears the
@@ -40,6 +42,12 @@ caps and sends the commands an operator confirmed, noted at the top of the obser
 call passes :meth:`TurnEngine.dispatch` with the turn's speakers (``requesters``) at hand, and
 its record names them and the rule that allowed or refused it. Calls past the cap of one answer
 were dropped by the client; the last result of that answer says how many.
+
+Recalled lines (the archive's old lines that bear on the turn) end the turn's observation: they
+are part of the turn from then on, so every later request of the session only appends to the
+prompt (docs/memory.md), and they enter history through the context's one neutralising point
+like every other observation text. They are players' words quoted with their authors: data,
+never a requester of the turn (``requesters`` are the turn's own chat senders only).
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ from typing import Any, Protocol
 from emil.agent.ports import Completer, ContextPort
 from emil.agent.turnstats import TurnStats
 from emil.context.history import Message
-from emil.events import Chat
+from emil.events import Chat, GameEvent
 from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion, ToolCall
 from emil.observation import compose_events
@@ -75,6 +83,7 @@ __all__ = [
     "NULL_RECORDER",
     "Clock",
     "Interrupted",
+    "Recall",
     "RequestShape",
     "TurnEngine",
     "TurnRecorder",
@@ -229,6 +238,9 @@ class Clock:
     monotonic: Callable[[], float] = _monotonic
 
 
+Recall = Callable[[list[GameEvent], Mapping[str, Any] | None], str | None]
+"""The turn's recalled lines from its events and status snapshot (None: nothing to add)."""
+
 Interruption = Callable[[ToolCall], str | None]
 """Before a call runs: the reason an interrupt is pending (None: none). Asked once per turn
 until one is; every later call of the turn is not run either."""
@@ -267,6 +279,7 @@ class TurnEngine:
         observation_cap: int | None,
         recorder: TurnRecorder = NULL_RECORDER,
         clock: Clock | None = None,
+        recall: Recall | None = None,
         log: logging.Logger = _log,
     ) -> None:
         self.context = context
@@ -277,6 +290,8 @@ class TurnEngine:
         self.observation_cap = observation_cap
         self.recorder = recorder
         self.clock = clock or Clock()
+        self.recall = recall
+        """Old lines of the archive for the turn's observation (None: no retrieval)."""
         self.log = log
 
     async def run(
@@ -355,9 +370,11 @@ class TurnEngine:
             self.log.info("turn %d: %d events coalesced to fit the observation cap (%d shown)",
                           stats.turn, composed.events, composed.shown)
         event_times = [t.event.t for t in triaged]
+        recalled = self._recall(stats.turn, triaged, snapshot)
         text = "".join(f"[note] {n}\n" for n in notes) + composed.text
         stored = self.context.add(
-            Message(role="user", kind="observation", content=text, status=status,
+            Message(role="user", kind="observation", content=f"{text}\n\n{recalled}" if recalled else text,
+                    status=status,
                     event_time=min(event_times) if event_times else self.clock.wall()),
             new_turn=True,
         )
@@ -366,9 +383,19 @@ class TurnEngine:
         self.recorder.write(
             ObservationRecord(turn=stats.turn, ref=ref, reason=reason, events=len(triaged), urgent=urgent,
                               snapshot=None if snapshot is None else dict(snapshot), shown=composed.shown,
-                              notes=list(notes))
+                              notes=list(notes), recalled=recalled)
         )
         return stored
+
+    def _recall(self, turn: int, triaged: list[Triaged], snapshot: Mapping[str, Any] | None) -> str | None:
+        if self.recall is None:
+            return None
+        try:
+            return self.recall([t.event for t in triaged], snapshot)
+        except Exception as e:  # a memory that cannot answer must not cost the turn
+            self.recorder.write(ErrorRecord(turn=turn, error_type=type(e).__name__, message=str(e), where="recall"))
+            self.log.warning("recall failed (%s); observing without recalled lines", e)
+            return None
 
     # -- the tool calls -----------------------------------------------------------------------
 

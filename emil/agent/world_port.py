@@ -22,7 +22,7 @@ from emil.trust.ledger import Ledger
 from emil.trust.people import People
 from emil.world.actions import dispatch
 from emil.world.guard import Guard, GuardLimits
-from emil.world.tool import ActionPolicy, BotLike, Outcome
+from emil.world.tool import ActionPolicy, BotLike, MemoryPort, Outcome
 
 __all__ = ["OWNERSHIP_FILE", "Body", "BotWorld", "action_policy", "guard_for"]
 
@@ -65,10 +65,13 @@ class BotWorld:
     without one (the synthetic day's scripted people), each call gets a guard made from the
     policy and its requesters (no words known, so no command is in them)."""
 
-    def __init__(self, bot: Body, policy: ActionPolicy, *, guard: Guard | None = None) -> None:
+    def __init__(self, bot: Body, policy: ActionPolicy, *, guard: Guard | None = None,
+                 memory: MemoryPort | None = None) -> None:
         self.bot = bot
         self.policy = policy
         self.guard = guard
+        self.memory = memory
+        """The session's archive and notes, for the memory tools (None: no memory)."""
 
     async def events(self) -> AsyncIterator[GameEvent]:
         async for event in self.bot.events:
@@ -95,10 +98,10 @@ class BotWorld:
         # Each tool has its own time limit in the bridge; limit_s is the loop's backstop.
         policy = self.policy.model_copy(update={"requesters": requesters})
         if self.guard is None:
-            return await dispatch(self.bot, call, policy)
+            return await dispatch(self.bot, call, policy, memory=self.memory)
         if requesters != self.guard.requesters():  # a caller that did not begin the turn: no words known
             self.guard.begin_turn(Authority(tuple(Line(name, "") for name in sorted(requesters))))
-        return await dispatch(self.bot, call, policy, self.guard)
+        return await dispatch(self.bot, call, policy, self.guard, memory=self.memory)
 
     async def abort(self) -> None:
         await self.bot.abort()

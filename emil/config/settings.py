@@ -204,12 +204,19 @@ class Settings(BaseModel):
     """Continue an existing recording (--recording PATH) instead of refusing to start; a torn
     last line is cut first."""
     data_dir: Path = Path("data")
-    """Emil's notes that survive a restart (memory.sqlite3); one running Emil per directory."""
+    """Emil's memory that survives a restart (memory.sqlite3: the notes; archive.sqlite3: every
+    line said); one running Emil per directory."""
     memory_tokens: int = Field(default=2000, ge=0)
     """Token bound of the pinned notes block in every prompt; 0 = notes kept but not shown."""
+    recall_tokens: int = Field(default=300, ge=0)
+    """Token bound of the lines recalled from the archive into each turn's observation;
+    0 = no per-turn retrieval (the recall tool still searches)."""
+    archive_days: float = Field(default=90.0, ge=0)
+    """Archived lines older than this many days are deleted at start; 0 keeps everything."""
     summary_max_tokens: int = Field(default=512, ge=0)
-    """Output bound of one summary request (the summarise trim rung asks the served model to
-    sum up the turns the next trim folds); 0 = never ask, the deterministic digest only."""
+    """Cap of one summary, in tokens of the served model: the summarise trim rung asks the served
+    model to sum up the turns the next trim folds in that much and cuts its answer to it at a
+    sentence boundary; 0 = never ask, the deterministic digest only."""
     summary_timeout_s: float = Field(default=60.0, gt=0)
     """A summary not answered within this many seconds is given up (the digest folds those turns)."""
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

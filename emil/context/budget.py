@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from emil.exceptions import BudgetError
 
@@ -19,16 +19,50 @@ __all__ = ["Budget", "Calibration", "CalibrationReport"]
 
 @dataclass(frozen=True)
 class Budget:
-    """Token budget of one served model.
+    """Token budget of one served model: the one value the context, the tools, replay and the
+    offline sweep read (built by :meth:`of` from the settings and the server's window).
 
     ``low_water`` is the fraction of the prompt budget the trim ladder trims down to once the
     prompt goes over budget, so trims are batched and rare instead of firing every turn.
+    ``sources`` says where the window, the output reserve and the prompt budget came from
+    (e.g. ``{"window": "server max_model_len"}``); it is shown, never compared.
     """
 
     window: int
     output_reserve: int = 6144
     margin: int = 256
     low_water: float = 0.8
+    sources: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @classmethod
+    def of(
+        cls, window: int, output_reserve: int, prompt_budget: int | None = None, *,
+        min_margin: int = 0, low_water: float = 0.8, sources: dict[str, str] | None = None,
+    ) -> Budget:
+        """The budget for a window and a reserve: the prompt budget asked for (a smaller budget
+        is a larger margin: the manager keeps the slack unused), or the default margin's when
+        None. A prompt budget that leaves less than ``min_margin`` is a :class:`BudgetError`
+        naming the setting and the fix."""
+        auto = cls(window, output_reserve=output_reserve, low_water=low_water, sources=dict(sources or {}))
+        if prompt_budget is None:
+            return auto
+        room = window - output_reserve - min_margin
+        if prompt_budget > room:
+            raise BudgetError(
+                f"prompt_budget {prompt_budget} > window {window} - output_reserve {output_reserve}"
+                + (f" - margin {min_margin}" if min_margin else "")
+                + f" = {room}; lower prompt_budget or leave it on auto"
+            )
+        return cls(window, output_reserve=output_reserve, margin=window - output_reserve - prompt_budget,
+                   low_water=low_water, sources=dict(sources or {}))
+
+    def explain(self, margin: int | None = None) -> str:
+        """``prompt budget N (window W - output reserve R - margin M)``, with the sources: the
+        one wording of the budget in logs and errors (``margin``: a calibrated one, if wider)."""
+        m = self.margin if margin is None else margin
+        src = "".join(f"; {k} from {v}" for k, v in self.sources.items())
+        return (f"prompt budget {self.window - self.output_reserve - m} (window {self.window} - output reserve "
+                f"{self.output_reserve} - margin {m}{src})")
 
     def __post_init__(self) -> None:
         if not 0.0 < self.low_water <= 1.0:
@@ -39,10 +73,7 @@ class Budget:
                 f"margin {self.margin}"
             )
         if self.prompt_budget <= 0:
-            raise BudgetError(
-                f"no room for a prompt: window {self.window} - output reserve "
-                f"{self.output_reserve} - margin {self.margin} = {self.prompt_budget}"
-            )
+            raise BudgetError(f"no room for a prompt: {self.explain()}")
 
     @property
     def prompt_budget(self) -> int:

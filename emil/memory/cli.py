@@ -1,15 +1,19 @@
-"""``run_emil.py memory show | forget NAME | export``: the operator's view of Emil's notes.
+"""``run_emil.py memory show | recall WORDS | forget NAME | export``: the operator's view of Emil's memory.
 
 - ``show``: the notes as the model reads them (the pinned block, at ``--tokens``, counted in
-  tokens of the family the settings name, else qwen3.6, said so), then every note, one a line.
-- ``forget NAME``: delete every note about NAME (a player, place or goal; any case) and every
-  note that player told. Allowed while Emil runs (SQLite locks the write); the running Emil
-  drops them from its prompt at its next trim.
-- ``export``: every note as JSON on stdout (nothing else is written there).
+  tokens of the family the settings name, else qwen3.6, said so), then every note, one a line,
+  and how many lines the archive holds. A data_dir Emil has not used yet: "no notes yet", exit 0
+  (an empty memory is an answer).
+- ``recall WORDS``: the archive's lines that match, best first, as the model's ``recall`` tool
+  reads them.
+- ``forget NAME``: delete every note about NAME (a player, place or goal; any case), every note
+  that player told, and every archive line they said. Allowed while Emil runs (SQLite locks the
+  write); the running Emil drops them from its prompt at its next trim.
+- ``export``: every note as JSON on stdout (nothing else is written there; no notes: an empty list).
 
 ``data_dir`` comes from the settings as for ``live`` (emil.toml < EMIL_DATA_DIR < --data-dir).
-A mistake (unknown name, no database, a corrupt one, a bad flag) is one line on stderr and
-exit code 2; these commands never take the running Emil's lock and never create a database.
+A mistake (unknown name, a corrupt database, a bad flag) is one line on stderr and exit code 2;
+these commands never take the running Emil's lock and never create a database.
 """
 
 from __future__ import annotations
@@ -26,8 +30,10 @@ from typing import NoReturn
 from emil.cli_args import positive_int
 from emil.config import Settings, load_settings
 from emil.exceptions import ConfigurationError
+from emil.memory.archive import ARCHIVE_FILE, Archive
 from emil.memory.render import render_notes
-from emil.memory.store import MemoryStore
+from emil.memory.retrieval import format_line
+from emil.memory.store import DB_FILE, SCHEMA_VERSION, MemoryStore
 from emil.model.family import DEFAULT_FAMILY
 from emil.model.resolve import get_token_counter, resolve_family
 from emil.model.tokens import TokenCounter
@@ -56,7 +62,10 @@ def _parser() -> _Parser:
     show = sub.add_parser("show", help="the pinned block as the model reads it, then every note")
     show.add_argument("--tokens", type=positive_int, default=None, help="bound of the block (default: the memory_tokens setting)")
     show.add_argument("--tokenizer", default=None, help="counter for the bound: a model name or directory (default: the family the settings name, else qwen3.6)")
-    forget = sub.add_parser("forget", help="delete every note about NAME (player, place or goal)")
+    recall = sub.add_parser("recall", help="the archive's lines matching WORDS, best first")
+    recall.add_argument("words", nargs="+")
+    recall.add_argument("--limit", type=positive_int, default=20, help="at most this many lines (20)")
+    forget = sub.add_parser("forget", help="delete every note about NAME (player, place or goal) and the lines they said")
     forget.add_argument("name")
     sub.add_parser("export", help="every note as JSON on stdout")
     return p
@@ -95,6 +104,10 @@ def cli_main(argv: Sequence[str]) -> int:
 
 def _run(args: argparse.Namespace, settings: Settings) -> int:
     counter, why = _counter(args.tokenizer, settings) if args.action == "show" else (None, "")
+    if args.action == "recall":
+        return _recall(settings.data_dir, args.words, args.limit)
+    if not (settings.data_dir / DB_FILE).is_file():
+        return _no_notes(args, settings.data_dir)
     store = MemoryStore.open_existing(settings.data_dir, readonly=args.action != "forget")
     try:
         if args.action == "export":
@@ -129,13 +142,56 @@ def _counter(tokenizer: str | None, s: Settings) -> tuple[TokenCounter, str]:
     return resolved.family.tokenizer(), f"model family {resolved.family.name}, {resolved.source}"
 
 
+def _no_notes(args: argparse.Namespace, data_dir: Path) -> int:
+    """A data_dir without a notes database: an empty memory, said as such."""
+    path = data_dir / DB_FILE
+    if args.action == "export":
+        _out(json.dumps({"schema_version": SCHEMA_VERSION, "database": str(path), "notes": []}, indent=2))
+        return 0
+    if args.action == "forget":
+        return _fail(f"no notes about {_printable(args.name)!r}: there are no notes yet in {data_dir}")
+    _out(f"# {path}: no notes yet (Emil has not run with data_dir {data_dir})")
+    return 0
+
+
+def _archive_readonly(data_dir: Path) -> Archive | None:
+    path = data_dir / ARCHIVE_FILE
+    return Archive.open_existing(path) if path.is_file() else None
+
+
+def _recall(data_dir: Path, words: Sequence[str], limit: int) -> int:
+    archive = _archive_readonly(data_dir)
+    if archive is None:
+        _out(f"# {data_dir / ARCHIVE_FILE}: nothing archived yet")
+        return 0
+    try:
+        lines = archive.search(words, limit=limit)
+        _out(f"# {archive.path}: {archive.count()} lines; {len(lines)} match {' '.join(_printable(w) for w in words)!r}")
+        now = time.time()
+        for line in lines:
+            _out(_printable(format_line(line, now=now)))
+    finally:
+        archive.close()
+    return 0
+
+
 def _forget(store: MemoryStore, name: str) -> int:
     gone = store.forget(name)
-    if not gone:
+    said = 0
+    path = store.path.parent / ARCHIVE_FILE
+    if path.is_file():
+        archive = Archive.open_existing(path, readonly=False)
+        try:
+            said = archive.forget(name)
+        finally:
+            archive.close()
+    if not gone and not said:
         known = store.subjects()
         listed = ", ".join(_printable(s) for s in known[:20]) + (", ..." if len(known) > 20 else "")
         return _fail(f"no notes about {_printable(name)!r} in {store.path}; known: {listed or 'none'}")
     _out(f"forgot {gone} note{'s' if gone != 1 else ''} about {_printable(name)} in {store.path}")
+    if said:
+        _out(f"forgot {said} archived line{'s' if said != 1 else ''} {_printable(name)} said, in {path}")
     _out("(a running Emil drops them from its prompt at its next trim)")
     return 0
 
@@ -154,4 +210,12 @@ def _show(store: MemoryStore, tokens: int, counter: TokenCounter, why: str) -> i
     for n in notes:
         fields = (n.about, n.subject, n.topic, n.detail, str(n.count), n.note, n.told_by or "-", _when(n.last_t), n.source)
         _out(" | ".join(_printable(f) for f in fields))
+    archive = _archive_readonly(store.path.parent)
+    if archive is None:
+        _out("# archive: nothing archived yet")
+    else:
+        try:
+            _out(f"# archive: {archive.count()} lines in {archive.path} (search them: run_emil.py memory recall WORDS)")
+        finally:
+            archive.close()
     return 0

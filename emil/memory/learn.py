@@ -5,7 +5,7 @@ event, every status snapshot and every tool call with its outcome) and writes a 
 store the moment it is learned:
 
 - players: who was here (joins, chat, standing near), what they asked Emil (chat that names
-  Emil, whispers), what they gave Emil (items picked up right after that player tossed them),
+  Emil, whispers), what they said otherwise (overheard: ``said``), what they gave Emil (items picked up right after that player tossed them),
   what Emil gave them, who hit Emil, what Emil promised them (its own ``say``/``whisper`` with
   "I'll", "I will", "I promise"...);
 - places: a place a player names in chat with coordinates ("my chest is at 10 64 -5"), or as
@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emil.events import Chat, Damage, Death, GameEvent, ItemCollected, PlayerJoined, Respawn
-from emil.memory.notes import Fact
+from emil.memory.archive import words
+from emil.memory.notes import Fact, Topic
+from emil.memory.retrieval import STOP_WORDS
 from emil.memory.store import MemoryStore
 from emil.memory.untrusted import clip
 from emil.world.actions import TOOLS
@@ -88,6 +90,10 @@ class Learner:
     """(player, place word, their words) said "here" and waiting for the next snapshot."""
     _seen_now: set[tuple[str, str]] = field(default_factory=set)
     """Facts from snapshots already written this session (a snapshot comes every turn)."""
+    _latest: dict[str, tuple[bool, str]] = field(default_factory=dict)
+    """Each player's latest chat line, and whether it spoke to Emil (whom a promise answers)."""
+    present: frozenset[str] = frozenset()
+    """The players in the latest snapshot (the notes block puts them first)."""
     _position: dict[str, float] | None = None
     """Emil's own position in the latest snapshot (where it died, when the event lacks it)."""
 
@@ -99,8 +105,10 @@ class Learner:
         match event:
             case Chat() if event.sender != self.bot_name and _NAME_CHARS.match(event.sender):
                 facts.append(Fact(about="player", subject=event.sender, topic="seen"))
-                if event.whisper or _names(event.text, self.bot_name):
-                    facts.append(Fact(about="player", subject=event.sender, topic="asked", detail=clip(event.text, 160)))
+                addressed = event.whisper or _names(event.text, self.bot_name)
+                self._latest[event.sender] = (addressed, event.text)
+                topic: Topic = "asked" if addressed else "said"
+                facts.append(Fact(about="player", subject=event.sender, topic=topic, detail=clip(event.text, 160)))
                 facts += self._places_in_chat(event)
             case PlayerJoined() if event.username != self.bot_name and _NAME_CHARS.match(event.username):
                 facts.append(Fact(about="player", subject=event.username, topic="seen"))
@@ -120,6 +128,22 @@ class Learner:
                 pass
         if facts:
             self.store.learn_many(facts, t=event.t)
+
+    def _promisee(self, promise: str, requesters: frozenset[str]) -> list[str]:
+        """Whom a promise naming nobody was made to, among the players who spoke in the turn:
+        those who spoke to Emil (by name or whisper) before those who did not, then the most
+        content words shared between their latest line and the promise; all of the best if
+        they tie (one requester: them)."""
+        if len(requesters) <= 1:
+            return sorted(requesters)
+        said = set(words(promise)) - STOP_WORDS
+
+        def score(player: str) -> tuple[bool, int]:
+            addressed, text = self._latest.get(player, (False, ""))
+            return addressed, len(said & set(words(text)))
+
+        best = max(score(p) for p in requesters)
+        return sorted(p for p in requesters if score(p) == best)
 
     def _places_in_chat(self, chat: Chat) -> list[Fact]:
         place = _PLACE.search(chat.text)
@@ -143,15 +167,16 @@ class Learner:
             self._position = dict(snapshot["position"])
         facts: list[Fact] = []
         players = {p.get("name"): p for p in snapshot.get("players") or [] if isinstance(p, Mapping)}
+        self.present = frozenset(n for n in players if isinstance(n, str) and _NAME_CHARS.match(n) and n != self.bot_name)
         for name in sorted(n for n in players if isinstance(n, str) and _NAME_CHARS.match(n) and n != self.bot_name):
             if ("seen", name) not in self._seen_now:
                 self._seen_now.add(("seen", name))
                 facts.append(Fact(about="player", subject=name, topic="seen"))
         claims, self._here_claims = self._here_claims, []
-        for player, word, words in claims:
+        for player, word, said in claims:
             where = _block_pos((players.get(player) or {}).get("position"))
             if where is not None:
-                facts.append(Fact(about="place", subject=word, topic="at", detail=where, told_by=player, note=words))
+                facts.append(Fact(about="place", subject=word, topic="at", detail=where, told_by=player, note=said))
         for block in snapshot.get("blocks") or []:
             if not isinstance(block, Mapping) or block.get("name") not in SEEN_BLOCKS:
                 continue
@@ -204,10 +229,11 @@ class Learner:
         speech = tool.speaks
         text = args.get(speech.text) if speech else None
         if speech and isinstance(text, str) and _PROMISE.search(text):
-            # To the addressee; else to the requesters the words name, else to all of them.
+            # To the addressee; else to the requesters the words name; else to the one whose
+            # words it answers (see _promisee).
             addressee = args.get(speech.to) if speech.to else None
             named = [p for p in sorted(requesters) if re.search(rf"(?<!\w){re.escape(p)}(?!\w)", text, re.I)]
-            to = [addressee] if isinstance(addressee, str) else named or sorted(requesters)
+            to = [addressee] if isinstance(addressee, str) else named or self._promisee(text, requesters)
             facts += [
                 Fact(about="player", subject=who, topic="promised", detail=clip(text, 160))
                 for who in to if _NAME_CHARS.match(who)

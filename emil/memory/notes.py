@@ -3,8 +3,9 @@
 A note is keyed by ``(about, subject, topic, detail)``: learning the same fact again raises its
 ``count`` and moves ``last_t`` instead of adding a row ("alex gave you bread" three times is one
 note with count 6 after 3 + 3 loaves). Facts come from game events as they happen
-(``source="event"``) and, from phase 2 on, from the model's own summaries of folded turns
-(``source="summary"``): :class:`Fact` is the shape both write.
+(``source="event"``), from the model's own summaries of folded turns (``source="summary"``),
+and from the model's ``remember`` tool (``source="model"``, topic ``note``): :class:`Fact` is
+the shape all three write.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ Emil itself (``subject`` = "emil")."""
 Topic = Literal[
     "seen",      # player: present (joined, chatted, stood near); detail ""
     "asked",     # player: what they asked Emil (detail: their words)
+    "said",      # player: what they said in chat, not to Emil (detail: their words, overheard)
     "promised",  # player: what Emil promised them (detail: Emil's words)
     "gave_me",   # player: gave Emil items (detail: item; count: how many in all)
     "i_gave",    # player: Emil gave them items (detail: item; count: how many in all)
@@ -34,7 +36,7 @@ Topic = Literal[
     "goal",      # goal: a job of Emil's (note: active | done | failed | interrupted)
 ]
 
-Source = Literal["event", "summary"]
+Source = Literal["event", "summary", "model"]
 
 
 class Fact(BaseModel):

@@ -21,7 +21,8 @@ __all__ = ["PinnedNotes"]
 class PinnedNotes:
     """Renders the store's notes within ``max_tokens`` of the session's exact text counter.
 
-    ``renders`` counts the renders (at start, then once per change of the notes).
+    ``renders`` counts the renders (at start, then once per change of the notes or of who is
+    present).
     """
 
     def __init__(
@@ -31,8 +32,12 @@ class PinnedNotes:
         max_tokens: int,
         tokens_of: Callable[[str], int],
         neutralise: Callable[[str], str] | None = None,
+        present: Callable[[], frozenset[str]] | None = None,
     ) -> None:
         self.store = store
+        self.present = present
+        """Who is in sight now (the learner's latest snapshot): those players' lines come first."""
+        self._present: frozenset[str] = frozenset()
         self.max_tokens = max_tokens
         self.tokens_of = tokens_of
         self.neutralise = neutralise
@@ -46,8 +51,9 @@ class PinnedNotes:
         """Render the block if the notes changed since the last render (this Emil learned, or
         an operator's ``memory forget`` beside it)."""
         version = self.store.version()
-        if version != self._version:
-            self._version = version
+        present = self.present() if self.present is not None else frozenset()
+        if version != self._version or present != self._present:
+            self._version, self._present = version, present
             self.render()
 
     def text(self) -> str | None:
@@ -61,6 +67,7 @@ class PinnedNotes:
             self.last = None
         else:
             self.last = render_notes(
-                self.store.notes(), max_tokens=self.max_tokens, tokens_of=self.tokens_of, neutralise=self.neutralise
+                self.store.notes(), max_tokens=self.max_tokens, tokens_of=self.tokens_of, neutralise=self.neutralise,
+                present=self._present,
             )
         return self.last

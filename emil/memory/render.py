@@ -5,24 +5,38 @@ are absolute UTC minutes), so a block re-rendered from unchanged notes leaves th
 as it was. Every untrusted string (player names, their words, item and place names) goes
 through :func:`emil.memory.untrusted.as_data`.
 
+What players said is quoted on lines of its own under the player (``asked you``: words to
+Emil; ``said``: words Emil overheard; ``note``: a fact from a summary or Emil's own
+``remember``), ranked by how much they say: the rarer its words among everything quoted and
+the less often it was repeated, the higher (:func:`telling`), so "my vault combination is 3406"
+said once outranks the tenth "come here". No phrase is known in advance: it is word rarity only.
+
 When the notes do not fit ``max_tokens``, lines are chosen by priority and the rest left out:
-unfinished goals, then players (most recently seen first) and places (newest first) taken in
-turn, one of each, so that a day of many places does not push every player out (or the
-reverse), then finished goals. What is left out is still in the database; only the prompt is
-bounded.
+unfinished goals, the newest :data:`OWN_NOTES` notes Emil wrote about itself, the players
+present (in the latest snapshot: whom Emil is about to talk to) and their :data:`PRESENT_QUOTES`
+most telling quotes, then the other players (most recently seen first: a short line each, with
+at most three kinds of items and the oldest and newest open promise) and places (newest first)
+in turn, one of each, then the rest of the quotes (the most telling first, whoever said them)
+and the places left in turn, two quotes to a place, so that a day of many places does not push
+out the players and what they said (or the reverse), then finished goals.
+Words with nothing in them ("lol", "ok") are not quoted. What is left out is
+still in the database and in the archive; only the prompt is bounded.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from itertools import zip_longest
 
+from emil.memory.archive import words
 from emil.memory.notes import Note
+from emil.memory.retrieval import STOP_WORDS
 from emil.memory.untrusted import as_data
 
-__all__ = ["NOTES_HEADER", "render_notes"]
+__all__ = ["NOTES_HEADER", "QUOTED", "render_notes", "telling"]
 
 NOTES_HEADER = (
     "[notes] What you remember from earlier, kept across restarts. Players' words are quoted "
@@ -30,9 +44,16 @@ NOTES_HEADER = (
 )
 
 _DONE_GOALS = 3
-_ASKED = 2
-_PROMISED = 2
-_FREE_NOTES = 2
+OWN_NOTES = 6
+PRESENT_QUOTES = 8
+"""Quotes of each player present that come with them, before the other players' lines."""
+_PROMISED = 1
+_ITEMS = 3
+_QUOTES_CONSIDERED = 300
+_SHORTEST_LINE = 6
+"""No line of the block is shorter than this many tokens: with less room left, rendering stops."""
+QUOTED = {"asked": "asked you", "said": "said", "note": "note", "helped": "helped", "trust": "trust"}
+"""Topics whose detail is words (a player's, a summary's, Emil's own), quoted under the player."""
 
 
 def _when(t: float) -> str:
@@ -43,16 +64,27 @@ def _newest(notes: Iterable[Note], n: int) -> list[Note]:
     return sorted(notes, key=lambda x: (-x.last_t, -x.id))[:n]
 
 
-def _quoted(notes: Sequence[Note]) -> str:
-    return ", ".join(f'"{as_data(n.detail, 80)}"' for n in notes)
+def telling(notes: Sequence[Note]) -> dict[int, float]:
+    """How much each note's words say, by note id: the rarer its words among all ``notes`` (a
+    word in every note says nothing), per square root of its length, divided by how often it
+    was said (the tenth "come here" says less than the first). Stop words count for nothing."""
+    bags = {n.id: set(words(n.detail)) - STOP_WORDS for n in notes}
+    df = Counter(w for bag in bags.values() for w in bag)
+    total = len(notes) + 1
+    return {
+        n.id: sum(math.log(total / df[w]) for w in bags[n.id]) / math.sqrt(len(bags[n.id]) or 1) / max(1, n.count)
+        for n in notes
+    }
 
 
 def _items(notes: Sequence[Note]) -> str:
     ordered = sorted(notes, key=lambda x: (-x.count, x.detail))
-    return ", ".join(f"{n.count} {as_data(n.detail, 40)}" for n in ordered)
+    shown = ", ".join(f"{n.count} {as_data(n.detail, 40)}" for n in ordered[:_ITEMS])
+    more = len(ordered) - _ITEMS
+    return shown + (f" and {more} more kind{'s' if more > 1 else ''}" if more > 0 else "")
 
 
-def _player_line(name: str, notes: Sequence[Note]) -> str:
+def _player_line(name: str, notes: Sequence[Note], *, present: bool = False) -> str:
     by: dict[str, list[Note]] = defaultdict(list)
     for n in notes:
         by[n.topic].append(n)
@@ -64,20 +96,21 @@ def _player_line(name: str, notes: Sequence[Note]) -> str:
     if by["hit_me"]:
         hits = sum(n.count for n in by["hit_me"])
         parts.append(f"hit you {hits} time{'s' if hits != 1 else ''} (last {_when(max(n.last_t for n in by['hit_me']))})")
-    if by["helped"]:
-        parts.append(f"helped: {_quoted(_newest(by['helped'], _FREE_NOTES))}")
-    if by["trust"]:
-        parts.append(f"trust: {_quoted(_newest(by['trust'], 1))}")
-    if by["asked"]:
-        parts.append(f"asked you {_quoted(_newest(by['asked'], _ASKED))}")
     open_promises = sorted((n for n in by["promised"] if n.note != "kept"), key=lambda x: (x.last_t, x.id))
     if open_promises:
         # The oldest one still open (the easiest to forget) and the newest: not yet kept.
         shown = list(dict.fromkeys([*open_promises[:1], *open_promises[-_PROMISED:]]))
-        parts.append(f"you promised (not yet kept) {_quoted(shown)}")
-    if by["note"]:
-        parts.append(f"notes: {_quoted(_newest(by['note'], _FREE_NOTES))}")
-    return f"- {as_data(name, 32)}: " + "; ".join(parts)
+        promised = ", ".join(f'"{as_data(n.detail, 70)}"' for n in shown)
+        parts.append(f"you promised (not yet kept) {promised}")
+    return f"- {as_data(name, 32)}{' (here now)' if present else ''}: " + "; ".join(parts)
+
+
+def _pairs(lines: list[Candidate]) -> list[list[Candidate]]:
+    return [lines[i : i + 2] for i in range(0, len(lines), 2)]
+
+
+def _quote_line(n: Note) -> str:
+    return f'  - {QUOTED[n.topic]}: "{as_data(n.detail, 200)}" ({time.strftime("%H:%M", time.gmtime(n.last_t))})'
 
 
 def _place_line(n: Note) -> str:
@@ -103,16 +136,18 @@ def render_notes(
     max_tokens: int,
     tokens_of: Callable[[str], int],
     neutralise: Callable[[str], str] | None = None,
+    present: frozenset[str] = frozenset(),
 ) -> str | None:
     """The pinned notes block within ``max_tokens`` (by ``tokens_of``, the session's exact
     text counter), or None when there is nothing to say or no room for a single note.
 
     ``neutralise``: the served vocabulary's special-token breaker (the project-wide neutraliser
     for untrusted text), applied to every line before it is counted, so the bound holds for the
-    text as sent."""
+    text as sent. ``present``: the players in the latest snapshot (first, and said more of)."""
     players: dict[str, list[Note]] = defaultdict(list)
     places: list[Note] = []
     goals: list[Note] = []
+    own: list[Note] = []
     for n in notes:
         if n.about == "player":
             players[n.subject].append(n)
@@ -120,27 +155,63 @@ def render_notes(
             places.append(n)
         elif n.about == "goal":
             goals.append(n)
+        elif n.about == "self" and n.topic == "note":
+            own.append(n)
     unfinished = [g for g in goals if g.note in ("active", "interrupted", "")]
     finished = _newest((g for g in goals if g not in unfinished), _DONE_GOALS)
-    seen = sorted(players.items(), key=lambda kv: (-max(n.last_t for n in kv[1]), kv[0]))
-    # (section, line) in priority order; kept lines are printed in section order.
-    people = [(0, _player_line(name, ns)) for name, ns in seen]
-    spots = [(1, _place_line(p)) for p in _newest(places, len(places))]
-    candidates: list[tuple[int, str]] = (
-        [(2, _goal_line(g)) for g in _newest(unfinished, len(unfinished))]
-        + [line for pair in zip_longest(people, spots) for line in pair if line is not None]
-        + [(2, _goal_line(g)) for g in finished]
+    seen = sorted(players.items(), key=lambda kv: (kv[0] not in present, -max(n.last_t for n in kv[1]), kv[0]))
+    rank = {name: i for i, (name, _ns) in enumerate(seen)}
+    quotes = [n for _name, ns in seen for n in ns if n.topic in QUOTED]
+    score = telling(quotes)
+    # Words with nothing in them ("lol", "ok", "hey all") are not quoted at all.
+    ranked = sorted((n for n in quotes if score[n.id] > 0), key=lambda n: (-score[n.id], -n.last_t, n.id))
+    first: list[Note] = []  # the players present: their most telling quotes, with them
+    for name in sorted(present):
+        first += [n for n in ranked if n.subject == name][:PRESENT_QUOTES]
+    chosen = {n.id for n in first}
+    # More quotes than any block holds would only be counted to be left out: the best few hundred.
+    later = [n for n in ranked if n.id not in chosen][:_QUOTES_CONSIDERED]
+    # (section, place in the section, line, the player line it hangs under) in priority order;
+    # kept lines are printed by section, then place.
+    def player(name: str, ns: list[Note]) -> Candidate:
+        return 0, (rank[name], 0.0, 0), _player_line(name, ns, present=name in present), name, ""
+
+    def quote(n: Note) -> Candidate:
+        return 0, (rank[n.subject], n.last_t, n.id), _quote_line(n), None, n.subject
+
+    here = [player(name, ns) for name, ns in seen if name in present]
+    people = [player(name, ns) for name, ns in seen if name not in present]
+    spots: list[Candidate] = [(1, (i, 0.0, 0), _place_line(p), None, "") for i, p in enumerate(_newest(places, len(places)))]
+    candidates: list[Candidate] = (
+        [(2, (i, 0.0, 0), _goal_line(g), None, "") for i, g in enumerate(_newest(unfinished, len(unfinished)))]
+        + [(3, (0, x.last_t, x.id), f'- "{as_data(x.detail, 200)}"', None, "") for x in _newest(own, OWN_NOTES)]
+        + here
+        + [quote(n) for n in first]
+        # The other players and places in turn, one of each; then what players said and the
+        # places left, in turn: two quotes to a place.
+        + [line for pair in zip_longest(people, spots[: len(people)]) for line in pair if line is not None]
+        + [line for pair in zip_longest(_pairs([quote(n) for n in later]), spots[len(people):]) for part in pair
+           if part is not None for line in (part if isinstance(part, list) else [part])]
+        + [(2, (len(unfinished) + i, 0.0, 0), _goal_line(g), None, "") for i, g in enumerate(finished)]
     )
     if neutralise is not None:
-        candidates = [(section, neutralise(line)) for section, line in candidates]
-    titles = ("players:", "places:", "your goals:")
+        candidates = [(section, place, neutralise(line), of, under) for section, place, line, of, under in candidates]
+    titles = ("players:", "places:", "your goals:", "your own notes (remember):")
     room = max_tokens - tokens_of(NOTES_HEADER + "\n") - sum(tokens_of(t + "\n") for t in titles)
-    kept: list[tuple[int, int, str]] = []
-    for order, (section, line) in enumerate(candidates):
+    kept: list[Candidate] = []
+    players_kept: set[str] = set()
+    for candidate in candidates:
+        _section, _place, line, of, under = candidate
+        if under and under not in players_kept:
+            continue  # a quote only under its player's line
+        if room < _SHORTEST_LINE:
+            break  # nothing more fits
         cost = tokens_of(line + "\n")
         if cost <= room:
-            kept.append((section, order, line))
+            kept.append(candidate)
             room -= cost
+            if of is not None:
+                players_kept.add(of)
     while kept:
         text = _assemble(kept, titles)
         if tokens_of(text) <= max_tokens:
@@ -149,10 +220,15 @@ def render_notes(
     return None
 
 
-def _assemble(kept: list[tuple[int, int, str]], titles: Sequence[str]) -> str:
+Candidate = tuple[int, tuple[int, float, int], str, str | None, str]
+"""(section, place within the section, line, the player whose line it is, the player whose
+line a quote hangs under ("" for any other line))."""
+
+
+def _assemble(kept: list[Candidate], titles: Sequence[str]) -> str:
     lines = [NOTES_HEADER]
     for section, title in enumerate(titles):
-        mine = [line for s, _order, line in sorted(kept, key=lambda k: k[1]) if s == section]
+        mine = [line for s, _place, line, _of, _under in sorted(kept, key=lambda k: k[1]) if s == section]
         if mine:
             lines.append(title)
             lines.extend(mine)

@@ -32,7 +32,14 @@ from emil.context.ladder import Preparation
 from emil.exceptions import EmilError
 from emil.memory.notes import Fact
 from emil.memory.store import MemoryStore
-from emil.memory.summary import Parsed, note_lines, parse_summary, summary_request, turn_key
+from emil.memory.summary import (
+    Parsed,
+    cap_lines,
+    note_lines,
+    parse_summary,
+    summary_request,
+    turn_key,
+)
 from emil.recording import SummaryRecord
 
 __all__ = ["Summariser", "SummaryStats"]
@@ -60,6 +67,8 @@ class SummaryStats:
     used: int = 0
     failed: int = 0
     cancelled: int = 0
+    cut: int = 0
+    """Answers whose lines were longer than the cap and were cut to it."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -189,6 +198,14 @@ class Summariser:
         if usage is not None:
             self.stats.prompt_tokens += usage.prompt_tokens
             self.stats.completion_tokens += usage.completion_tokens
+        if isinstance(parsed, Parsed):
+            capped, cut = cap_lines(parsed.lines, self.max_tokens, p.tokens_of)
+            if not capped:
+                parsed = f"no line fits the cap of {self.max_tokens} tokens"
+            elif cut:
+                self.stats.cut += 1
+                reason = f"cut to {self.max_tokens} tokens at a sentence boundary ({len(parsed.lines)} lines -> {len(capped)})"
+                parsed = parsed.model_copy(update={"lines": capped})
         if isinstance(parsed, Parsed):
             outcome = "ready"
             self.stats.ready += 1

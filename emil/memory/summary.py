@@ -1,13 +1,19 @@
 """A summary of Emil's oldest turns written by the served model: the request and its answer.
 
 The request is short and bounded: the summary prompt (prompts/summary.md.j2) as the system
-message, the turns to fold as plain text lines as the user message, no tools, thinking off,
-temperature 0, at most ``max_tokens`` of output, and vLLM's ``structured_outputs`` holding the
-answer to :class:`FoldedTurnsSummary`'s JSON schema. The answer is checked before anything
-uses it: valid JSON of that shape, lines made safe to put in the prompt
-(:func:`~emil.memory.untrusted.as_data`), and facts grounded in the turns (a fact about a
-player nobody in the turns is called, or a place whose coordinates the turns never gave, is
-dropped as invented).
+message, asking for lines of at most :func:`words_for` ``max_tokens`` words in all; the turns to
+fold as plain text lines as the user message; no tools, thinking off, temperature 0, and
+vLLM's ``structured_outputs`` holding the answer to :class:`FoldedTurnsSummary`'s JSON schema.
+``max_completion_tokens`` is :func:`answer_tokens` (twice the cap plus room for the JSON), so
+an answer that keeps to what was asked is never cut mid-JSON by the server.
+
+The answer is checked before anything uses it: valid JSON of that shape (anything else is one
+failed summary, recorded; the digest folds those turns), lines made safe to put in the prompt
+(:func:`~emil.memory.untrusted.as_data`), facts grounded in the turns (a fact about a player
+nobody in the turns is called, or a place whose coordinates the turns never gave, is dropped as
+invented), and the lines cut to ``max_tokens`` (:func:`cap_lines`): counted in real tokens of
+the served model as the memory note will hold them, whole lines while they fit, then the next
+line up to its last sentence boundary that fits. A summary never exceeds its cap.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ __all__ = [
     "SUMMARY_PROMPT",
     "FoldedTurnsSummary",
     "Parsed",
+    "answer_tokens",
+    "cap_lines",
     "is_summary_request",
     "load_summary_prompt",
     "note_lines",
@@ -41,6 +49,7 @@ __all__ = [
     "summary_request",
     "turn_key",
     "turns_text",
+    "words_for",
 ]
 
 SUMMARY_PROMPT = "summary.md.j2"
@@ -61,7 +70,7 @@ class FoldedTurnsSummary(BaseModel):
 
 SCHEMA = FoldedTurnsSummary.model_json_schema()
 """The answer's JSON schema, sent as ``structured_outputs.json`` (its title marks the request
-as a summary request: the vLLM-dialect double answers those with its scripted summariser)."""
+as a summary request: the vLLM-dialect double answers those with its text reducer)."""
 
 
 def is_summary_request(body: dict[str, object]) -> bool:
@@ -70,13 +79,29 @@ def is_summary_request(body: dict[str, object]) -> bool:
     return isinstance(wanted, dict) and isinstance(wanted.get("json"), dict) and wanted["json"].get("title") == SCHEMA["title"]
 
 
-def load_summary_prompt(prompts_dir: Path | None, *, name: str, max_lines: int = MAX_LINES) -> str:
+def words_for(max_tokens: int) -> int:
+    """How many words the request asks for when the lines may take ``max_tokens`` tokens:
+    English runs about 1.3 tokens a word, and each line adds a time and a bullet."""
+    return max(10, int(max_tokens * 0.6))
+
+
+def answer_tokens(max_tokens: int) -> int:
+    """``max_completion_tokens`` of a summary request whose lines may take ``max_tokens``:
+    twice that plus 64, room for the JSON's quoting and the facts."""
+    return 2 * max_tokens + 64
+
+
+def load_summary_prompt(prompts_dir: Path | None, *, name: str, max_lines: int = MAX_LINES,
+                        max_tokens: int = 512) -> str:
     """The summary instructions from ``prompts_dir`` (the shipped prompts/ when it has no
-    summary.md.j2); a template error is a configuration error."""
+    summary.md.j2), asking for lines of at most :func:`words_for` ``max_tokens`` words; a
+    template error is a configuration error."""
     folder = prompts_dir if prompts_dir is not None and (prompts_dir / SUMMARY_PROMPT).is_file() else _SHIPPED
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), undefined=jinja2.StrictUndefined, autoescape=False)
     try:
-        return env.get_template(SUMMARY_PROMPT).render(name=name, max_lines=max_lines).strip() + "\n"
+        return env.get_template(SUMMARY_PROMPT).render(
+            name=name, max_lines=max_lines, max_words=words_for(max_tokens),
+        ).strip() + "\n"
     except jinja2.TemplateError as e:
         raise ConfigurationError(f"prompt template {folder / SUMMARY_PROMPT} has an error: {e}; fix the template") from e
 
@@ -132,11 +157,40 @@ def summary_request(
             {"role": "user", "content": f"Turns to fold, oldest first:\n{text}"},
         ],
         tools=None,
-        max_completion_tokens=max_tokens,
+        max_completion_tokens=answer_tokens(max_tokens),
         temperature=0.0,
         enable_thinking=False,
         extra_body={"structured_outputs": {"json": SCHEMA}},
     )
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+
+
+def cap_lines(lines: Sequence[str], max_tokens: int, tokens_of: Callable[[str], int]) -> tuple[list[str], bool]:
+    """``lines`` cut to ``max_tokens`` as the memory note holds them (:func:`note_lines`, one a
+    line), counted by ``tokens_of``: whole lines while they fit, then the next line up to its
+    last sentence boundary that fits (nothing of it if none does). Returns the lines and
+    whether anything was cut."""
+
+    def size(kept: Sequence[str]) -> int:
+        return tokens_of("\n".join(note_lines(kept))) if kept else 0
+
+    if size(lines) <= max_tokens:
+        return list(lines), False
+    kept: list[str] = []
+    for line in lines:
+        if size([*kept, line]) <= max_tokens:
+            kept.append(line)
+            continue
+        pieces = _SENTENCE_END.split(line)
+        for n in range(len(pieces) - 1, 0, -1):
+            part = " ".join(pieces[:n])
+            if size([*kept, part]) <= max_tokens:
+                kept.append(part)
+                break
+        break
+    return kept, True
 
 
 def note_lines(lines: Sequence[str]) -> tuple[str, ...]:
@@ -175,6 +229,8 @@ def parse_summary(text: str | None, *, source: str) -> Parsed | str:
         summary = FoldedTurnsSummary.model_validate(json.loads(text))
     except json.JSONDecodeError as e:
         return f"not JSON ({e.msg} at {e.pos})"
+    except RecursionError:
+        return "not a summary (JSON nested too deep)"
     except ValidationError as e:
         return f"not a summary ({e.error_count()} problems; first: {e.errors()[0]['msg']})"
     lines = [as_data(line, 240) for line in summary.lines if line.strip()]

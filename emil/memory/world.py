@@ -1,12 +1,14 @@
 """Emil's body with a memory: a :class:`~emil.world.port.WorldPort` that learns as it goes.
 
 It forwards everything to the world it wraps and hands what passes through to the
-:class:`~emil.memory.learn.Learner`: every game event (before the loop sees it), every status
-snapshot, and every tool call with its outcome. The agent loop does not change; memory is
+:class:`~emil.memory.learn.Learner` and the :class:`~emil.memory.archivist.Archivist`: every
+game event (before the loop sees it), every status snapshot, and every tool call with its
+outcome. The agent loop does not change; memory is
 switched on by wrapping the world at start (:func:`emil.memory.session.open_memory`).
 
-A note that cannot be written (disk full, database gone) must not cost Emil its turn: the
-failure is logged once per kind and play goes on without that note.
+A note that cannot be written (disk full, data_dir turned read-only) must not cost Emil its
+turn: the first failure of an outage is one warning (:class:`~emil.memory.dbfile.Trouble`,
+shared with the archive), and play goes on without that note.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from typing import Any
 
 from emil.events import GameEvent
 from emil.llm.types import ToolCall
+from emil.memory.archivist import Archivist
+from emil.memory.dbfile import Trouble
 from emil.memory.learn import Learner
 from emil.trust.authority import Authority
 from emil.world.port import TurnWords, WorldPort
@@ -29,28 +33,36 @@ _log = logging.getLogger("emil.memory")
 
 
 class RememberingWorld:
-    """``world`` plus a :class:`Learner` that writes notes from what passes through."""
+    """``world`` plus a :class:`Learner` that writes notes and an :class:`Archivist` that
+    archives lines from what passes through; ``check`` runs at each turn's snapshot (the
+    databases' between-turns check)."""
 
-    def __init__(self, world: WorldPort, learner: Learner) -> None:
+    def __init__(self, world: WorldPort, learner: Learner, archivist: Archivist | None = None,
+                 *, check: Callable[[], None] | None = None, trouble: Trouble | None = None) -> None:
         self.world = world
         self.learner = learner
-        self._failed: set[str] = set()
+        self.archivist = archivist
+        self._check = check
+        self.trouble = trouble or (archivist.archive.trouble if archivist is not None else Trouble(learner.store.path.parent))
+        """Where a failing write is said: one warning per outage of the disk."""
 
     def _safely(self, what: str, learn: Callable[..., Any], *args: Any) -> Any:
         try:
             return learn(*args)
         except (sqlite3.Error, OSError) as e:
-            if what not in self._failed:
-                self._failed.add(what)
-                _log.error("memory: could not write a note (%s: %s); playing on without it", what, e)
+            self.trouble.failed(what, e)
             return None
 
     async def events(self) -> AsyncIterator[GameEvent]:
         async for event in self.world.events():
             self._safely("event", self.learner.observe, event)
+            if self.archivist is not None:
+                self._safely("archive", self.archivist.observe, event)
             yield event
 
     async def snapshot(self) -> Mapping[str, Any]:
+        if self._check is not None:
+            self._safely("check", self._check)
         snap = await self.world.snapshot()
         self._safely("snapshot", self.learner.observe_snapshot, snap)
         return snap
@@ -68,6 +80,8 @@ class RememberingWorld:
             self._safely("goal", self.learner.job_ended, goal, status)
         if valid:
             self._safely("tool", self.learner.tool_done, call.name, call.arguments, outcome.ok, requesters)
+            if self.archivist is not None:
+                self._safely("archive", self.archivist.tool_done, call.name, call.arguments, outcome.ok, outcome.text)
         return outcome
 
     async def abort(self) -> None:

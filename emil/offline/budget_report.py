@@ -43,7 +43,8 @@ def format_sweep(result: SweepResult) -> str:
         "horizon = minutes of game time Emil still holds verbatim, over requests from the first "
         "trim on ('>N' = never trimmed in N minutes)",
         *(
-            ["recall = planted facts the day's last prompt still holds (verbatim, memory note or notes block)"]
+            ["recall = facts said in the day's conversation that its last prompt still holds (verbatim, recalled, "
+             "memory note or notes block)"]
             if recall
             else []
         ),

@@ -174,11 +174,12 @@ _WORK: dict[str, Any] = {}
 def _run_point(args: tuple[int, int, int]) -> tuple[BudgetPoint, int]:
     window, reserve, prompt_budget = args
     traces: Sequence[SessionTrace] = _WORK["traces"]
-    b = Budget(window=window, output_reserve=reserve, margin=window - reserve - prompt_budget, **_WORK["extra"])
+    b = Budget.of(window, reserve, prompt_budget, **_WORK["extra"])
     per_trace = [
         simulate(
             t, b, _WORK["counter"], manager_factory=_WORK["factory"],
             assume_chars_per_token=_WORK["assume"], shared=_WORK["shared"], summaries=_WORK["summaries"],
+            recall_tokens=_WORK["recall_tokens"],
         )
         for t in traces
     ]
@@ -199,18 +200,20 @@ def sweep(
     jobs: int = 1,
     assume_chars_per_token: float | None = None,
     summaries: SummaryModel | None = None,
+    recall_tokens: int = 0,
 ) -> SweepResult:
     """Simulate every (window, output reserve, budget) over every trace; recommend one.
 
     ``jobs`` > 1 simulates budget points in that many forked processes (each point is
-    independent; the result is the same as with one process). ``summaries``: see
+    independent; the result is the same as with one process). ``summaries`` and
+    ``recall_tokens`` (retrieval into each turn, for traces that carry an archive): see
     :func:`simulate`.
     """
     started = time.perf_counter()
     _WORK.update(
         traces=traces, counter=CachedCounter(counter), factory=manager_factory,
         shared=SharedCaches(),
-        assume=assume_chars_per_token, summaries=summaries,
+        assume=assume_chars_per_token, summaries=summaries, recall_tokens=recall_tokens,
         extra={} if low_water is None else {"low_water": low_water},
     )
     simulated = 0

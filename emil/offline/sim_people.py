@@ -1,6 +1,8 @@
 """The synthetic day's people and what happens to Emil: players joining and leaving over the
 day, their chat, requests, gifts, hits and floods, dusk and night with hostiles, rain, hunger,
-and the facts planted at known times (:data:`PLANTS`, the recall measure's ground truth).
+a few happenings at known times (:data:`PLANTS`: a gift, a place named, a death), and the facts
+said in conversation that the recall benchmark plants (:mod:`emil.offline.facts`, worded by a
+generator the memory code never imports: the recall measure's ground truth).
 
 :class:`Happenings` is a seeded schedule of self-renewing happenings; each one, when due,
 becomes typed game events (:mod:`emil.events`) and may schedule its successor.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -28,6 +31,7 @@ from emil.events import (
     TimeOfDay,
     Weather,
 )
+from emil.offline.facts import SaidFact
 from emil.offline.recall import PlantedFact
 from emil.offline.sim_world import BOT, FLOOD, GIFTS, HOSTILES, ITEMS, SMALL_TALK, SimWorld, pos
 
@@ -57,7 +61,9 @@ ROSTER = (
 
 
 
-# -- planted facts: (hours after start, what, probes, about, the happening) ------------------------
+# -- happenings at known times: (hours after start, what, probes, about, the happening) -----------
+# They shape the day as before; the facts recall is measured on are the ones said in
+# conversation (Happenings(said=...)).
 
 PLANTS: tuple[tuple[float, str, tuple[tuple[str, ...], ...], Literal["player", "place"], tuple[Any, ...]], ...] = (
     (0.15, "alex gave Emil 3 bread", (("alex", "bread"),), "player", ("gift", "alex", "bread", 3)),
@@ -90,10 +96,15 @@ class Happenings:
     """What happens over the day (see the module doc); ``rng`` is the day's, shared with Emil's
     script so that one seed decides the whole day."""
 
-    def __init__(self, rng: random.Random, world: SimWorld, *, start: float, end: float) -> None:
+    def __init__(self, rng: random.Random, world: SimWorld, *, start: float, end: float,
+                 said: Sequence[SaidFact] = (), plant: bool = True, seed: int = 0) -> None:
         self.rng, self.world, self.start, self.end = rng, world, start, end
         self.queue: list[tuple[float, int, tuple[Any, ...]]] = []
         self._n = 0
+        self.said, self.plant = tuple(said), plant
+        """Facts said in conversation; ``plant=False`` keeps them out of the day (the null run:
+        the same day, the same probes, nothing said)."""
+        self._plant_rng = random.Random(f"plant-{seed}")
         self.planted: list[PlantedFact] = []
         self._places: Counter[str] = Counter()
         """Places each player has named today."""
@@ -119,11 +130,11 @@ class Happenings:
                 self.at(base + a * 3600 + jitter, ("join", person.name))
                 self.at(base + b * 3600 + jitter, ("leave", person.name))
         if day == 0:
-            for hours, what, probes, about, happening in PLANTS:
+            for hours, _what, _probes, _about, happening in PLANTS:
                 t = base + hours * 3600
                 if t < self.end:
-                    self.planted.append(PlantedFact(t, what, probes, about))
                     self.at(t, happening)
+            self._plant_said(base)
         t = base
         while True:  # weather: a shower every few hours
             t += rng.uniform(2, 6) * 3600
@@ -131,6 +142,21 @@ class Happenings:
                 break
             self.at(t, ("rain", True))
             self.at(t + rng.uniform(600, 2400), ("rain", False))
+
+    def _plant_said(self, base: float) -> None:
+        """Each fact said once, at a time in the first 70% of the day (so that hours pass before
+        the day ends), by its speaker if they are online then, else by someone who is."""
+        span = min(self.end - base, 86400.0)
+        rng = self._plant_rng
+        for fact in self.said:
+            t = base + rng.uniform(0.05, 0.7) * span
+            hours = (t - base) / 3600
+            online = [p.name for p in ROSTER if any(a <= hours <= b for a, b in p.online)]
+            speaker = fact.speaker if fact.speaker in online or not online else rng.choice(online)
+            self.planted.append(PlantedFact(t, f"{speaker}: {fact.text}", (fact.probe,), "player",
+                                            kind=fact.kind, speaker=speaker, question=fact.question))
+            if self.plant:
+                self.at(t, ("say", speaker, fact.text))
 
     def _new_mc_day(self) -> None:
         # A Minecraft day is 20 minutes: dusk and night, hostiles (sometimes close), dawn.

@@ -25,10 +25,13 @@ from emil.context.incremental import IncrementalCounter
 from emil.context.manager import ContextManager
 from emil.context.rungs import RefreshNotes, Summarise
 from emil.exceptions import BudgetError
+from emil.memory.archive import Archive
+from emil.memory.retrieval import Recollection
+from emil.memory.summary import note_lines
 from emil.model.family import ModelFamily
 from emil.model.resolve import family_for_recording
 from emil.model.tokens import TokenCounter
-from emil.offline.recall import recall
+from emil.offline.recall import asked_recall, recall
 from emil.offline.summaries import SummaryModel, SweepSummaries
 from emil.offline.trace import SessionTrace
 
@@ -125,6 +128,27 @@ class BudgetPoint:
     summaries_cancelled: int = 0
     summary_prompt_tokens: int = 0
     summary_completion_tokens: int = 0
+    summaries_cut: int = 0
+    """Summaries whose lines were cut to ``summary_max_tokens``."""
+    summary_max_line_tokens: int = 0
+    """The longest summary as the memory note holds it (real tokens): never over the cap."""
+    by_kind: dict[str, list[int]] = field(default_factory=dict)
+    """Per kind of planted fact: [found in the last prompt, planted]."""
+    asked_planted: int = 0
+    """Facts with a question, asked at the end (0 = not measured)."""
+    asked_found: dict[str, int] = field(default_factory=dict)
+    """Facts in the prompt of a turn where their speaker asks about them (no probe), by where."""
+    asked_by_kind: dict[str, list[int]] = field(default_factory=dict)
+    recalled_turns: int = 0
+    """Turns that got recalled lines (retrieval on)."""
+    recall_tokens_per_turn: float = 0.0
+    """Mean tokens of recalled lines added per turn (every turn counted)."""
+    recall_ms_median: float = 0.0
+    recall_ms_p95: float = 0.0
+    """Wall time of retrieval per turn (search and rendering), over the day's last hour."""
+    memory_tokens_per_request: float = 0.0
+    """Mean prompt tokens that memory holds per request: the notes block, the memory note and
+    the recalled lines still in the history."""
 
     @property
     def turns_per_s(self) -> float:
@@ -135,6 +159,11 @@ class BudgetPoint:
         """Share of planted facts recoverable from the last prompt (None: none planted)."""
         return sum(self.found.values()) / self.planted if self.planted else None
 
+    @property
+    def asked(self) -> float | None:
+        """Share of planted facts in the prompt of the turn that asks about them (None: not measured)."""
+        return sum(self.asked_found.values()) / self.asked_planted if self.asked_planted else None
+
     def per_hour(self, value: float) -> float:
         return value / self.hours if self.hours > 0 else 0.0
 
@@ -142,6 +171,7 @@ class BudgetPoint:
         out = asdict(self)
         out["turns_per_s"] = round(self.turns_per_s, 1)
         out["recall"] = None if self.recall is None else round(self.recall, 4)
+        out["asked"] = None if self.asked is None else round(self.asked, 4)
         out["summary_requests_per_hour"] = round(self.per_hour(self.summary_requests), 2)
         out["summary_requests_per_trim"] = round(self.summary_requests / self.trims, 3) if self.trims else 0.0
         return out
@@ -182,8 +212,14 @@ def simulate(
     assume_chars_per_token: float | None = None,
     shared: SharedCaches | None = None,
     summaries: SummaryModel | None = None,
+    recall_tokens: int = 0,
 ) -> BudgetPoint:
     """Assemble every request of ``trace`` under ``budget`` and measure the outcome.
+
+    ``recall_tokens``: each turn's observation ends with the lines the trace's archive recalls
+    for what the turn is about, within this bound, as the agent loop does (0 = no retrieval; a
+    trace without an archive or topics: none either). With planted facts, the end of the trace
+    also asks each fact's question in a turn of its own (:func:`emil.offline.recall.asked_recall`).
 
     ``summaries``: run the ``summarise`` rung between turns, with this summary writer timed as
     a served model (:mod:`emil.offline.summaries`); None = the digest only.
@@ -200,7 +236,8 @@ def simulate(
     the next trim (``refresh_notes``). With planted facts (the synthetic day), the point holds
     which the last prompt still has (:mod:`emil.offline.recall`).
     """
-    return anyio.run(_simulate, trace, budget, counter, manager_factory, assume_chars_per_token, shared, summaries)
+    return anyio.run(_simulate, trace, budget, counter, manager_factory, assume_chars_per_token, shared, summaries,
+                     recall_tokens)
 
 
 async def _simulate(
@@ -211,8 +248,34 @@ async def _simulate(
     assume_chars_per_token: float | None,
     shared: SharedCaches | None,
     summaries: SummaryModel | None,
+    recall_tokens: int = 0,
 ) -> BudgetPoint:
     started = time.perf_counter()
+    archive = Archive.open_existing(trace.archive) if recall_tokens > 0 and trace.archive is not None else None
+    try:
+        return await _run(trace, budget, counter, manager_factory, assume_chars_per_token, shared, summaries,
+                          recall_tokens, archive, started)
+    finally:
+        if archive is not None:
+            archive.close()
+
+
+async def _run(
+    trace: SessionTrace,
+    budget: Budget,
+    counter: TokenCounter,
+    manager_factory: ManagerFactory | None,
+    assume_chars_per_token: float | None,
+    shared: SharedCaches | None,
+    summaries: SummaryModel | None,
+    recall_tokens: int,
+    archive: Archive | None,
+    started: float,
+) -> BudgetPoint:
+    recollection = Recollection(archive, max_tokens=recall_tokens, tokens_of=counter.count) if archive is not None else None
+    recall_times: list[tuple[float, float]] = []  # (game time, seconds)
+    recalled_tokens: dict[int, int] = {}  # opening message id -> tokens of its recalled lines
+    memory_tokens: list[int] = []
     family = family_for_recording(trace.header, model_family=trace.model_family)
     truth: IncrementalCounter | None = None
     managed_budget = budget
@@ -273,9 +336,20 @@ async def _simulate(
                     start = step.message.event_time
                     gap = start - last_event if start is not None and last_event is not None else float("inf")
                     await summariser.between_turns(manager, history, gap)
-                history = history.start_turn(step.message)
-            else:
-                history = history.append(step.message)
+                message = step.message
+                if recollection is not None and step.topic is not None and message.event_time is not None:
+                    t = message.event_time
+                    block = recollection.block(step.topic, since=history.oldest_event_time(), now=t, turn_t=t)
+                    recall_times.append((t, recollection.last_seconds))
+                    if block:
+                        message = message.with_changes(content=f"{message.content}\n\n{block}")
+                        recalled_tokens[message.id] = counter.count(block)
+                history = history.start_turn(message)
+                arrived.append(message)
+                if message.event_time is not None:
+                    last_event = message.event_time
+                continue
+            history = history.append(step.message)
             if step.message.event_time is not None:
                 last_event = step.message.event_time
             arrived.append(step.message)
@@ -293,6 +367,8 @@ async def _simulate(
             have_previous = False
             continue
         history = last_sent = assembly.history
+        if recollection is not None or history.notes is not None or history.memory is not None:
+            memory_tokens.append(_memory_tokens(manager, history, recalled_tokens))
         if assembly.trims:
             trims += 1
             trimmed_once = True
@@ -327,7 +403,12 @@ async def _simulate(
     per_hour = 1.0 / hours if hours > 0 else 0.0
     # Recall from the last prompt that was sent: none sent (every request overflowed), none held.
     found = recall(last_sent, trace.planted, now=last_now) if trace.planted and last_sent is not None else None
+    asked = (asked_recall(last_sent, trace.planted, at=last_now + 60.0, recollection=recollection)
+             if trace.planted and last_sent is not None and last_now is not None else None)
     records = summariser.records if summariser is not None else []
+    ready = [r for r in records if r.outcome == "ready"]
+    end = max((t for t, _ in recall_times), default=0.0)
+    late = sorted(s for t, s in recall_times if t >= end - 3600.0)
     return BudgetPoint(
         window=budget.window,
         output_reserve=budget.output_reserve,
@@ -353,6 +434,25 @@ async def _simulate(
         summaries_cancelled=sum(r.outcome == "cancelled" for r in records),
         summary_prompt_tokens=sum(r.prompt_tokens or 0 for r in records),
         summary_completion_tokens=sum(r.completion_tokens or 0 for r in records),
+        summaries_cut=sum(r.reason.startswith("cut to") for r in ready),
+        summary_max_line_tokens=max((counter.count("\n".join(note_lines(r.lines))) for r in ready), default=0),
+        by_kind={k: list(v) for k, v in found.by_kind.items()} if found else {},
+        asked_planted=asked.planted if asked else 0,
+        asked_found=dict(asked.found) if asked else {},
+        asked_by_kind={k: list(v) for k, v in asked.by_kind.items()} if asked else {},
+        recalled_turns=len(recalled_tokens),
+        recall_tokens_per_turn=round(sum(recalled_tokens.values()) / len(recall_times), 1) if recall_times else 0.0,
+        recall_ms_median=round(1000 * statistics.median(late), 3) if late else 0.0,
+        recall_ms_p95=round(1000 * late[min(len(late) - 1, int(0.95 * len(late)))], 3) if late else 0.0,
+        memory_tokens_per_request=round(statistics.mean(memory_tokens), 1) if memory_tokens else 0.0,
     )
+
+
+def _memory_tokens(manager: ContextManager, history: History, recalled: dict[int, int]) -> int:
+    """Prompt tokens that memory holds in ``history``: the notes block, the memory note, and the
+    recalled lines of the turns still there."""
+    inc = manager.incremental
+    held = sum(inc.message_tokens(m) for m in (history.notes, history.memory) if m is not None)
+    return held + sum(recalled.get(turn[0].id, 0) for turn in history.turns)
 
 

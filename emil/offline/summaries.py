@@ -3,7 +3,7 @@ like a served model.
 
 A sweep (and the recall benchmark) runs the real :class:`~emil.memory.summariser.Summariser`
 between turns, as the agent loop does. The model side is a :class:`SummaryModel` the tool
-script chooses (tools/tune_budget.py and tools/bench_recall.py pass the SCRIPTED summariser
+script chooses (tools/tune_budget.py and tools/bench_recall.py pass the double's text reducer
 the vLLM-dialect double answers with, rules, not a model), called in-process; its usage is
 counted in real tokens of the session's counter. A request takes the time the served model
 would (prefill plus decode at the rates of :class:`SummaryTiming`): when the next turn of the
@@ -48,7 +48,7 @@ class SummaryModel:
 
     write: SummaryWriter
     label: str
-    """What writes the summaries, as reports name it (e.g. "the SCRIPTED summariser (not a model)")."""
+    """What writes the summaries, as reports name it (e.g. "the double's text reducer (extractive rules, not a model)")."""
     timing: SummaryTiming = field(default_factory=SummaryTiming)
 
 
@@ -79,7 +79,8 @@ class SweepSummaries:
         self.records: list[SummaryRecord] = []
         self.llm = _Timed(counter, model)
         self.summariser = Summariser(
-            prompt=load_summary_prompt(None, name=name), name=name, max_tokens=model.timing.max_tokens,
+            prompt=load_summary_prompt(None, name=name, max_tokens=model.timing.max_tokens), name=name,
+            max_tokens=model.timing.max_tokens,
             record=self.records.append, clock=lambda: 0.0,
         )
 

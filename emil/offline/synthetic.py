@@ -13,7 +13,18 @@ simulated body behind the same world port and tool classes as live
 :class:`~emil.memory.world.RememberingWorld` that feeds the learner live), the clock is game
 time, and the context only collects the day's messages (neutralised as live): a sweep assembles
 them later, per budget. The system prompt is rendered from prompts/ and the tool specs come
-from the tool classes, so the pinned notes block evolves as it would live.
+from the tool classes, so the pinned notes block evolves as it would live. The same
+RememberingWorld feeds the archivist (:class:`~emil.memory.archivist.Archivist`), so the
+archive grows as live too, and the engine's recall hook keeps what each turn is about (its
+:class:`~emil.memory.retrieval.Topic`, from the same events and snapshot live retrieval reads):
+the lines recalled depend on what the history still holds verbatim, so a sweep recalls them
+per budget, by the same :class:`~emil.memory.retrieval.Recollection` (emil.offline.simulate).
+
+Facts said in conversation are planted at random times (:class:`PlantedFact`, worded by
+:mod:`emil.offline.facts`, a generator the memory code never imports); their probes say which
+strings must share one line of a prompt for the fact to count as there
+(:mod:`emil.offline.recall`). ``plant=False`` is the null run: the same facts and probes,
+never said.
 
 Facts are planted at known times (:class:`PlantedFact`: who gave what, who asked for what,
 where the chest is, a promise made in the morning); their probes say which strings must share
@@ -44,16 +55,21 @@ from emil.context.untrusted import Neutraliser, served_specials
 from emil.events import GameEvent
 from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.types import Completion, ToolCall
+from emil.memory.archive import ARCHIVE_FILE, Archive
+from emil.memory.archivist import Archivist
 from emil.memory.learn import Learner
 from emil.memory.pinned import PinnedNotes
+from emil.memory.retrieval import Topic, topic_of
 from emil.memory.store import MemoryStore
+from emil.memory.tools import MemoryTools
 from emil.memory.world import RememberingWorld
 from emil.model.family import DEFAULT_FAMILY
 from emil.model.resolve import get_token_counter
 from emil.model.tokens import TokenCounter
 from emil.offline.content import Piece, message_pieces
+from emil.offline.facts import said_facts
 from emil.offline.recall import PlantedFact
-from emil.offline.sim_people import Happenings
+from emil.offline.sim_people import ROSTER, Happenings
 from emil.offline.sim_policy import ScriptedEmil, Step
 from emil.offline.sim_world import BOT, DURATIONS, SimBody, SimWorld, resolve
 from emil.offline.trace import SessionTrace
@@ -100,6 +116,8 @@ class SyntheticTurn:
 
     t: float
     messages: tuple[Message, ...]
+    topic: Topic | None = None
+    """What the turn is about (for a sweep's retrieval)."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +132,10 @@ class SyntheticDay:
     tools: list[dict[str, Any]]
     seed: int
     hours: float
+    data_dir: Path | None = None
+    """Where the day's notes and archive stay (None: a scratch directory, gone)."""
+    planted_said: bool = True
+    """False for the null run (the facts were never said)."""
 
 
 _NOMINAL_WINDOW = 65536
@@ -154,9 +176,9 @@ class _DayContext:
 class _TimedWorld:
     """The simulated body's world port, each call taking the game time its job takes."""
 
-    def __init__(self, day: _Day) -> None:
+    def __init__(self, day: _Day, memory: MemoryTools | None = None) -> None:
         self.day = day
-        self.inner = BotWorld(day.body, ActionPolicy())
+        self.inner = BotWorld(day.body, ActionPolicy(), memory=memory)
         self.last_snapshot: Mapping[str, Any] = {}
 
     def events(self) -> AsyncIterator[GameEvent]:
@@ -227,12 +249,15 @@ class _Day:
 
     def __init__(self, seed: int, hours: float, *, start: float, reasoning: bool,
                  store: MemoryStore | None, notes: PinnedNotes | None, notes_every_s: float,
-                 counter: TokenCounter) -> None:
+                 counter: TokenCounter, archive: Archive | None = None, plant: bool = True,
+                 per_kind: int = 0) -> None:
         self.rng = random.Random(seed)
         self.start, self.end = start, start + hours * 3600.0
         self.world = SimWorld(random.Random(seed + 1), start)
         self.body = SimBody(self.world)
-        self.people = Happenings(self.rng, self.world, start=start, end=self.end)
+        said = said_facts(seed=seed, speakers=[p.name for p in ROSTER], per_kind=per_kind, bot_name=BOT) if per_kind else ()
+        self.people = Happenings(self.rng, self.world, start=start, end=self.end, said=said, plant=plant, seed=seed)
+        self.archivist = Archivist(archive, bot_name=BOT, clock=lambda: self.world.t) if archive is not None else None
         self.emil = ScriptedEmil(self.rng, self.world)
         self.perception = Perception(PerceptionPolicy(bot_name=BOT))
         self.learner = Learner(store, bot_name=BOT, clock=lambda: self.world.t) if store is not None else None
@@ -240,29 +265,43 @@ class _Day:
         self.reasoning = reasoning
         self.turns: list[SyntheticTurn] = []
         self.notes: list[tuple[float, str | None]] = []
-        self.world_port = _TimedWorld(self)
-        port: WorldPort = self.world_port if self.learner is None else RememberingWorld(self.world_port, self.learner)
         self.context = _DayContext(counter)
+        tools = None
+        if archive is not None and store is not None and self.archivist is not None:
+            tools = MemoryTools(archive, self.archivist, store, tokens_of=counter.count, bot_name=BOT,
+                                neutralise=self.context.neutraliser, clock=lambda: self.world.t)
+        self.world_port = _TimedWorld(self, tools)
+        port: WorldPort = (self.world_port if self.learner is None
+                           else RememberingWorld(self.world_port, self.learner, self.archivist))
+        self.topic: Topic | None = None
         self.model = _ScriptedModel(self)
         settings = _DEFAULTS.model_copy(update={"enable_thinking": reasoning})
-        budget = Budget(_NOMINAL_WINDOW, output_reserve=settings.output_reserve)
+        budget = Budget.of(_NOMINAL_WINDOW, settings.output_reserve, sources={"window": "the day's nominal window"})
         self.engine = TurnEngine(
             context=self.context, model=self.model, world=_EngineWorld(port),
             shape=RequestShape.of(settings, preserve_thinking=settings.preserve_thinking, tools=self.context.tools),
             step_limit=settings.step_limit,
             observation_cap=observation_cap(settings.observation_cap_tokens, budget.prompt_budget),
             clock=Clock(wall=lambda: self.world.t, monotonic=lambda: self.world.t),
+            recall=self._topic,
         )
+
+    def _topic(self, events: list[GameEvent], snapshot: Mapping[str, Any] | None) -> str | None:
+        """The engine's recall hook: what the turn is about is kept; the lines come per budget
+        in the sweep (see the module doc), so none is added here."""
+        self.topic = topic_of(events, snapshot, bot_name=BOT)
+        return None
 
     def turn(self) -> None:
         """One turn through the turn engine (it never waits on anything real)."""
         triaged = self.perception.take()
         start = self.world.t
         self.context.messages = []
+        self.topic = None
         self.model.begin([t.event for t in triaged])
         stats = TurnStats(turn=len(self.turns) + 1, reason="events", started=start)
         resolve(self.engine.run(stats, triaged, ambient=self.perception.ambient))
-        self.turns.append(SyntheticTurn(start, tuple(self.context.messages)))
+        self.turns.append(SyntheticTurn(start, tuple(self.context.messages), self.topic))
 
     def run(self) -> Iterator[SyntheticTurn]:
         """The turns as they happen, until ``end`` (game time)."""
@@ -291,6 +330,8 @@ class _Day:
                 for event in self.people.happen(what):
                     if self.learner is not None:
                         self.learner.observe(event)
+                    if self.archivist is not None:
+                        self.archivist.observe(event)
                     self.perception.add(event, now=self.world.t)
 
 
@@ -304,31 +345,41 @@ def synthetic_day(
     tokenizer: str = DEFAULT_FAMILY,
     notes_every_s: float = 300.0,
     start: float = DAY_START,
+    per_kind: int = 3,
+    plant: bool = True,
 ) -> SyntheticDay:
     """``hours`` of seeded play (see the module doc).
 
-    The notes learned go to ``data_dir`` (a fresh temporary one when None, deleted after); the
-    pinned block is rendered within ``memory_tokens`` of ``tokenizer`` at most every
-    ``notes_every_s`` game seconds, when the notes changed (live renders between turns; a sweep
-    only needs the block a trim would take)."""
+    The notes learned and the lines archived go to ``data_dir`` (a fresh temporary one when
+    None, deleted after; scratch databases: no disk syncs); the pinned block is rendered within
+    ``memory_tokens`` of ``tokenizer`` at most every ``notes_every_s`` game seconds, when the
+    notes changed (live renders between turns; a sweep only needs the block a trim would take).
+    ``per_kind`` facts of each kind are said in conversation (0: none); ``plant=False`` is the
+    null run."""
     if hours <= 0:
         raise ValueError(f"--synthetic-hours must be positive, got {hours}")
     with tempfile.TemporaryDirectory(prefix="emil-day-") as scratch:
-        store = MemoryStore.open(data_dir or Path(scratch))
+        folder = data_dir or Path(scratch)
+        store = MemoryStore.open(folder, durable=False)
+        archive = Archive.open(folder, retention_days=0, durable=False)
         try:
             counter = get_token_counter(tokenizer)
             pinned = PinnedNotes(store, max_tokens=memory_tokens, tokens_of=counter.count) if memory_tokens > 0 else None
             day = _Day(seed, hours, start=start, reasoning=reasoning, store=store, notes=pinned,
-                       notes_every_s=notes_every_s, counter=counter)
-            if pinned is not None:
+                       notes_every_s=notes_every_s, counter=counter, archive=archive, plant=plant, per_kind=per_kind)
+            if pinned is not None and day.learner is not None:
+                learner = day.learner
+                pinned.present = lambda: learner.present
                 day.notes.append((start, pinned.text()))
             for _turn in day.run():
                 pass
         finally:
+            archive.close()
             store.close()
     return SyntheticDay(
         turns=tuple(day.turns), planted=tuple(day.people.planted), notes=tuple(day.notes),
         system_prompt=SYSTEM_PROMPT, tools=emil_tool_specs(), seed=seed, hours=hours,
+        data_dir=data_dir, planted_said=plant,
     )
 
 
@@ -376,10 +427,13 @@ def synthetic_trace(
     preserve_thinking: bool = _DEFAULTS.preserve_thinking,
     model_family: str = DEFAULT_FAMILY,
     memory_tokens: int = _DEFAULTS.memory_tokens,
+    data_dir: Path | None = None,
 ) -> SessionTrace:
     """``hours`` of the synthetic day as a trace the budget sweep replays: the turns, the
-    pinned notes block as it changed, and the planted facts (see :func:`synthetic_day`)."""
-    day = synthetic_day(hours, seed=seed, reasoning=reasoning, memory_tokens=memory_tokens, tokenizer=model_family)
+    pinned notes block as it changed, and the planted facts (see :func:`synthetic_day`);
+    with ``data_dir`` (kept by the caller) also its archive, for retrieval in the sweep."""
+    day = synthetic_day(hours, seed=seed, reasoning=reasoning, memory_tokens=memory_tokens, tokenizer=model_family,
+                        data_dir=data_dir)
     return day_trace(day, preserve_thinking=preserve_thinking, model_family=model_family)
 
 
@@ -395,6 +449,8 @@ def day_trace(day: SyntheticDay, *, preserve_thinking: bool = _DEFAULTS.preserve
         model_family=model_family,
         notes=day.notes,
         planted=day.planted,
+        topics=[t.topic for t in day.turns],
+        archive=day.data_dir / ARCHIVE_FILE if day.data_dir is not None else None,
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any, Literal, cast
 
 from emil.context.history import Kind, Message
 from emil.memory.render import NOTES_HEADER
+from emil.memory.retrieval import Topic
 from emil.offline.recall import PlantedFact
 from emil.recording import (
     HeaderRecord,
@@ -52,6 +53,8 @@ class Step:
     message: Message | None = None
     now: float | None = None
     text: str | None = None
+    topic: Topic | None = None
+    """What a turn is about (a synthetic day's turns: a sweep may recall old lines into it)."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,8 @@ class SessionTrace:
     """The recording's header (None for synthetic sessions)."""
     planted: tuple[PlantedFact, ...] = ()
     """Facts planted in the session (the synthetic day), for the recall measure."""
+    archive: Path | None = None
+    """The session's archive file (a synthetic day kept in a data_dir), for a sweep's retrieval."""
 
     @property
     def requests(self) -> int:
@@ -156,6 +161,8 @@ class SessionTrace:
         model_family: str | None = None,
         notes: Sequence[tuple[float, str | None]] = (),
         planted: Sequence[PlantedFact] = (),
+        topics: Sequence[Topic | None] = (),
+        archive: Path | None = None,
     ) -> SessionTrace:
         """A trace from turns of messages: a request before each assistant message and after
         the last message of a turn that ends on a tool result (the loop asks again then).
@@ -163,6 +170,8 @@ class SessionTrace:
         Game time is the turn's first ``event_time`` when it has one, else ``start`` plus
         ``turn_seconds`` per turn. ``notes``: the pinned notes block as it changed, ``(game
         time, text)`` in order; each goes in before the first turn that starts after it.
+        ``topics``: what each turn is about, and ``archive`` the file of the session's archived
+        lines (a sweep with retrieval recalls from it into each turn).
         """
         steps: list[Step] = []
         pending = list(notes)
@@ -174,16 +183,17 @@ class SessionTrace:
             while pending and pending[0][0] <= now:
                 t, text = pending.pop(0)
                 steps.append(Step("notes", now=t, text=text))
+            topic = topics[index] if index < len(topics) else None
             for position, message in enumerate(turn):
                 if message.role == "assistant":
                     steps.append(Step("request", now=now))
-                steps.append(Step("turn" if position == 0 else "append", message))
+                steps.append(Step("turn", message, topic=topic) if position == 0 else Step("append", message))
             if turn[-1].role != "assistant":
                 steps.append(Step("request", now=now))
         return cls(
             name, tuple(steps), system_prompt=system_prompt, tools=list(tools),
             enable_thinking=enable_thinking, preserve_thinking=preserve_thinking,
-            model_family=model_family, planted=tuple(planted),
+            model_family=model_family, planted=tuple(planted), archive=archive,
         )
 
 

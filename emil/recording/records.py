@@ -133,6 +133,9 @@ class ObservationRecord(_Record):
     notes: list[str] = Field(default_factory=list)
     """What the world did on the turn's words before the model (a command an operator
     confirmed), noted at the top of the observation (docs/trust.md)."""
+    recalled: str | None = None
+    """The archive's lines recalled at the end of the observation (emil.memory.retrieval), as
+    the turn engine appended them: replay gives them back, since the archive is not replayed."""
 
 
 class RequestRecord(_Record):

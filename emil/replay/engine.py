@@ -31,7 +31,7 @@ from emil.agent.turnstats import TurnStats
 from emil.config.settings import Settings, recorded_settings
 from emil.context.budget import Budget
 from emil.context.history import Message
-from emil.events import ActionFinished, Death, parse_event
+from emil.events import ActionFinished, Death, GameEvent, parse_event
 from emil.exceptions import ConfigurationError, ContextOverflowError, EmilError
 from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
@@ -269,14 +269,16 @@ class Replayer:
             context=self.context, model=self._complete, world=_RecordedWorld(self), shape=self.shape,
             step_limit=self.settings.step_limit,
             observation_cap=observation_cap(self.settings.observation_cap_tokens, self.budget.prompt_budget),
+            recall=self._recalled,
         )
         # Triaged as live (the recorded NPC lines as NPC lines), without live's turn budget:
         # the recording says when each turn started.
         self.perception = Perception(PerceptionPolicy(bot_name=self.settings.bot_name,
                                                       npcs=frozenset(self.settings.npc_players)))
         self.judge = None if live is None else SummaryJudge(
-            session.summaries, live, prompt=load_summary_prompt(None, name=self.settings.bot_name),
-            name=self.settings.bot_name, max_tokens=self.settings.summary_max_tokens,
+            session.summaries, live, name=self.settings.bot_name,
+            prompt=load_summary_prompt(None, name=self.settings.bot_name, max_tokens=self.settings.summary_max_tokens),
+            max_tokens=self.settings.summary_max_tokens,
         )
         self.turn: RecordedTurn | None = None
         self._step_index = 0
@@ -313,11 +315,14 @@ class Replayer:
     def _budget(self, header: HeaderRecord, settings: Settings) -> Budget:
         o = self.options
         window = o.window or header.window or _DEFAULT_WINDOW
-        prompt_budget = o.prompt_budget or header.prompt_budget
-        if prompt_budget:
-            return Budget(window, output_reserve=settings.output_reserve,
-                          margin=window - settings.output_reserve - prompt_budget)
-        return Budget(window, output_reserve=settings.output_reserve)
+        return Budget.of(
+            window, settings.output_reserve, o.prompt_budget or header.prompt_budget,
+            sources={
+                "window": "--window" if o.window else ("the recording" if header.window else "default"),
+                "prompt budget": "--prompt-budget" if o.prompt_budget else (
+                    "the recording" if header.prompt_budget else "auto"),
+            },
+        )
 
     @property
     def history(self) -> Any:
@@ -410,6 +415,11 @@ class Replayer:
                 f"recorded session went on to step {turn.steps[-1].step}"
             )
         return True
+
+    def _recalled(self, events: list[GameEvent], snapshot: Mapping[str, Any] | None) -> str | None:
+        """The lines the session recalled into this turn's observation (the archive is not
+        replayed: what it answered is part of the recording, like a snapshot)."""
+        return None if self.turn is None else self.turn.observation.recalled
 
     def observed(self, message: Message) -> None:
         """Today's observation of the current turn, beside the recorded one."""

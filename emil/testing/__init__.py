@@ -7,7 +7,7 @@
   its own process; ``sdk_stream`` an SDK-shaped stream for the client's benchmark
 - ``script``          the scripted reply vocabulary (ScriptRequest -> Reply)
 - ``brains``          SCRIPTED policies (NpcBrain, DemoBrain...) and ScriptedLLM (in-process)
-- ``summaries``       the SCRIPTED summariser
+- ``reducer``         the summariser double: a generic extractive text reducer
 - ``chaos``, ``chaos_scenarios``, ``soak``  the chaos rig and the soak run on the doubles (the
   soak also against a real vLLM on this CPU)
 - ``scaleout``        vLLM replicas on this CPU behind vllm-router, Emils in their own processes

@@ -5,7 +5,8 @@ result reads, whether it is a long job, its time limit) plus one JS function of 
 ``js/emil_actions.js``; see :mod:`emil.world.tool` and docs/world.md ("Adding a tool"). The
 classes live by kind: :mod:`emil.world.chat` (``say``, ``whisper``), :mod:`emil.world.body`
 (moving, fighting, items in hand), :mod:`emil.world.making` (crafting, smelting, building,
-sleeping, chests) and :mod:`emil.world.queries` (``inventory``, ``nearby``, ``status``). This
+sleeping, chests), :mod:`emil.world.queries` (``inventory``, ``nearby``, ``status``) and
+:mod:`emil.world.memory_tools` (``recall``, ``remember``: the session's memory, not the bot). This
 module imports them in that order, which is the order of the specs in every prompt.
 :func:`tool_specs`, :func:`validate_tool_call` and :func:`dispatch` read the registry
 (:data:`TOOLS`) and call the class; none of them knows a tool by name. :func:`dispatch` returns
@@ -31,12 +32,12 @@ from pydantic import ValidationError
 from emil.exceptions import EmilError
 from emil.llm.types import ToolCall
 from emil.world.guard import Guard
-from emil.world.tool import TOOLS, ActionPolicy, BotLike, Outcome, Tool, ToolContext
+from emil.world.tool import TOOLS, ActionPolicy, BotLike, MemoryPort, Outcome, Tool, ToolContext
 
 # isort: off
 # The tool classes register themselves on import, in this order: the order of the specs in
 # every prompt (tests/unit/world/test_actions.py holds it).
-from emil.world import chat, body, making, queries  # noqa: F401
+from emil.world import chat, body, making, queries, memory_tools  # noqa: F401
 # isort: on
 
 __all__ = ["TOOLS", "dispatch", "parse_tool", "tool_specs", "validate_tool_call"]
@@ -81,7 +82,8 @@ def validate_tool_call(call: ToolCall) -> ToolCall:
     return call.model_copy(update={"arguments": tool.wire_args()})
 
 
-async def dispatch(bot: BotLike, call: ToolCall, policy: ActionPolicy | None = None, guard: Guard | None = None) -> Outcome:
+async def dispatch(bot: BotLike, call: ToolCall, policy: ActionPolicy | None = None, guard: Guard | None = None, *,
+                   memory: MemoryPort | None = None) -> Outcome:
     """Run one tool call through the guard (the rule table, emil.trust.rules; without one, a
     guard made from the policy). Model mistakes, refusals and failed actions become text,
     never exceptions."""
@@ -93,6 +95,6 @@ async def dispatch(bot: BotLike, call: ToolCall, policy: ActionPolicy | None = N
         return Outcome(False, f"error: {tool}")
     guard = guard or Guard.from_policy(policy)
     try:
-        return await guard.run(tool, ToolContext(bot, policy))
+        return await guard.run(tool, ToolContext(bot, policy, memory=memory))
     except EmilError as exc:
         return Outcome(False, f"{tool.tool_name} failed: {exc}")

@@ -42,6 +42,7 @@ __all__ = [
     "ActionPolicy",
     "BotLike",
     "Gives",
+    "MemoryPort",
     "Outcome",
     "Query",
     "Speaks",
@@ -135,16 +136,28 @@ class ChatGuard(Protocol):
     def js_authority(self, **more: JsonValue) -> dict[str, JsonValue]: ...
 
 
+class MemoryPort(Protocol):
+    """What the memory tools (``recall``, ``remember``) use instead of the bot: the session's
+    archive and notes (emil.memory.tools.MemoryTools implements it). Each returns (ok, text)."""
+
+    def recall(self, query: str, *, player: str | None = None) -> tuple[bool, str]: ...
+
+    def remember(self, text: str, *, about: str | None = None) -> tuple[bool, str]: ...
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What a running tool may use: the bot, the policy of this turn, the guard that checked
-    the call (emil.world.guard), and what the guard adds to the bot's arguments (the chest it
-    resolved, the authority the bot checks again)."""
+    the call (emil.world.guard), what the guard adds to the bot's arguments (the chest it
+    resolved, the authority the bot checks again), and the services a tool needs beside the
+    bot (None where a session has none: the tool says so)."""
 
     bot: BotLike
     policy: ActionPolicy = field(default_factory=ActionPolicy)
     guard: ChatGuard | None = None
     extra: Mapping[str, JsonValue] = field(default_factory=dict)
+    memory: MemoryPort | None = None
+    """The session's archive and notes, for ``recall`` and ``remember``."""
 
 
 @dataclass(frozen=True)
@@ -186,7 +199,8 @@ class Tool(BaseModel):
     speaks: ClassVar[Speaks | None] = None
     """Which argument is speech and to whom, when it speaks."""
     bridged: ClassVar[bool] = True
-    """Runs a JS function of the same name in the bot (False: answered in Python)."""
+    """Runs a JS function of the same name in the bot (False: answered in Python, e.g. from a
+    snapshot or from the session's memory)."""
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:

@@ -2,8 +2,10 @@
 
 Real embedded server, real bots, the real loop and context manager; the LLM is the
 vLLM-dialect double with a SCRIPTED brain (not a model). Session 1: the player names a chest
-location and tosses Emil bread. Session 2, on the same data_dir: the pinned notes block of its
-very first request (read back from its recording) holds both facts.
+location, tosses Emil bread and tells it the gate code in passing. Session 2, on the same
+data_dir: the pinned notes block of its very first request (read back from its recording) holds
+the chest and the bread, and when the player asks for "the code for the gate" the observation of
+that turn ends with the line from the archive that holds it, quoted with who said it.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import anyio
 import pytest
 
 from emil.memory import NOTES_HEADER, MemoryStore
+from emil.memory.retrieval import RECALL_HEADER
 from emil.recording import RequestRecord, messages_for_request, read_recording
 from emil.testing.brains import DemoBrain
-from tests.integration.agent.services import World, running_world
+from tests.integration.agent.services import World, events_of, running_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -53,10 +56,20 @@ async def test_a_second_session_remembers_the_first_ones_player_and_place(tmp_pa
         await w.wait_for("the chest noted", lambda: any(n.subject == "chest" and n.told_by == "alex" for n in store.notes()))
         await _toss_bread(w, store)
         given = _gifts(store)
+        await w.say("by the way, the gate code is 4471")
+        memory = w.session.memory
+        try:
+            await w.wait_for("the code archived", lambda: bool(memory.archive.search(["4471"])))
+        except TimeoutError:
+            raise AssertionError([(x.kind, x.speaker, x.text) for x in memory.archive.recent(limit=30)]
+                                 + [str(e)[:200] for e in events_of(w.records(), "chat")]) from None
 
     async with running_world(tmp_path / "two", DemoBrain(), data_dir=data) as w:
         await w.say("hello Emil")
         await w.wait_for("a first request", lambda: any(isinstance(r, RequestRecord) for r in w.records()))
+        await w.say("Emil, what was the code for the gate again?")
+        await w.wait_for("the question's turn", lambda: any("code for the gate" in str(m.get("content"))
+                                                             for _r, ms in messages_for_request(w.records()) for m in ms))
         recording = w.session.recording_path
 
     _request, messages = next(iter(messages_for_request(read_recording(recording).records)))
@@ -64,3 +77,7 @@ async def test_a_second_session_remembers_the_first_ones_player_and_place(tmp_pa
     assert notes["role"] == "user" and notes["content"].startswith(NOTES_HEADER), messages[:2]
     assert f"gave you {given} bread" in notes["content"]
     assert "chest at 12,64,-7 (alex said so" in notes["content"]
+    asked = next(m for _r, ms in messages_for_request(read_recording(recording).records) for m in ms
+                 if "code for the gate" in str(m.get("content")))
+    assert asked["role"] == "user" and RECALL_HEADER in asked["content"], asked
+    assert 'alex said: "by the way, the gate code is 4471"' in asked["content"]

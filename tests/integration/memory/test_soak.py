@@ -25,7 +25,7 @@ async def test_a_short_soak(tmp_path: Path) -> None:
     ensure_js_deps(progress=False)
     recording = tmp_path / "soak.jsonl"
     result = await play_soak(
-        load_settings(env={}).settings, duration_s=40, recording=recording, data_dir=tmp_path / "data", window=12288,
+        load_settings(env={}).settings, duration_s=40, recording=recording, data_dir=tmp_path / "data", window=12800,
     )
     read = read_recording(recording)
     assert read.complete, read.problem
@@ -38,7 +38,7 @@ async def test_a_short_soak(tmp_path: Path) -> None:
     assert store_notes["seen"] == len(PLAYERS) and store_notes["asked"] >= 3 and store_notes["hit_me"] >= 1
     # The notes block changed only at requests that came with a trim (prefix-stable between).
     trims_at = {r.turn for r in read.records if isinstance(r, TrimRecord)}
-    assert trims_at, "a 12k window must trim within 40 s of four players"
+    assert trims_at, "a 12.8k window must trim within 40 s of four players"
     previous = None
     changes = 0
     for request, messages in messages_for_request(read.records):
@@ -48,7 +48,7 @@ async def test_a_short_soak(tmp_path: Path) -> None:
             assert request.turn in trims_at, f"notes changed without a trim at turn {request.turn}"
         previous = block
     assert changes >= 1 and result.note_renders >= 2  # a fresh store: the block appears at a trim
-    # The summarise rung asked the served model (the double's SCRIPTED summariser) between turns,
+    # The summarise rung asked the served model (the double's text reducer) between turns,
     # at most once per trim, and a replay folds the recorded lines again: identical requests.
     summaries = [r for r in read.records if isinstance(r, SummaryRecord)]
     assert summaries and len(summaries) <= len(trims_at) + 1

@@ -11,8 +11,8 @@ import pytest
 
 from emil.replay import cli_main
 from emil.testing.brains import fixed_reply
+from emil.testing.reducer import reducer_summary
 from emil.testing.script import Reply, ScriptedCall, ScriptRequest
-from emil.testing.summaries import scripted_summary
 from emil.testing.vllm_double import VLLMDouble
 from tests.unit.offline.agent_session import record_session
 
@@ -65,7 +65,7 @@ SOAK = Path(__file__).resolve().parents[3] / "emil" / "data" / "samples" / "soak
 
 def _invents(request: ScriptRequest) -> Reply:
     """A summariser that adds a gift nobody made (a test stand-in for a careless model)."""
-    answer = json.loads(scripted_summary(request).content or "{}")
+    answer = json.loads(reducer_summary(request).content or "{}")
     answer["facts"].append({"about": "player", "subject": "zed", "topic": "gave_me", "detail": "diamond"})
     return Reply(content=json.dumps(answer))
 
@@ -73,13 +73,13 @@ def _invents(request: ScriptRequest) -> Reply:
 @pytest.mark.parametrize("careless", [False, True])
 def test_endpoint_replay_judges_the_recorded_summaries(careless: bool, capsys: pytest.CaptureFixture[str]) -> None:
     """The soak sample's summary requests, rebuilt from the replayed turns, asked of the double:
-    the SCRIPTED summariser names exactly the recorded facts again; one that invents a gift has
+    the double's text reducer names exactly the recorded facts again; one that invents a gift has
     that fact counted as invented, never as kept."""
     recorded = [json.loads(line) for line in SOAK.read_text().splitlines() if '"kind":"summary"' in line]
     asked_before = [r for r in recorded if r["outcome"] in ("ready", "invalid")]
     assert asked_before, "the soak sample must hold summaries"
     policy = fixed_reply(Reply(content="[scripted] ok"))
-    with VLLMDouble(policy, window=16384, summaries=_invents if careless else scripted_summary) as double:
+    with VLLMDouble(policy, window=16384, summaries=_invents if careless else reducer_summary) as double:
         assert cli_main([str(SOAK), "--endpoint", double.base_url, "--json"]) == 0
     verdicts = json.loads(capsys.readouterr().out)["summaries"]
     assert len(verdicts) == len(asked_before)

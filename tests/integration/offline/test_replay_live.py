@@ -71,13 +71,13 @@ async def test_a_soak_with_a_flood_and_interrupts_replays_byte_for_byte(tmp_path
     # A small observation cap: dana's flood of twelve lines is coalesced to fit it. A slow model
     # (8 tokens/s) and a short grace: a hit while Emil waits for an answer cancels the call.
     settings = load_settings(env={"EMIL_OBSERVATION_CAP_TOKENS": "60", "EMIL_INTERRUPT_GRACE_S": "0.2"}).settings
-    await play_soak(settings, duration_s=75, recording=recording, data_dir=tmp_path / "data", window=12288,
+    await play_soak(settings, duration_s=75, recording=recording, data_dir=tmp_path / "data", window=12800,
                     decode_tps=8.0)
     records = read_recording(recording).records
     assert any(isinstance(r, ObservationRecord) and r.shown is not None and r.shown < r.events for r in records), \
         "the flood was coalesced to the cap"
     interrupted = [r.interrupted_by for r in records if isinstance(r, TurnRecord) and r.interrupted]
     assert any("hit by" in why for why in interrupted), f"a hit interrupted Emil: {interrupted}"
-    assert any(isinstance(r, TrimRecord) for r in records), "the 12k window trimmed"
+    assert any(isinstance(r, TrimRecord) for r in records), "the 12.8k window trimmed"
     await _identical(recording)
     assert await _exit_code(recording) == 0

@@ -51,6 +51,9 @@ SERVER_OPTIONS = CpuServerOptions(
         # templates on the same tokenizer without a server each.
         "--trust-request-chat-template",
         "--block-size", str(BLOCK_SIZE),
+        # Logs each request's id, and "Request <id> aborted." when a client drops one: the
+        # streaming tests see the abort there (no metric counts it).
+        "--enable-log-requests",
     ),
 )
 """The tier's server: Qwen/Qwen3-8B's tokenizer and template, a 16,384-token window (overflows

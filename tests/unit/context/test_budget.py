@@ -111,3 +111,26 @@ def test_the_calibration_defaults_a_256_margin_over_64_recent_samples() -> None:
     for _ in range(63):
         calibration.observe(100, 100)
     assert calibration.margin == 256 + 15  # 63 later it is still in the window
+
+
+def test_of_builds_the_auto_budget_or_the_asked_prompt_budget_with_its_sources() -> None:
+    auto = Budget.of(32768, 4096, sources={"window": "server max_model_len"})
+    assert (auto.prompt_budget, auto.margin) == (32768 - 4096 - 256, 256)
+    asked = Budget.of(32768, 4096, 20000, sources={"prompt budget": "setting prompt_budget"})
+    assert (asked.prompt_budget, asked.margin) == (20000, 32768 - 4096 - 20000)
+    # sources are shown, never compared: the same numbers are the same budget
+    assert asked == Budget.of(32768, 4096, 20000)
+    assert asked.explain() == (
+        "prompt budget 20000 (window 32768 - output reserve 4096 - margin 8672; "
+        "prompt budget from setting prompt_budget)"
+    )
+    assert auto.explain(margin=300).startswith("prompt budget 28372 (window 32768 - output reserve 4096 - margin 300;")
+
+
+def test_of_refuses_a_prompt_budget_that_leaves_less_than_the_margin_asked() -> None:
+    assert Budget.of(1000, 100, 900).prompt_budget == 900  # no margin asked: all the room may go
+    with pytest.raises(BudgetError, match=r"prompt_budget 901 > window 1000 - output_reserve 100 = 900; lower"):
+        Budget.of(1000, 100, 901)
+    with pytest.raises(BudgetError, match=r"prompt_budget 800 > window 1000 - output_reserve 100 - margin 256 = 644"):
+        Budget.of(1000, 100, 800, min_margin=256)
+    assert Budget.of(1000, 100, 644, min_margin=256).margin == 256

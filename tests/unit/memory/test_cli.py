@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from emil.memory import Fact, MemoryStore
+from emil.memory.archive import Archive
 from emil.memory.cli import cli_main
 from emil.memory.store import DB_FILE
 from emil.testing import processes
@@ -115,10 +116,40 @@ def test_mistakes_are_one_line_and_exit_2(data_dir: Path, capsys: pytest.Capture
     assert re.search(message, err), err
 
 
+def test_an_empty_memory_is_an_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nowhere = tmp_path / "nowhere"
+    assert cli_main(["--data-dir", str(nowhere), "show"]) == 0
+    assert "no notes yet" in capsys.readouterr().out
+    assert cli_main(["--data-dir", str(nowhere), "export"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == []
+    assert cli_main(["--data-dir", str(nowhere), "recall", "gate", "code"]) == 0
+    assert "nothing archived yet" in capsys.readouterr().out
+    assert cli_main(["--data-dir", str(nowhere), "forget", "alex"]) == 2
+    assert "no notes yet" in capsys.readouterr().err
+    assert not nowhere.exists()  # looking never creates one
+
+
+def test_recall_and_forget_reach_the_archive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = MemoryStore.open(tmp_path)
+    store.learn(Fact(about="player", subject="dana", topic="seen"), t=1.0)
+    store.close()
+    archive = Archive.open(tmp_path)
+    archive.add(1_779_948_060.0, "chat", "the gate code is 4471 \x1b[31m", speaker="dana")
+    archive.add(1_779_948_120.0, "chat", "lol", speaker="cody")
+    archive.close()
+    assert cli_main(["--data-dir", str(tmp_path), "recall", "gate"]) == 0
+    out = capsys.readouterr().out
+    assert "2 lines; 1 match" in out and 'dana said: "the gate code is 4471' in out
+    assert "\x1b" not in out  # no escape reaches the terminal
+    assert cli_main(["--data-dir", str(tmp_path), "show"]) == 0
+    assert "# archive: 2 lines" in capsys.readouterr().out
+    assert cli_main(["--data-dir", str(tmp_path), "forget", "DANA"]) == 0
+    assert "forgot 1 archived line dana said" in capsys.readouterr().out.replace("DANA", "dana")
+    assert cli_main(["--data-dir", str(tmp_path), "recall", "gate"]) == 0
+    assert "0 match" in capsys.readouterr().out
+
+
 def test_missing_and_corrupt_databases(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_main(["--data-dir", str(tmp_path / "nowhere"), "show"]) == 2
-    assert "no notes database at" in capsys.readouterr().err
-    assert not (tmp_path / "nowhere").exists()  # looking never creates one
     (tmp_path / DB_FILE).write_text("garbage" * 50)
     assert cli_main(["--data-dir", str(tmp_path), "export"]) == 2
     err = capsys.readouterr()

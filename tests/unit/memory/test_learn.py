@@ -31,7 +31,7 @@ def test_players_requests_gifts_and_hits(store: MemoryStore) -> None:
     learn = Learner(store, bot_name="Emil", clock=lambda: 10.0)
     learn.observe(PlayerJoined(username="steve", t=1.0))
     learn.observe(Chat(sender="alex", text="Emil, follow me", t=2.0))
-    learn.observe(Chat(sender="alex", text="nice weather", t=3.0))  # not to Emil: no request
+    learn.observe(Chat(sender="alex", text="nice weather", t=3.0))  # not to Emil: overheard, no request
     learn.observe(Chat(sender="Emil", text="I said this myself", t=3.5))
     learn.observe(ItemCollected(item="bread", count=3, from_player="alex", t=4.0))
     learn.observe(ItemCollected(item="dirt", count=1, t=4.5))  # dug it: not a gift
@@ -41,6 +41,7 @@ def test_players_requests_gifts_and_hits(store: MemoryStore) -> None:
         ("player", "steve", "seen", "", 1),
         ("player", "alex", "seen", "", 2),
         ("player", "alex", "asked", "Emil, follow me", 1),
+        ("player", "alex", "said", "nice weather", 1),
         ("player", "alex", "gave_me", "bread", 3),
         ("player", "alex", "hit_me", "", 1),
     }
@@ -73,6 +74,22 @@ def test_a_death_without_a_position_uses_the_last_snapshot(store: MemoryStore) -
     learn.observe_snapshot({"position": {"x": -4.2, "y": 70, "z": 9}})
     learn.observe(Death(t=2.0))
     assert ("place", "death", "at", "-5,70,9", 1) in _facts(store)
+
+
+def test_a_promise_naming_nobody_is_filed_under_the_player_it_answers(store: MemoryStore) -> None:
+    learn = Learner(store, clock=lambda: 10.0)
+    learn.observe(Chat(t=1.0, sender="alex", text="Emil, could you bring me some cobblestone?"))
+    learn.observe(Chat(t=2.0, sender="cody", text="lol nice hat"))
+    learn.observe(Chat(t=3.0, sender="bella", text="Emil, can you fetch wheat for the farm?"))
+    learn.tool_done("say", {"text": "Sure, I'll fetch you wheat for the farm soon."}, True, frozenset({"alex", "bella", "cody"}))
+    learn.tool_done("say", {"text": "I will get cobblestone after that."}, True, frozenset({"alex", "bella", "cody"}))
+    learn.tool_done("say", {"text": "I'll be right back."}, True, frozenset({"alex", "bella", "cody"}))  # answers both asks
+    promised = {(n.subject, n.detail) for n in store.notes() if n.topic == "promised"}
+    assert promised == {
+        ("bella", "Sure, I'll fetch you wheat for the farm soon."),
+        ("alex", "I will get cobblestone after that."),
+        ("alex", "I'll be right back."), ("bella", "I'll be right back."),  # cody did not speak to Emil
+    }
 
 
 def test_gifts_and_promises_emil_makes(store: MemoryStore) -> None:
@@ -175,5 +192,7 @@ async def test_a_note_that_cannot_be_written_does_not_cost_the_turn(store: Memor
     store.close()  # every write now fails with sqlite3.ProgrammingError
     out = await world.run_tool(_call("say", text="I'll be there"), limit_s=5, requesters=frozenset({"alex"}))
     assert out == Outcome(True, "say ok")
-    assert "could not write a note" in caplog.text
+    await world.run_tool(_call("say", text="I'll be back"), limit_s=5, requesters=frozenset({"alex"}))
+    said = [r.message for r in caplog.records if r.name == "emil.memory"]
+    assert len(said) == 1 and "cannot write to" in said[0] and "playing on" in said[0]  # one warning for the outage
     inner.close()

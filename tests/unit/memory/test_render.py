@@ -29,7 +29,7 @@ def test_the_block_says_who_gave_what_and_where_things_are(tmp_path: Path) -> No
     store = _store(tmp_path)
     block = render_notes(store.notes(), max_tokens=800, tokens_of=COUNTER.count)
     assert block is not None and block.startswith(NOTES_HEADER)
-    assert "- alex: last seen 2023-11-14 22:14 UTC; gave you 3 bread; asked you \"Emil, follow me\"" in block
+    assert "- alex: last seen 2023-11-14 22:14 UTC; gave you 3 bread\n  - asked you: \"Emil, follow me\" (22:14)\n" in block
     assert "- bob: last seen" in block and "hit you 1 time" in block
     assert "- chest at 10,64,-5 (alex said so)" in block
     assert "- you died at 3,60,7 (killed by zombie)" in block
@@ -61,6 +61,36 @@ def test_the_bound_keeps_the_important_lines(tmp_path: Path) -> None:
     # Unfinished goals and places go first; then the most recently seen players.
     assert "interrupted: collect" in block and "chest at 10,64,-5" in block
     assert "- bob:" in block and "player0:" not in block
+    store.close()
+
+
+def test_what_players_said_is_shown_by_how_much_it_says_not_by_how_new(tmp_path: Path) -> None:
+    store = MemoryStore.open(tmp_path)
+    t = 1_700_000_000.0
+    for i in range(30):
+        for who in ("alex", "bob", "cy"):
+            store.learn(Fact(about="player", subject=who, topic="asked", detail="Emil, come here"), t=t + i)
+            store.learn(Fact(about="player", subject=who, topic="said", detail=f"lol {i % 3}"), t=t + i)
+    store.learn(Fact(about="player", subject="bob", topic="said", detail="the vault combination is 3406"), t=t - 9999)
+    store.learn(Fact(about="player", subject="cy", topic="asked", detail="Emil, call me Ziggy from now on"), t=t - 5000)
+    block = render_notes(store.notes(), max_tokens=260, tokens_of=COUNTER.count)
+    assert block is not None and COUNTER.count(block) <= 260
+    assert 'said: "the vault combination is 3406"' in block and 'asked you: "Emil, call me Ziggy from now on"' in block
+    assert block.count("come here") <= 1  # the repeated request ranks last
+    quotes = block.splitlines()
+    for i, line in enumerate(quotes):  # every quote sits under its player's line
+        if line.startswith("  - "):
+            assert quotes[i - 1].startswith(("- ", "  - "))
+    store.close()
+
+
+def test_the_players_present_come_first(tmp_path: Path) -> None:
+    store = MemoryStore.open(tmp_path)
+    for i, who in enumerate(("alex", "bob", "cy", "dee")):
+        store.learn(Fact(about="player", subject=who, topic="said", detail=f"{who} builds {'wooden ' * 10}towers"), t=1e9 + i)
+    block = render_notes(store.notes(), max_tokens=150, tokens_of=COUNTER.count, present=frozenset({"alex"}))
+    assert block is not None and "- alex (here now):" in block and "alex builds" in block
+    assert block.index("- alex") < block.index("players:") + 20
     store.close()
 
 

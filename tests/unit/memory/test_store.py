@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,59 @@ def test_a_process_killed_mid_write_leaves_a_readable_database(tmp_path: Path) -
     store = MemoryStore.open(tmp_path)  # integrity-checked on open
     assert len(store.notes()) >= 400
     store.close()
+
+
+def test_a_deleted_database_is_said_at_start_and_under_a_running_emil(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from emil.memory.archive import ARCHIVE_FILE
+    from emil.memory.session import open_memory
+
+    with open_memory(tmp_path, bot_name="Emil") as memory:
+        memory.store.learn(Fact(about="player", subject="alex", topic="seen"), t=1.0)
+        memory.archive.add(time.time(), "chat", "hello there", speaker="alex")
+        (tmp_path / DB_FILE).unlink()  # an operator's rm while Emil plays
+        with caplog.at_level(logging.WARNING, logger="emil.memory"):
+            memory.check()
+        assert any("deleted while Emil ran" in r.message for r in caplog.records)
+    with open_memory(tmp_path, bot_name="Emil") as memory:  # nothing was lost
+        assert [n.subject for n in memory.store.notes()] == ["alex"] and memory.archive.count() == 1
+    caplog.clear()
+    (tmp_path / DB_FILE).unlink()
+    (tmp_path / ARCHIVE_FILE).unlink()
+    with caplog.at_level(logging.WARNING, logger="emil.memory"), open_memory(tmp_path, bot_name="Emil") as memory:
+        assert memory.store.notes() == []
+    said = [r.message for r in caplog.records]
+    assert any("notes database" in m and "is gone" in m for m in said), said
+    caplog.clear()
+    (tmp_path / ARCHIVE_FILE).unlink()
+    with caplog.at_level(logging.WARNING, logger="emil.memory"), open_memory(tmp_path, bot_name="Emil"):
+        pass
+    assert [r.message for r in caplog.records if "archive" in r.message and "is gone" in r.message]
+
+
+def test_a_fresh_data_dir_and_one_from_before_the_archive_start_without_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from emil.memory.session import open_memory
+
+    old = MemoryStore.open(tmp_path / "old")  # notes from before the archive existed
+    old.close()
+    with caplog.at_level(logging.WARNING, logger="emil.memory"):
+        for folder in (tmp_path / "fresh", tmp_path / "old"):
+            with open_memory(folder, bot_name="Emil"):
+                pass
+    assert not caplog.records
+
+
+def test_a_full_disk_at_start_is_one_configuration_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from emil.memory import store as store_mod
+
+    real = shutil.disk_usage
+    monkeypatch.setattr(store_mod.shutil, "disk_usage", lambda p: real(p)._replace(free=1024 * 100))
+    with pytest.raises(MemoryStoreError, match=r"has 100 KiB free, less than the 8 MiB .* free space or point data_dir elsewhere"):
+        MemoryStore.open(tmp_path)
+    monkeypatch.undo()
+    MemoryStore.open(tmp_path).close()  # the lock was released: the next start works

@@ -1,5 +1,5 @@
 """The summary request and the checks on its answer (emil.memory.summary), and the SCRIPTED
-summariser the double answers with (emil.testing.summaries)."""
+text reducer the double answers with (emil.testing.reducer)."""
 
 from __future__ import annotations
 
@@ -16,31 +16,34 @@ from emil.memory.summary import (
     SCHEMA,
     FoldedTurnsSummary,
     Parsed,
+    answer_tokens,
     is_summary_request,
     load_summary_prompt,
     parse_summary,
     summary_request,
     turn_key,
     turns_text,
+    words_for,
 )
 from emil.offline.synthetic import synthetic_turns
+from emil.testing.reducer import REDUCER_MARK, reduce_text, reducer_summary
 from emil.testing.script import ScriptRequest
-from emil.testing.summaries import SCRIPTED_MARK, scripted_summary
 
 TURNS = [t.messages for t in itertools.islice(synthetic_turns(0), 40)]
 
 
 def _request(turns: list[tuple[Message, ...]] = TURNS):  # type: ignore[no-untyped-def]
-    return summary_request(turns, prompt=load_summary_prompt(None, name="Emil"), name="Emil", max_tokens=400)
+    return summary_request(turns, prompt=load_summary_prompt(None, name="Emil", max_tokens=400), name="Emil", max_tokens=400)
 
 
 def test_the_request_is_short_bounded_and_asks_for_the_schema() -> None:
     r = _request()
-    assert r.tools is None and not r.enable_thinking and r.temperature == 0.0 and r.max_completion_tokens == 400
+    assert r.tools is None and not r.enable_thinking and r.temperature == 0.0 and r.max_completion_tokens == answer_tokens(400)
     assert r.extra_body == {"structured_outputs": {"json": SCHEMA}}
     assert is_summary_request({"structured_outputs": {"json": SCHEMA}}) and not is_summary_request({})
     system, user = r.messages
     assert "Invent nothing" in system["content"] and "Emil" in system["content"]  # from prompts/summary.md.j2
+    assert f"at most {words_for(400)} words" in system["content"]  # it asks for what fits the cap
     # One events line and one actions line per turn, statuses left out (they change every turn).
     assert user["content"].count(" events: ") == len(TURNS) and "[status]" not in user["content"]
 
@@ -78,24 +81,29 @@ def test_an_answer_is_checked_before_use() -> None:
     assert parse_summary(None, source=source) == "empty answer"
 
 
-def test_the_scripted_summariser_keeps_gifts_asks_places_and_promises_and_says_it_is_scripted() -> None:
+def test_the_reducer_keeps_what_is_said_once_drops_the_routine_and_says_it_is_a_double() -> None:
+    chatter = [f'- dana says: "{w} {i}"' for i, w in enumerate(("lol", "hahaha", "lol", "wheee") * 15)]
     opening = Message.observation(
-        '[events]\n- (!) alex says: "Emil, my chest is at 12 64 -7"\n- you picked up 3 bread (tossed by alex)\n'
-        '- (!) cody says: "Emil, can you make me a sword?"',
+        "[events]\n" + "\n".join([*chatter, '- (!) gus says: "Emil, the vault combination is seven nine two"',
+                                   "- it is now night", "- it is now night"]),
         event_time=1_779_948_600.0,
     )
-    call = {"id": "c1", "name": "say", "arguments": json.dumps({"text": "I'll make you a sword later, cody."})}
-    turn = (opening, Message.assistant(None, tool_calls=[call]), Message.tool_result("c1", "said: 'I'll make you a sword later, cody.'"))
-    request = summary_request([turn], prompt="p", name="Emil", max_tokens=400)
-    reply = scripted_summary(ScriptRequest(messages=request.messages, body=request.extra_body))
+    turn = (opening, Message.assistant("OK."))
+    request = summary_request([turn], prompt="p", name="Emil", max_tokens=40)
+    reply = reducer_summary(ScriptRequest(messages=request.messages, max_tokens=request.max_completion_tokens))
     answer = FoldedTurnsSummary.model_validate_json(reply.content or "")
-    assert answer.lines[0].startswith(SCRIPTED_MARK)
+    assert answer.lines[0].startswith(REDUCER_MARK)
     text = "\n".join(answer.lines)
-    assert "alex gave Emil 3 bread" in text and "sword" in text
-    facts = {(f.subject, f.topic, f.detail) for f in answer.facts}
-    assert {("alex", "gave_me", "bread"), ("chest", "at", "12,64,-7"), ("cody", "asked", "Emil, can you make me a sword?")} <= facts
-    # Promised to the requester the words name (both alex and cody spoke to Emil in that turn).
-    assert ("cody", "promised", "I'll make you a sword later, cody.") in facts
-    assert ("alex", "promised", "I'll make you a sword later, cody.") not in facts
+    assert "vault combination is seven nine two" in text
+    assert text.count("dana says") < len(chatter) / 3  # the routine mostly left out
+    assert Fact(about="player", subject="gus", topic="note", detail="Emil, the vault combination is seven nine two") in answer.facts
     parsed = parse_summary(reply.content, source=str(request.messages[1]["content"]))
     assert isinstance(parsed, Parsed) and parsed.dropped_facts == 0
+
+
+def test_the_reducer_stays_within_what_it_is_given() -> None:
+    text = "\n".join(f"08:{i:02d}:00 events: line {i} with the word w{i} and w{i + 1}" for i in range(60))
+    for chars in (80, 400, 2000):
+        kept = reduce_text(text, max_chars=chars)
+        assert kept and sum(len(c) + 8 for _, c in kept) <= chars
+        assert [c for _, c in kept] == sorted((c for _, c in kept), key=lambda c: int(c.split()[2]))  # in order

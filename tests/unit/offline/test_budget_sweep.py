@@ -24,7 +24,7 @@ from emil.offline.simulate import SharedCaches, simulate
 from emil.offline.summaries import SummaryModel
 from emil.offline.synthetic import day_trace, synthetic_day, synthetic_trace
 from emil.offline.trace import SessionTrace
-from emil.testing.summaries import SCRIPTED_LABEL, scripted_summary_text
+from emil.testing.reducer import REDUCER_LABEL, reducer_summary_text
 
 SYSTEM = "You are Emil, a helpful NPC."
 TURN_S = 60.0
@@ -209,8 +209,8 @@ def test_shared_caches_change_nothing_but_speed() -> None:
         return Budget(window=WINDOW, output_reserve=RESERVE, margin=WINDOW - RESERVE - prompt_budget)
 
     simulate(trace, budget(6000), counter, shared=shared)  # warms the shared caches
-    warm = simulate(trace, budget(4200), counter, shared=shared)
-    alone = simulate(trace, budget(4200), get_token_counter("qwen3.6"))
+    warm = simulate(trace, budget(5000), counter, shared=shared)
+    alone = simulate(trace, budget(5000), get_token_counter("qwen3.6"))
     assert warm.trims > 3  # the ladder really ran
     assert replace(warm, seconds=0.0) == replace(alone, seconds=0.0)
 
@@ -258,13 +258,13 @@ def test_a_bad_budget_list_is_refused_with_the_expected_form(spec: str, capsys: 
 
 def test_a_day_with_summaries_measures_recall_and_asks_at_most_once_per_trim() -> None:
     """The synthetic day through the default ladder (notes refreshed at trims, the summarise rung
-    with the SCRIPTED summariser timed as a served model): recall of the planted facts, summary
+    with the text reducer double timed as a served model): recall of the planted facts, summary
     requests and their tokens, prefix reuse."""
     day = synthetic_day(4.0, seed=2)
     budget = Budget(window=16000, output_reserve=4096)
     qwen = get_token_counter("qwen3.6")
     digest = simulate(replace(day_trace(day), steps=tuple(s for s in day_trace(day).steps if s.op != "notes")), budget, qwen)
-    full = simulate(day_trace(day), budget, qwen, summaries=SummaryModel(scripted_summary_text, SCRIPTED_LABEL))
+    full = simulate(day_trace(day), budget, qwen, summaries=SummaryModel(reducer_summary_text, REDUCER_LABEL))
     planted = sum(1 for f in day.planted if f.t <= day.turns[-1].t)
     assert full.planted == digest.planted == planted > 5
     assert full.recall is not None and digest.recall is not None and full.recall > digest.recall

@@ -374,5 +374,5 @@ def test_the_specs_keep_their_order() -> None:
     assert [s["function"]["name"] for s in tool_specs()] == [
         "say", "whisper", "go_to", "follow", "stop", "look_at", "collect", "dig", "place", "equip",
         "eat", "give", "attack", "flee", "craft", "smelt", "build", "sleep", "store", "take",
-        "claim_chest", "inventory", "nearby", "status",
+        "claim_chest", "inventory", "nearby", "status", "recall", "remember",
     ]

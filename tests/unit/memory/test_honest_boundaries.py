@@ -1,0 +1,37 @@
+"""The recall benchmark is honest only if memory cannot know the benchmark's wording: nothing in
+emil/memory imports the fact generator, the synthetic day or any double, and the double's text
+reducer imports neither the generator nor the day."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names}
+    return found
+
+
+def test_memory_never_imports_the_benchmark_or_a_double() -> None:
+    for path in sorted((ROOT / "emil" / "memory").rglob("*.py")):
+        bad = {m for m in _imports(path) if m.startswith(("emil.offline", "emil.testing"))}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_the_reducer_does_not_know_the_days_wording() -> None:
+    bad = {m for m in _imports(ROOT / "emil" / "testing" / "reducer.py") if m.startswith("emil.offline")}
+    assert not bad
+    text = (ROOT / "emil" / "testing" / "reducer.py").read_text(encoding="utf-8")
+    from emil.offline import facts
+
+    for word in (*facts._PLACE_NOUNS, *facts._RARE_ITEMS, *facts._OPINION_THINGS):  # none of the generator's words
+        assert f'"{word}"' not in text and f"'{word}'" not in text
