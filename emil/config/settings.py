@@ -332,6 +332,13 @@ class Settings(BaseModel):
             )
         return self
 
+    @property
+    def tools_off(self) -> tuple[str, ...]:
+        """Tools not offered: ``disabled_tools``, and ``claim_chest`` while no operator is
+        listed (only an operator may use it: its spec would cost every prompt for nothing)."""
+        return self.disabled_tools + (("claim_chest",) if not self.operators and "claim_chest" not in self.disabled_tools
+                                      else ())
+
     def public_dump(self) -> dict[str, Any]:
         """Settings as JSON-able data with secrets masked (for recordings and logs)."""
         data = self.model_dump(mode="json")
