@@ -23,6 +23,12 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from emil.testing.script import Reply
 
+KV_BLOCK = 16
+"""The double's KV cache block (a GPU vLLM's default): the grain of its simulated prefix cache."""
+
+SYSTEM_FINGERPRINT = "vllm-0.32.0-double"
+"""What a real vLLM 0.32 puts in ``system_fingerprint`` ("vllm-<version>-<hash>"), as a double."""
+
 __all__ = ["Answering", "Metrics", "SpecDecode"]
 
 
@@ -64,6 +70,7 @@ class Answering:
     attributes below are the double's)."""
 
     model: str
+    kv_block: int
     reasoning_field: str
     prefill_tps: float | None
     decode_tps: float | None
@@ -105,7 +112,8 @@ class Answering:
         )
         content, reasoning = reply.content, reply.reasoning
         if body.get("ignore_eos"):
-            natural = limit
+            # Generation runs past any stop to the limit: cut there, a length stop (as vLLM).
+            natural = limit + 1
             if content is not None and _estimate_tokens(content) < limit:
                 content = (content + " " + "lorem " * (limit * 4 // 6 + 1))[: limit * 4]
         finish = reply.finish_reason or ("tool_calls" if calls else "stop")
@@ -122,11 +130,14 @@ class Answering:
         m.prefix_hits += cached
         steps = self._steps(out)
         reasoning_tokens = _estimate_tokens(reasoning) if reasoning else None
+        # vLLM 0.32's usage: created_cache_tokens = the prompt's new full KV blocks.
+        created = max(0, prompt // self.kv_block * self.kv_block - cached)
         usage = {
             "prompt_tokens": prompt,
-            "completion_tokens": out,
             "total_tokens": prompt + out,
-            "prompt_tokens_details": {"cached_tokens": cached},
+            "completion_tokens": out,
+            "prompt_tokens_details": {"cached_tokens": cached, "created_cache_tokens": created,
+                                      "multimodal_tokens": None},
             "completion_tokens_details": (
                 {"reasoning_tokens": reasoning_tokens} if reasoning_tokens else None
             ),
@@ -134,8 +145,8 @@ class Answering:
         prefill = reply.delay_s
         if self.prefill_tps:
             prefill += (prompt - cached) / self.prefill_tps
-        base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()),
-                "model": self.model}
+        base = {"id": f"chatcmpl-{uuid.uuid4().hex[:16]}", "object": "chat.completion",
+                "created": int(time.time()), "model": self.model}
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             chunks = self._stream(base, content, reasoning, calls, finish, steps, prefill,
@@ -147,16 +158,23 @@ class Answering:
         finally:
             m.running -= 1
         m.requests_ok += 1
-        message: dict[str, Any] = {"role": "assistant", "content": content,
-                                   self.reasoning_field: reasoning, "tool_calls": [
-                                       {"id": i, "type": "function",
-                                        "function": {"name": n, "arguments": a}}
-                                       for i, n, a in calls]}
+        # The shape of a real vLLM 0.32 answer, every field it sends (tool_calls only when
+        # there are calls, as it does).
+        message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None,
+                                   "annotations": None, "audio": None, "function_call": None}
+        if calls:
+            message["tool_calls"] = [{"id": i, "type": "function",
+                                      "function": {"name": n, "arguments": a}}
+                                     for i, n, a in calls]
+        message[self.reasoning_field] = reasoning
         return JSONResponse({
-            **base, "object": "chat.completion",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish,
-                         "logprobs": None}],
-            "usage": usage,
+            **base,
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": finish, "stop_reason": None, "token_ids": None,
+                         "routed_experts": None}],
+            "service_tier": None, "system_fingerprint": SYSTEM_FINGERPRINT, "usage": usage,
+            "prompt_logprobs": None, "prompt_token_ids": None, "prompt_text": None,
+            "kv_transfer_params": None, "ec_transfer_params": None, "metrics": None,
         })
 
     async def _stream(
@@ -171,17 +189,28 @@ class Answering:
         usage: dict[str, Any] | None,
         first_token_delay: float = 0.0,
     ) -> AsyncIterator[str]:
-        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:
-            payload = {**base, "object": "chat.completion.chunk",
-                       "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason,
-                                    "logprobs": None}]}
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None, *,
+                  first: bool = False) -> str:
+            # The chunk shapes of a real vLLM 0.32 stream: the first carries the role and the
+            # prompt fields, the others token_ids; the last text chunk carries the finish.
+            choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None,
+                                      "finish_reason": finish_reason}
+            if finish_reason is not None:
+                choice["stop_reason"] = None
+            if not first:
+                choice["token_ids"] = None
+            payload = {**base, "object": "chat.completion.chunk", "choices": [choice]}
+            if first:
+                payload |= {"prompt_token_ids": None, "prompt_text": None}
+            if finish_reason is not None and usage is None:  # else on the usage chunk
+                payload["system_fingerprint"] = SYSTEM_FINGERPRINT
             return f"data: {json.dumps(payload)}\n\n"
 
         m = self._metrics
         m.running += 1
         try:
             await asyncio.sleep(prefill)
-            yield chunk({"role": "assistant", "content": ""})
+            yield chunk({"role": "assistant", "content": ""}, first=True)
             if first_token_delay:
                 await asyncio.sleep(first_token_delay)  # ends early when the client leaves
             # Text is sent in decode steps: one SSE chunk per step, as vLLM does with MTP.
@@ -192,27 +221,37 @@ class Answering:
                 pieces += [("content", content)]
             stream_text = [(field_name, text[i:i + 4]) for field_name, text in pieces
                            for i in range(0, len(text), 4)]
-            position = 0
-            for step in steps:
-                if self.decode_tps:
-                    await asyncio.sleep(step / self.decode_tps)
-                batch = stream_text[position:position + step]
-                position += step
+            # Each decode step's deltas, the text longer than the scripted token count last
+            # (it still arrives whole, as non-streamed).
+            batches = [stream_text[sum(steps[:k]):sum(steps[:k + 1])] for k in range(len(steps))]
+            batches.append(stream_text[sum(steps):])
+            deltas: list[tuple[int, dict[str, Any]]] = []
+            for k, batch in enumerate(batches):
                 for field_name in dict.fromkeys(f for f, _ in batch):
-                    yield chunk({field_name: "".join(t for f, t in batch if f == field_name)})
-            # Text longer than the scripted token count still arrives whole, as non-streamed.
-            rest = stream_text[position:]
-            for field_name in dict.fromkeys(f for f, _ in rest):
-                yield chunk({field_name: "".join(t for f, t in rest if f == field_name)})
+                    deltas.append((steps[k] if k < len(steps) else 0,
+                                   {field_name: "".join(t for f, t in batch if f == field_name)}))
+            for n, (step, delta) in enumerate(deltas):
+                if self.decode_tps and step:
+                    await asyncio.sleep(step / self.decode_tps)
+                last = n == len(deltas) - 1 and not calls
+                yield chunk(delta, finish if last else None)
             for index, (call_id, name, args) in enumerate(calls):
                 yield chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
                                              "function": {"name": name, "arguments": ""}}]})
                 for i in range(0, len(args), 16):
                     yield chunk({"tool_calls": [{"index": index,
                                                  "function": {"arguments": args[i:i + 16]}}]})
-            yield chunk({}, finish)
+            if calls or not deltas:
+                yield chunk({}, finish)
             if usage is not None:
-                yield f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', 'choices': [], 'usage': usage})}\n\n"
+                streamed = {**usage, "prompt_tokens_details": {
+                    k: v for k, v in usage["prompt_tokens_details"].items() if v is not None}}
+                streamed.pop("completion_tokens_details", None)
+                if usage.get("completion_tokens_details"):
+                    streamed["completion_tokens_details"] = usage["completion_tokens_details"]
+                payload = {**base, "object": "chat.completion.chunk", "choices": [],
+                           "usage": streamed, "system_fingerprint": SYSTEM_FINGERPRINT}
+                yield f"data: {json.dumps(payload)}\n\n"
             yield "data: [DONE]\n\n"
             m.requests_ok += 1
         finally:

@@ -15,6 +15,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +34,6 @@ from emil.testing.vllm_wordings import Wording, error_body, judge_overflow
 __all__ = ["TAG", "PreservingCounter", "PromptCounter", "QueuedFaults", "VLLMDialect"]
 
 TAG = "[vLLM-dialect DOUBLE]"
-_KV_BLOCK = 16
 _log = logging.getLogger("emil.testing.vllm_double")
 
 _VERSIONS: dict[str, str] = {
@@ -41,7 +41,7 @@ _VERSIONS: dict[str, str] = {
     "request_has": "0.10.0",
     "you_passed": "0.16.0",
     "at_least": "0.30.0",
-    "clamp": "0.33.0",
+    "clamp": "0.32.0",
 }
 
 
@@ -57,6 +57,44 @@ class QueuedFaults:
     loading_until: float = 0.0
     fail: list[tuple[int, str]] = field(default_factory=list)
     drops: int = 0
+
+
+def _validation_error(errors: list[dict[str, Any]]) -> JSONResponse:
+    """The 400 a request body failing vLLM's request model gets (FastAPI's validation, worded
+    and shaped as a real vLLM 0.32 answers it: type "Bad Request", param the first error's
+    location)."""
+    head = f"{len(errors)} validation error{'s' if len(errors) != 1 else ''}:"
+    message = "\n  ".join([head, *map(repr, errors)])
+    return JSONResponse({"error": {"message": message, "type": "Bad Request",
+                                   "param": errors[0]["loc"], "code": 400}}, status_code=400)
+
+
+def _missing(field: str, body: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "missing", "loc": f"body.{field}", "msg": "Field required",
+            "input": f"<dict of {len(body)} items>"}
+
+
+async def _json_body(request: Request) -> dict[str, Any] | JSONResponse:
+    """The request's JSON object, or vLLM's 400 for a body that is not JSON."""
+    try:
+        body = json.loads(await request.body())
+    except json.JSONDecodeError as exc:
+        return _validation_error([{"type": "json_invalid", "loc": f"body.{exc.pos}",
+                                   "msg": "JSON decode error", "input": "<dict of 0 items>",
+                                   "ctx": {"error": exc.msg}}])
+    if not isinstance(body, dict):
+        return _validation_error([{"type": "model_attributes_type", "loc": "body",
+                                   "msg": "Input should be a valid dictionary or object to "
+                                          "extract fields from", "input": body}])
+    return body
+
+
+def _unknown_model(requested: Any, served: str) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"message": f"The model `{requested}` does not exist. Valid aliases: {served}.",
+                   "type": "NotFoundError", "param": "model", "code": 404}},
+        status_code=404,
+    )
 
 
 class _Dropped(Exception):
@@ -134,21 +172,35 @@ class VLLMDialect(Answering):
     async def _models(self, request: Request) -> Response:
         if (denied := self._gate(request)) is not None:
             return denied
+        now = int(time.time())
         entry = {
             "id": self._served_model(),
             "object": "model",
-            "created": 0,
-            "owned_by": "vllm-dialect-double",
+            "created": now,
+            "owned_by": "vllm-dialect-double",  # a real vLLM says "vllm": the double names itself
             "root": self.root,
             "parent": None,
             "max_model_len": self.window,
+            "permission": [{
+                "id": f"modelperm-{uuid.uuid4().hex[:16]}", "object": "model_permission",
+                "created": now, "allow_create_engine": False, "allow_sampling": True,
+                "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
+                "allow_fine_tuning": False, "organization": "*", "group": None,
+                "is_blocking": False,
+            }],
         }
         return JSONResponse({"object": "list", "data": [entry]})
 
     async def _tokenize(self, request: Request) -> Response:
         if (denied := self._gate(request)) is not None:
             return denied
-        body = await request.json()
+        body = await _json_body(request)
+        if isinstance(body, JSONResponse):
+            return body
+        if "messages" not in body and "prompt" not in body:
+            return _validation_error([_missing("prompt", body), _missing("messages", body)])
+        if body.get("model") not in (None, self._served_model()):
+            return _unknown_model(body.get("model"), self._served_model())
         try:
             if "messages" in body:
                 kwargs = body.get("chat_template_kwargs") or {}
@@ -165,7 +217,8 @@ class VLLMDialect(Answering):
             return self._error(400, f"{type(exc).__name__}: {exc}")
         with self._lock:
             self.tokenize_calls += 1
-        return JSONResponse({"count": count, "max_model_len": self.window, "tokens": tokens})
+        return JSONResponse({"count": count, "max_model_len": self.window, "tokens": tokens,
+                             "token_strs": None})
 
     async def _metrics_text(self, request: Request) -> Response:
         m = self._metrics
@@ -202,7 +255,7 @@ class VLLMDialect(Answering):
         preserve: bool = False,
     ) -> int:
         # A stand-in for vLLM's prefix cache: the tokens of the messages shared with the last
-        # request, rounded down to whole 16-token KV blocks (an identical prompt re-uses all but
+        # request, rounded down to whole KV blocks (``kv_block`` tokens) (an identical prompt re-uses all but
         # its last token).
         shared = 0
         previous_tools, previous_messages = self._previous
@@ -221,12 +274,20 @@ class VLLMDialect(Answering):
                 shared_tokens = self.count(messages[:shared], tools, thinking, preserve)
             except Exception:  # a prefix the template refuses (no user turn yet) caches nothing
                 return 0
-        return max(0, min(shared_tokens, prompt - 1)) // _KV_BLOCK * _KV_BLOCK
+        return max(0, min(shared_tokens, prompt - 1)) // self.kv_block * self.kv_block
 
     async def _chat(self, request: Request) -> Response:
         if (denied := self._gate(request)) is not None:
             return denied
-        body = await request.json()
+        body = await _json_body(request)
+        if isinstance(body, JSONResponse):
+            return body
+        if "messages" not in body:
+            return _validation_error([_missing("messages", body)])
+        if not isinstance(body["messages"], list):
+            return _validation_error([{"type": "list_type", "loc": "body.messages",
+                                       "msg": "Input should be a valid list",
+                                       "input": body["messages"]}])
         with self._lock:
             self.requests.append(body)
             fault = self._faults.fail.pop(0) if self._faults.fail else None
@@ -253,11 +314,7 @@ class VLLMDialect(Answering):
         flat = self.wording == "old"
         requested_model = body.get("model")
         if requested_model not in (None, self._served_model()):
-            return JSONResponse(
-                {"error": {"message": f"The model `{requested_model}` does not exist.",
-                           "type": "NotFoundError", "param": "model", "code": 404}},
-                status_code=404,
-            )
+            return _unknown_model(requested_model, self._served_model())
         tools = body.get("tools") or None
         tool_choice = body.get("tool_choice")
         if tools and tool_choice in (None, "auto") and not self.auto_tool_choice:
@@ -267,6 +324,11 @@ class VLLMDialect(Answering):
                 "to be set",
                 flat=flat,
             )
+        asked = body.get("max_completion_tokens", body.get("max_tokens"))
+        if isinstance(asked, int) and asked < 1:  # vLLM names max_tokens for either field
+            return self._error(
+                400, f"max_tokens must be at least 1, got {asked}. "
+                     f"(parameter=max_tokens, value={asked})", flat=flat)
         template_kwargs = body.get("chat_template_kwargs") or {}
         thinking = bool(template_kwargs.get("enable_thinking", True))
         preserve = bool(template_kwargs.get("preserve_thinking", False))
@@ -276,15 +338,16 @@ class VLLMDialect(Answering):
         except Exception as exc:  # vLLM answers a template failure with a 400 too
             return self._error(400, f"{type(exc).__name__}: {exc}", flat=flat)
         self.prompt_sizes.append(prompt)
-        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        sent_as = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+        max_tokens = body.get(sent_as)
         answer = judge_overflow(self.wording, window=self.window, prompt=prompt,
-                                max_tokens=max_tokens)
+                                max_tokens=max_tokens, field=sent_as)
         if answer.reject_message is not None:
             return self._error(400, answer.reject_message, flat=answer.flat_body)
         limit = self.window - prompt if max_tokens is None else max_tokens
         if answer.clamp_to is not None:
             limit = min(limit, answer.clamp_to)
-            _log.info("%s clamping output to %d tokens (0.33 rule)", TAG, limit)
+            _log.info("%s clamping output to %d tokens (0.32-0.33 rule)", TAG, limit)
 
         script = ScriptRequest(messages=messages, tools=tools, tool_choice=tool_choice,
                                max_tokens=max_tokens, enable_thinking=thinking,
@@ -306,11 +369,7 @@ class VLLMDialect(Answering):
             await self._wait_or_leave(request, fault.delay_s)
             return Response(status_code=504)
         if kind == "model_gone":
-            return JSONResponse(
-                {"error": {"message": f"The model `{body.get('model')}` does not exist.",
-                           "type": "NotFoundError", "param": "model", "code": 404}},
-                status_code=404,
-            )
+            return _unknown_model(body.get("model"), self._served_model())
         if kind == "no_tool_choice" and body.get("tools") and body.get("tool_choice") in (None, "auto"):
             return self._error(400, '"auto" tool choice requires --enable-auto-tool-choice and '
                                     "--tool-call-parser to be set")

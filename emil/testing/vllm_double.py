@@ -15,7 +15,7 @@ client, the recovery policy and the benchmarks are exercised end to end without 
   ``preserve_thinking`` kwarg is not passed to it). The window is enforced with that count and
   an overflow is answered in one vLLM era's wording and JSON
   body shape (:mod:`emil.testing.vllm_wordings`): ``old``, ``request_has``, ``you_passed``,
-  ``at_least`` (the (W-M)+1 tokenization cap) or ``clamp`` (0.33's silent clamp).
+  ``at_least`` (the (W-M)+1 tokenization cap) or ``clamp`` (0.32-0.33's silent clamp).
 - Replies come from a SCRIPTED policy (:mod:`emil.testing.brains`), never from a model.
 - Fault injection: :meth:`VLLMDouble.loading` (503 or refused connections for N seconds),
   :meth:`VLLMDouble.fail_next` (any status and message), :meth:`VLLMDouble.drop_next` (the
@@ -57,7 +57,7 @@ from emil.model.template import ChatTemplate
 from emil.testing.faults import Fault, FaultBook, FaultKind
 from emil.testing.reducer import reducer_summary
 from emil.testing.script import Policy
-from emil.testing.vllm_answer import Metrics, SpecDecode
+from emil.testing.vllm_answer import KV_BLOCK, Metrics, SpecDecode
 from emil.testing.vllm_dialect import (
     TAG,
     PreservingCounter,
@@ -170,6 +170,7 @@ class VLLMDouble(VLLMDialect):
         spec_decode: SpecDecode | None = None,
         reasoning_field: str = "reasoning",
         kv_capacity_tokens: int = 500_000,
+        kv_block: int = KV_BLOCK,
         faults: Sequence[Fault] = (),
         summaries: Policy | None = reducer_summary,
     ) -> None:
@@ -194,6 +195,9 @@ class VLLMDouble(VLLMDialect):
         self.spec_decode = spec_decode
         self.reasoning_field = reasoning_field
         self.kv_capacity_tokens = kv_capacity_tokens
+        self.kv_block = kv_block
+        """Tokens a KV cache block holds: the grain of the simulated prefix cache and of
+        ``created_cache_tokens`` (16, a GPU vLLM's default; the real-vLLM tier's CPU server 32)."""
         self.port = 0
         self.requests: list[dict[str, Any]] = []
         """Every chat-completions body received, in order (for assertions)."""

@@ -7,6 +7,7 @@ the *server* side of :func:`emil.llm.parse_overflow`; the double and the unit te
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -16,8 +17,9 @@ Wording = Literal["old", "request_has", "you_passed", "at_least", "clamp"]
 """``old``: "N in the messages" (flat body); ``request_has``: "your request has N input tokens" /
 "'max_tokens' ... is too large" (with the stray `` None``); ``you_passed``: early 2026 "You passed N
 input tokens"; ``at_least``: 0.27-0.30 "your prompt contains at least N" with the (W-M)+1 cap;
-``clamp``: 0.33, which clamps the output instead of rejecting and only rejects a prompt that alone
-overflows."""
+``clamp``: 0.32-0.33, which clamps the output instead of rejecting and only rejects a prompt that
+alone overflows (its wordings checked against a real vLLM 0.32 by
+tests/integration/real_vllm/test_double_mirror.py)."""
 
 WORDINGS: tuple[Wording, ...] = ("old", "request_has", "you_passed", "at_least", "clamp")
 
@@ -29,25 +31,40 @@ class OverflowAnswer:
     reject_message: str | None
     """The 400 message, or None when the request is accepted."""
     clamp_to: int | None = None
-    """When accepted under the 0.33 rule: the output is clamped to this many tokens."""
+    """When accepted under the 0.32-0.33 rule: the output is clamped to this many tokens."""
     flat_body: bool = False
 
 
+_PARAMETER = re.compile(r"\(parameter=([^,)]+), value=[^)]*\)$")
+
+
 def error_body(message: str, *, flat: bool, status: int = 400) -> dict[str, Any]:
-    """vLLM's error JSON: nested ``{"error": {...}}`` since v0.10.1, flat before."""
+    """vLLM's error JSON: nested ``{"error": {...}}`` since v0.10.1, flat before. ``param`` is
+    the parameter a message ends by naming (``(parameter=input_tokens, value=N)``), as a real
+    vLLM 0.32 fills it; None otherwise."""
     kind = {400: "BadRequestError", 404: "NotFoundError", 401: "Unauthorized"}.get(
         status, "InternalServerError" if status >= 500 else "BadRequestError"
     )
+    named = _PARAMETER.search(message)
+    param = named.group(1) if named and not flat else None
     if flat:
         return {"object": "error", "message": message, "type": kind, "param": None, "code": status}
-    return {"error": {"message": message, "type": kind, "param": None, "code": status}}
+    return {"error": {"message": message, "type": kind, "param": param, "code": status}}
 
 
 def judge_overflow(
-    wording: Wording, *, window: int, prompt: int, max_tokens: int | None
+    wording: Wording, *, window: int, prompt: int, max_tokens: int | None,
+    field: str = "max_completion_tokens",
 ) -> OverflowAnswer:
-    """Decide as a vLLM of era ``wording`` would for ``prompt`` tokens and ``max_tokens``."""
+    """Decide as a vLLM of era ``wording`` would for ``prompt`` tokens and ``max_tokens`` (sent
+    as ``field``: ``max_tokens`` or ``max_completion_tokens``)."""
     w, n = window, prompt
+    if max_tokens is not None and max_tokens > w and wording == "clamp":
+        # 0.32 names the field the request used, and no max_total_tokens.
+        return OverflowAnswer(
+            f"{field}={max_tokens} cannot be greater than max_model_len={w}. Please request "
+            f"fewer output tokens. (parameter={field}, value={max_tokens})"
+        )
     if max_tokens is not None and max_tokens > w and wording not in ("old", "request_has"):
         # Checked before anything is tokenized (the real field wording, f-string quirk kept).
         return OverflowAnswer(

@@ -4,6 +4,7 @@ of the tool on a small mixed test file, with its busy-loop load started and stop
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -42,20 +43,52 @@ ERROR tests/docs/test_doc_commands.py::test_doc_command_slow[README.md:145] - Fa
     assert parse("no summary at all\n") == ({}, [])
 
 
+@pytest.mark.slow  # four pytests of their own: 5-30 s with the machine's other work
+def test_failures_are_named_whatever_the_runs_pytest_options(tmp_path: Path) -> None:
+    """Real pytest output, coloured (FORCE_COLOR in a CI environment colours a log file too),
+    without a short summary (-rN) and verbose: the failing test is named every time, and a
+    failure no line names is still reported."""
+    parse = _tool().parse_pytest_output
+    (tmp_path / "test_mixed.py").write_text(MIXED)
+    env = {**os.environ, "PY_COLORS": "1"}
+
+    def pytest_output(*options: str) -> str:
+        done = processes.run(
+            [sys.executable, "-m", "pytest", str(tmp_path / "test_mixed.py"), "-c", os.devnull, "-p", "no:cacheprovider", *options],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        )
+        assert done.returncode == 1, done.stdout + done.stderr
+        return done.stdout
+
+    coloured = pytest_output("-q")
+    assert "\x1b[" in coloured  # the case the parser must survive
+    assert parse(coloured) == ({"failed": 1, "passed": 1}, ["FAILED test_mixed.py::test_no"])
+    assert parse(pytest_output("-q", "-rN")) == ({"failed": 1, "passed": 1}, ["FAILED test_no"])
+    assert parse(pytest_output("-v", "-rN"))[1] == ["FAILED test_mixed.py::test_no"]
+    assert parse(pytest_output("-q", "-rN", "--tb=no"))[1] == [
+        "UNNAMED 1 failed or erroring test(s) that the output does not name (see the log)"
+    ]
+
+
+MIXED = "def test_yes():\n    pass\n\n\ndef test_no():\n    assert False\n"
+
+
 @pytest.mark.slow  # a pytest of its own and a busy loop: about 10 s
 def test_a_run_reports_time_counts_failures_and_stops_its_load(tmp_path: Path) -> None:
-    (tmp_path / "test_mixed.py").write_text("def test_yes():\n    pass\n\n\ndef test_no():\n    assert False\n")
-    command = f"{sys.executable} -m pytest {tmp_path / 'test_mixed.py'} -q -p no:cacheprovider"
+    """The whole tool, its inner pytest as CI would run it: coloured, and with no configuration
+    of this checkout (``-c /dev/null``: wherever the checkout and the temporary files live)."""
+    (tmp_path / "test_mixed.py").write_text(MIXED)
+    command = f"{sys.executable} -m pytest {tmp_path / 'test_mixed.py'} -c {os.devnull} -q -p no:cacheprovider"
     done = processes.run(
         [sys.executable, str(TOOL), "--runs", "2", "--load", "1", "--command", command, "--log-dir", str(tmp_path / "logs")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path, env={**os.environ, "PY_COLORS": "1"}, capture_output=True, text=True, timeout=300,
     )
     out = done.stdout
     assert done.returncode == 1, out + done.stderr  # a run failed
     assert "load: 1 process(es) running `python3 -c 'while True: pass'`" in out
     for n in (1, 2):
         assert f"run {n}: 0 min " in out and "1 failed, 1 passed: FAILED (exit 1)" in out, out
-    assert out.count("test_mixed.py::test_no") == 2 and out.count("  FAILED ") == 2, out
+    assert out.count("  FAILED ") == 2 and out.count("test_mixed.py::test_no\n") == 2, out
     assert "wall time over 2 run(s): 0 min" in out and "0 passed, 2 failed" in out
     assert (tmp_path / "logs" / "run-2.log").exists()
     spinning = [p for p in processes.tagged(processes.run_tag() or "-") if "while True" in processes.describe(p)]

@@ -58,7 +58,13 @@ def tool(name: str, **arguments: Any) -> ToolCall:
 async def place(
     server: EmbeddedServer, emil: Bot, alex: PlayerBot, e: tuple[float, float], a: tuple[float, float]
 ) -> None:
-    """Teleport Emil and Alex, heal both, clear queued events (once both clients see it done)."""
+    """Teleport Emil and Alex, heal and feed both, clear queued events (once both clients see it
+    done and no reflex of Emil's is still running).
+
+    The reflexes matter: /heal sends health 20 before food 20, so a hungry Emil left by the last
+    test starts eating on the first packet; his eating (equip, consume) then moves items while
+    this test runs, e.g. merges a /give of the same food into no net change (no item_collected).
+    """
     await emil.act("stop", {})
     await alex.do("chat", text=f"/tp Emil {e[0]} {Y} {e[1]}")
     await alex.do("chat", text=f"/tp Alex {a[0]} {Y} {a[1]}")
@@ -68,13 +74,30 @@ async def place(
     async def settled() -> bool:
         snap = await emil.snapshot()
         mine = await alex.do("position")
+        reflexes = (snap.model_extra or {}).get("reflexes") or {}
         return (
             near(snap.position, e) and near(mine, a)
-            and snap.health == 20 and (await alex.do("health"))["health"] == 20
+            and snap.health == 20 and snap.food == 20 and not any(reflexes.values())
+            and (await alex.do("health"))["health"] == 20
         )
 
-    await eventually(settled, timeout=10, what=f"Emil at {e} and Alex at {a}, both healed")
+    await eventually(settled, timeout=15, what=f"Emil at {e} (fed, no reflex running) and Alex at {a}, both healed")
     drain(emil)
+
+
+async def give_emil(server: EmbeddedServer, emil: Bot, item: str, count: int = 1) -> None:
+    """``/give Emil <item> <count>`` and wait until his inventory holds them.
+
+    The condition, not the item_collected event: that event is a diff of inventory totals
+    coalesced over 150 ms, so any other change of the same item in that window (eating it,
+    an equip's clicks) can merge the /give away. One test checks the event itself."""
+    before = (await emil.snapshot()).inventory.get(item, 0)
+    await server.command(f"give Emil {item} {count}")
+
+    async def arrived() -> bool:
+        return (await emil.snapshot()).inventory.get(item, 0) >= before + count
+
+    await eventually(arrived, timeout=10, what=f"{count} {item} more in Emil's inventory (had {before})")
 
 
 def near(position: dict[str, float] | None, at: tuple[float, float], within: float = 1.0) -> bool:

@@ -13,12 +13,20 @@ from typing import Any
 
 import pytest
 
-from emil.events import Damage, HostileNearby, ItemCollected, Reflex, TimeOfDay, Weather
+from emil.events import Damage, HostileNearby, Reflex, TimeOfDay, Weather
 from emil.world.actions import dispatch
 from emil.world.bridge import Bot
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
-from tests.integration.world.conftest import Y, drain, eventually, next_event, place, tool
+from tests.integration.world.conftest import (
+    Y,
+    drain,
+    eventually,
+    give_emil,
+    next_event,
+    place,
+    tool,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -62,8 +70,7 @@ async def test_a_zombie_attack_is_answered_by_the_defend_reflex(
     server: EmbeddedServer, emil: Bot, alex: PlayerBot
 ) -> None:
     await place(server, emil, alex, (0, 0), (-14, 0))
-    await server.command("give Emil iron_sword 1")
-    await next_event(emil, lambda e: isinstance(e, ItemCollected) and e.item == "iron_sword")
+    await give_emil(server, emil, "iron_sword")
     assert (await emil.snapshot()).held == "iron_sword"
     await server.command(f"summon zombie 3.5 {Y} 0.5")
     dmg = await next_event(emil, lambda e: isinstance(e, Damage), timeout=10)

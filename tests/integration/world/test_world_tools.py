@@ -28,7 +28,16 @@ from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
 from emil.world.tool import ActionPolicy
 from emil.world.wire import ReflexSettings
-from tests.integration.world.conftest import Y, drain, eventually, next_event, place, stays, tool
+from tests.integration.world.conftest import (
+    Y,
+    drain,
+    eventually,
+    give_emil,
+    next_event,
+    place,
+    stays,
+    tool,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -154,8 +163,7 @@ async def test_dig_and_place_change_the_world(server: EmbeddedServer, emil: Bot,
         return bool(await alex.do("block", x=x, y=y, z=z) == name)
 
     await eventually(lambda: block_is(2, 4, 2, "air"), what="the dug block gone for Alex")
-    await server.command("give Emil cobblestone 4")
-    await next_event(emil, lambda e: isinstance(e, ItemCollected) and e.item == "cobblestone")
+    await give_emil(server, emil, "cobblestone", 4)
     out = await dispatch(emil, tool("place", item="cobblestone", x=-2, y=5, z=-2))
     assert out.ok and out.text == "placed cobblestone at (-2, 5, -2)", out.text
     await eventually(lambda: block_is(-2, 5, -2, "cobblestone"), what="the placed block there for Alex")
@@ -173,10 +181,16 @@ async def test_collect_digs_and_picks_up(server: EmbeddedServer, emil: Bot, alex
     assert not missing.ok and missing.text == "collect failed: no diamond_ore within 16 blocks"
 
 
+async def test_a_given_item_is_an_item_collected_event(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    await place(server, emil, alex, (0, 0), (6, 0))  # Emil idle: nothing else moves his items
+    await server.command("give Emil glass 3")
+    ev = await next_event(emil, lambda e: isinstance(e, ItemCollected) and e.item == "glass")
+    assert isinstance(ev, ItemCollected) and ev.count == 3 and ev.from_player is None, ev
+
+
 async def test_give_moves_items_to_the_player(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (40, -20), (46, -20))  # untouched ground
-    await server.command("give Emil oak_log 5")
-    await next_event(emil, lambda e: isinstance(e, ItemCollected) and e.item == "oak_log")
+    await give_emil(server, emil, "oak_log", 5)
     had = (await alex.do("inventory")).get("oak_log", 0)
     out = await dispatch(emil, tool("give", player="Alex", item="oak_log", count=2))
     assert out.ok, out.text
@@ -191,9 +205,8 @@ async def test_equip_and_eat(server: EmbeddedServer, emil: Bot, alex: PlayerBot)
     await place(server, emil, alex, (0, 0), (6, 0))
     await emil.set_reflexes(ReflexSettings(eat=False))
     try:
-        await server.command("give Emil iron_sword 1")
-        await server.command("give Emil bread 2")
-        await next_event(emil, lambda e: isinstance(e, ItemCollected) and e.item == "bread")
+        await give_emil(server, emil, "iron_sword")
+        await give_emil(server, emil, "bread", 2)
         out = await dispatch(emil, tool("equip", item="iron_sword"))
         assert out.ok, out.text
         assert (await emil.snapshot()).held == "iron_sword"
@@ -213,8 +226,7 @@ async def test_equip_and_eat(server: EmbeddedServer, emil: Bot, alex: PlayerBot)
 
 async def test_eat_reflex_when_hungry(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (6, 0))
-    await server.command("give Emil bread 1")
-    await next_event(emil, lambda e: isinstance(e, ItemCollected) and e.item == "bread")
+    await give_emil(server, emil, "bread")
     await server.command("food Emil 5")
     ev = await next_event(emil, lambda e: isinstance(e, Reflex) and e.reflex == "eat")
     assert "bread" in ev.detail  # type: ignore[union-attr]
@@ -271,10 +283,10 @@ async def test_flee_tool_and_low_health_reflex(server: EmbeddedServer, emil: Bot
 
 async def test_queries_report_the_world(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (4, 0))
-    await server.command("give Emil stick 3")
-    await next_event(emil, lambda e: isinstance(e, ItemCollected) and e.item == "stick")
+    had = (await emil.snapshot()).inventory.get("stick", 0)
+    await give_emil(server, emil, "stick", 3)
     inv = await dispatch(emil, tool("inventory"))
-    assert inv.ok and "3 stick" in inv.text
+    assert inv.ok and f"{had + 3} stick" in inv.text, inv.text
     near = await dispatch(emil, tool("nearby"))
     assert near.ok and "Alex" in near.text
     status = await dispatch(emil, tool("status"))
