@@ -32,8 +32,8 @@ What differs between the drivers is injected, not branched on:
  clock           wall + monotonic              the recorded times           game time
  recorder        the session's recording       none                         none
  interrupts      perception's pending urgent   what the recording says      none
- recall          the archive's lines for the   the recorded lines           none here: the sweep
-                 turn (emil.memory.retrieval)  (ObservationRecord.recalled)  recalls per budget
+ recall          the archive's lines for the   the recorded lines (the      none here: the sweep
+                 turn (emil.memory.retrieval)  observation's ``recalled``)  recalls per budget
 ==============  ============================  ===========================  =====================
 
 Who may ask for what (issue #22, docs/trust.md): before the observation, the world hears the
