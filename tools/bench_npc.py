@@ -13,7 +13,8 @@ Modes:
 - ``off``: the turn budget taken out of perception (no NPC budget, no loop detection, no
   turn-rate cap: what Emil did before issue #22) and the chat caps at their largest settings
   (60 lines a minute, 50 a turn);
-- ``defaults``: the shipped settings, nobody listed as an NPC (the loop detection finds them);
+- ``defaults``: the shipped settings, nobody listed as an NPC (each Emil finds the others as
+  peers: emil.world.peers);
 - ``listed``: the shipped settings, each Emil's ``npc_players`` naming the others.
 
 The players alone would start 2 requests (a turn: the ``say`` and the turn's end) per greeting

@@ -58,6 +58,11 @@ NOT_HERE: dict[str, str] = {
         "runs this whole suite (bash .ci/run) several times with a core kept busy: an hour or more; "
         "tests/unit/test_ci_under_load.py runs it on a small test file"
     ),
+    "python3 tools/bench_npc.py": (
+        "plays nine 30-second windows with up to four whole Emils on one server (about 8 minutes, "
+        "past the docs tier's ceiling); tests/integration/world/test_npc_loop.py plays the "
+        "defaults case with two Emils and bounds their requests"
+    ),
     "python3 run_emil.py memory": (
         "reads the notes a session wrote to data_dir (a fresh clone has none); "
         "tests/unit/memory/test_cli.py runs every subcommand on a real notes database"
