@@ -36,7 +36,7 @@ from typing import Literal
 from emil.context.budget import Budget
 from emil.context.history import History, Message
 from emil.memory.archive import ARCHIVE_FILE, Archive
-from emil.memory.retrieval import Recollection
+from emil.memory.retrieval import Recollection, query_terms
 from emil.memory.session import open_memory
 from emil.model.tokens import TokenCounter
 from emil.offline.recall import Recall, asked_recall, recall
@@ -100,7 +100,7 @@ def restart_recall(
 
 @dataclass(frozen=True)
 class RetrievalTimes:
-    """Retrieval per turn at the end of a day, over an archive of ``lines`` lines."""
+    """Retrieval per turn that searches at the end of a day, over an archive of ``lines`` lines."""
 
     lines: int
     turns: int
@@ -109,11 +109,13 @@ class RetrievalTimes:
 
 
 def retrieval_times(day: SyntheticDay, counter: TokenCounter, *, lines: int, recall_tokens: int = 300,
-                    horizon_s: float = 7200.0) -> RetrievalTimes:
-    """The day's last hour of turns, each recalling from an archive of at least ``lines`` lines:
-    the day's own archive, and earlier days of the same server (its lines again, a day earlier
-    each) until there are that many; ``horizon_s``: how much of the day the history still holds
-    verbatim (2 h, about a 36k budget's)."""
+                    horizon_s: float = 7200.0, measure_s: float = 3 * 3600.0) -> RetrievalTimes:
+    """The day's last ``measure_s`` of turns that search (their chat has a content word: the
+    others recall nothing and take no time), each recalling from an archive of at least
+    ``lines`` lines: the day's own archive, and earlier days of the same server (its lines
+    again, a day earlier each) until there are that many; ``horizon_s``: how much of the day the
+    history still holds verbatim (2 h, about a 36k budget's). The two hours before are played
+    unmeasured: at the end of a day the session has been recalling all day."""
     if day.data_dir is None:
         raise ValueError("the day must be kept in a data_dir (its archive)")
     with tempfile.TemporaryDirectory(prefix="emil-retrieval-") as scratch:
@@ -132,13 +134,12 @@ def retrieval_times(day: SyntheticDay, counter: TokenCounter, *, lines: int, rec
             end = day.turns[-1].t if day.turns else 0.0
             seconds: list[float] = []
             for turn in day.turns:
-                # The two hours before are played unmeasured: at the end of a day the session has
-                # been recalling all day (what it counted of common words is known).
-                if turn.t < end - 3 * 3600.0 or turn.topic is None:
+                if turn.t < end - measure_s - 2 * 3600.0 or turn.topic is None:
                     continue
+                searches = bool(query_terms(turn.topic, bot_name=BOT))
                 started = time.perf_counter()
                 recollection.block(turn.topic, since=turn.t - horizon_s, now=turn.t, turn_t=turn.t)
-                if turn.t >= end - 3600.0:
+                if turn.t >= end - measure_s and searches:
                     seconds.append(time.perf_counter() - started)
             total = big.count()
         finally:

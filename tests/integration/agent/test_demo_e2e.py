@@ -68,14 +68,16 @@ def _inflated_counter(above: int, factor: float):  # type: ignore[no-untyped-def
 
 
 async def test_overflow_mid_session_is_recovered_without_identical_retry_or_lost_turn(tmp_path: Path) -> None:
-    # The numbers: prompts grow to about 0.7 of window - reserve before trims hold them; the first
-    # prompt past `above` must overflow at once (1.5 x 6,250 > 9,216), and the margin learned from it
-    # (about 1.6 x the difference) must still leave room for the pinned prompt (3,764 tokens with 23
-    # tools) and a turn. At 8,192 that margin left less than the pinned prompt (a BudgetError).
+    # The numbers: prompts grow to the prompt budget (window - reserve - 256) before trims hold
+    # them (about 165 tokens a line); the first prompt past `above` must overflow at once
+    # (1.14 x 8,200 > 9,216), and the margin learned from it (about 1.6 x the difference, ~1,800)
+    # must still leave room for the pinned prompt and a turn: 5,600 tokens by then (25 tools
+    # 3,433, memory notes up to 1,300, the turn's opening). With 1.5 x 6,250 the margin (~4,900)
+    # left less than that once memory joined (the turns after the overflow failed).
     async with running_world(
-        tmp_path, DemoBrain(), window=10240, counter=_inflated_counter(6250, 1.5), wording="at_least", output_reserve=1024,
+        tmp_path, DemoBrain(), window=10240, counter=_inflated_counter(8200, 1.14), wording="at_least", output_reserve=1024,
     ) as w:
-        lines = [f"Emil, line {i}: " + "tell me about the river, the farm and the house " * 4 for i in range(24)]
+        lines = [f"Emil, line {i}: " + "tell me about the river, the farm and the house " * 4 for i in range(32)]
         for line in lines:
             before = len(w.heard)
             await w.say(line)

@@ -4,6 +4,7 @@ double with a SCRIPTED policy, not a model), side by side with the recording."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -63,27 +64,46 @@ def test_endpoint_down_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.Cap
 SOAK = Path(__file__).resolve().parents[3] / "emil" / "data" / "samples" / "soak-session.jsonl"
 
 
-def _invents(request: ScriptRequest) -> Reply:
-    """A summariser that adds a gift nobody made (a test stand-in for a careless model)."""
-    answer = json.loads(reducer_summary(request).content or "{}")
-    answer["facts"].append({"about": "player", "subject": "zed", "topic": "gave_me", "detail": "diamond"})
-    return Reply(content=json.dumps(answer))
+def _answers_as_recorded(recorded: list[dict[str, object]], *, invent: bool = False) -> Callable[[ScriptRequest], Reply]:
+    """A summariser that gives, request by request, the answers the recording holds (the model
+    of the recording again, whatever the double's own summariser has become since); with
+    ``invent`` it also adds a gift nobody made (a stand-in for a careless model)."""
+    answers = iter(recorded)
+
+    def answer(request: ScriptRequest) -> Reply:
+        body = json.loads(str(next(answers)["text"]))
+        if invent:
+            body["facts"].append({"about": "player", "subject": "zed", "topic": "gave_me", "detail": "diamond"})
+        return Reply(content=json.dumps(body))
+
+    return answer
 
 
-@pytest.mark.parametrize("careless", [False, True])
-def test_endpoint_replay_judges_the_recorded_summaries(careless: bool, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("summariser", ["as recorded", "careless", "reducer"])
+def test_endpoint_replay_judges_the_recorded_summaries(summariser: str, capsys: pytest.CaptureFixture[str]) -> None:
     """The soak sample's summary requests, rebuilt from the replayed turns, asked of the double:
-    the double's text reducer names exactly the recorded facts again; one that invents a gift has
-    that fact counted as invented, never as kept."""
+    the recording's own answers again keep every recorded fact (none dropped, new or invented);
+    one that invents a gift has that fact counted as invented, never as kept; the double's text
+    reducer (not the summariser the sample was recorded with) is judged fact by fact too."""
     recorded = [json.loads(line) for line in SOAK.read_text().splitlines() if '"kind":"summary"' in line]
     asked_before = [r for r in recorded if r["outcome"] in ("ready", "invalid")]
     assert asked_before, "the soak sample must hold summaries"
+    assert all(r["outcome"] == "ready" and r["text"] for r in asked_before)
+    summaries = {
+        "as recorded": _answers_as_recorded(asked_before),
+        "careless": _answers_as_recorded(asked_before, invent=True),
+        "reducer": reducer_summary,
+    }[summariser]
     policy = fixed_reply(Reply(content="[scripted] ok"))
-    with VLLMDouble(policy, window=16384, summaries=_invents if careless else reducer_summary) as double:
+    with VLLMDouble(policy, window=16384, summaries=summaries) as double:
         assert cli_main([str(SOAK), "--endpoint", double.base_url, "--json"]) == 0
     verdicts = json.loads(capsys.readouterr().out)["summaries"]
     assert len(verdicts) == len(asked_before)
-    ready = [v for v in verdicts if v["live_outcome"] == "ready"]
-    assert ready and sum(v["dropped"] for v in ready) == 0 and sum(v["kept"] for v in ready) > 0
-    assert sum(v["invented"] for v in ready) == (len(ready) if careless else 0)
-    assert sum(v["new"] for v in ready) == 0
+    assert [v["live_outcome"] for v in verdicts] == ["ready"] * len(asked_before), verdicts
+    facts = [len({(f["about"], f["subject"].lower(), f["topic"], f["detail"].lower()) for f in r["facts"]}) for r in asked_before]
+    assert [v["kept"] + v["dropped"] for v in verdicts] == facts, verdicts
+    if summariser == "reducer":
+        assert sum(v["invented"] for v in verdicts) == 0 and sum(v["new"] for v in verdicts) > 0
+        return
+    assert [v["kept"] for v in verdicts] == facts and sum(v["new"] for v in verdicts) == 0, verdicts
+    assert sum(v["invented"] for v in verdicts) == (len(verdicts) if summariser == "careless" else 0)
