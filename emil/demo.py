@@ -93,7 +93,8 @@ class _Player:
             await self.server.command(f"give {self.emil} {item} {count}")
             self.result.steps.append(f"toss missed, gave {count} {item} by server command")
             await anyio.sleep(3.0)
-        await self.step("hits Emil", "attack", {"target": self.emil, "duration_s": 1}, then_wait=6.0)
+        order: JsonValue = {"requesters": [DEMO_PLAYER], "attack": self.emil}  # its own order (docs/trust.md)
+        await self.step("hits Emil", "attack", {"target": self.emil, "duration_s": 1, "authority": order}, then_wait=6.0)
 
 
 async def play_demo(loaded: LoadedSettings, *, duration_s: float, recording: Path | None) -> DemoResult:
@@ -116,6 +117,9 @@ async def play_demo(loaded: LoadedSettings, *, duration_s: float, recording: Pat
             player_settings = BotSettings(
                 host="127.0.0.1", port=server.port, username=DEMO_PLAYER, version=s.mc_version,
                 reflexes=ReflexSettings(defend=False, flee=False, eat=False, unstuck=False),
+                # A person's stand-in on Emil's bridge: its own operator, so the bridge's own
+                # check (docs/trust.md) lets it hit the player it names in its order.
+                operators=frozenset({DEMO_PLAYER}),
             )
             async with Bot.connect(player_settings) as player_bot:
                 player = _Player(player_bot, server, s.bot_name, session.agent.world, result)

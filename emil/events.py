@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 __all__ = [
     "EVENT_ADAPTER",
     "ActionFinished",
+    "BlockPlaced",
+    "BlockRemoved",
     "Chat",
     "Damage",
     "Death",
@@ -134,6 +136,24 @@ class ActionFinished(_Event):
     elapsed_ms: float = 0.0
 
 
+class BlockPlaced(_Event):
+    """A chest appeared (the ownership ledger notes who placed it: emil.trust.ledger)."""
+
+    kind: Literal["block_placed"] = "block_placed"
+    block: str
+    position: dict[str, int]
+    by: str | None = None
+    """The player who swung within reach as it appeared, Emil's own name, or None (unknown)."""
+
+
+class BlockRemoved(_Event):
+    """A chest went (dug, burnt, exploded)."""
+
+    kind: Literal["block_removed"] = "block_removed"
+    block: str
+    position: dict[str, int]
+
+
 class Reflex(_Event):
     """A reflex acted without the model (self-defence, flee, eat, unstuck)."""
 
@@ -197,6 +217,8 @@ GameEvent = Annotated[
     | PlayerLeft
     | ItemCollected
     | ActionFinished
+    | BlockPlaced
+    | BlockRemoved
     | Reflex
     | TimeOfDay
     | Weather
@@ -211,7 +233,7 @@ EVENT_ADAPTER: TypeAdapter[GameEvent] = TypeAdapter(GameEvent)
 
 _KNOWN = {
     "chat", "damage", "health", "death", "respawn", "hostile_nearby", "player_joined",
-    "player_left", "item_collected", "action_finished", "reflex", "time", "weather", "kicked",
+    "player_left", "item_collected", "action_finished", "block_placed", "block_removed", "reflex", "time", "weather", "kicked",
     "disconnected", "error",
 }
 

@@ -23,12 +23,14 @@ import json
 import math
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from emil.events import (
     ActionFinished,
+    BlockPlaced,
+    BlockRemoved,
     Chat,
     Damage,
     Death,
@@ -47,6 +49,7 @@ from emil.events import (
     UnknownEvent,
     Weather,
 )
+from emil.trust.npc import HELD_LIMIT, TurnBudget
 
 __all__ = [
     "Perception",
@@ -72,6 +75,14 @@ class PerceptionPolicy:
     low_health: float = 6.0
     hostile_urgent_distance: float = 8.0
     chat_debounce_s: float = 0.4
+    turns_per_minute: float | None = None
+    """The turn-rate cap and the NPC chat budget (emil.trust.npc); None: neither (offline use)."""
+    npcs: frozenset[str] = frozenset()
+    npc_turns_per_minute: float = 2.0
+    npc_exchanges: int = 3
+    npc_loop_detection: bool = False
+    speech_actions: frozenset[str] = frozenset({"say", "whisper"})
+    """Actions that are Emil speaking (the tools that declare ``speaks``)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,8 @@ class Triaged:
     why: str = ""
     at: float = 0.0
     """``time.monotonic()`` when the event arrived (for turn latency)."""
+    npc: bool = False
+    """A chat line from a speaker taken for an NPC when it arrived (emil.trust.npc)."""
 
 
 @dataclass
@@ -99,10 +112,39 @@ class Perception:
     """Latest ambient facts (time phase, raining, health/food), shown in the status line."""
     _last_chat: float | None = None
     _last_health: float | None = None
+    budget: TurnBudget | None = None
+    """Which chat may start a turn, and how often turns start (None: every event, at once)."""
+    clock: Callable[[], float] = time.monotonic
 
-    def classify(self, event: GameEvent) -> tuple[Priority, str]:
-        """Priority of one event and a short reason (pure apart from the health memory)."""
+    def __post_init__(self) -> None:
         p = self.policy
+        if self.budget is None and p.turns_per_minute is not None:
+            self.budget = TurnBudget(npcs=p.npcs, npc_turns_per_minute=p.npc_turns_per_minute,
+                                     npc_exchanges=p.npc_exchanges, turns_per_minute=p.turns_per_minute,
+                                     detect_loops=p.npc_loop_detection, clock=self.clock)
+
+    def is_npc(self, name: str) -> bool:
+        """A player whose chat is budgeted (listed in npc_players, another Emil, or caught
+        answering in a loop)."""
+        return name in self.policy.npcs or (self.budget is not None and self.budget.is_npc(name))
+
+    def emil_spoke(self) -> None:
+        """Emil's own chat went out (loop detection, emil.trust.npc)."""
+        if self.budget is not None:
+            self.budget.emil_spoke()
+
+    def echo(self, event: ActionFinished) -> None:
+        """An action the loop awaited ended (its result is already the model's): a chat action
+        that went out is Emil speaking."""
+        if event.ok and event.action in self.policy.speech_actions:
+            self.emil_spoke()
+
+    def classify(self, event: GameEvent, *, npc: bool | None = None) -> tuple[Priority, str]:
+        """Priority of one event and a short reason (pure apart from the health memory);
+        ``npc``: whether a chat line's speaker is an NPC (None: ask :meth:`is_npc`)."""
+        p = self.policy
+        if npc is None:
+            npc = isinstance(event, Chat) and self.is_npc(event.sender)
         match event:
             case Damage():
                 return "urgent", f"hit by {event.attacker or 'something'}"
@@ -116,13 +158,15 @@ class Perception:
                 self._last_health is None or self._last_health > p.low_health
             ):
                 return "urgent", f"health low ({event.health:g})"
-            case Health() | TimeOfDay() | Weather() | UnknownEvent():
+            case Health() | TimeOfDay() | Weather() | UnknownEvent() | BlockPlaced() | BlockRemoved():
                 return "ambient", ""
             case Disconnected() | Kicked():
                 # Nothing the model can do while the bridge reconnects; the status says so.
                 return "ambient", event.kind
             case Chat() if event.sender == p.bot_name:
                 return "ambient", "own chat"
+            case Chat() if npc:
+                return "normal", f"chat from the NPC {event.sender}"  # never urgent: it cannot interrupt
             case Chat() if event.whisper:
                 return "urgent", f"whisper from {event.sender}"
             case Chat() if _names(event.text, p.bot_name):
@@ -132,17 +176,38 @@ class Perception:
             case _:
                 return "normal", event.kind
 
-    def add(self, event: GameEvent, now: float | None = None) -> Triaged:
-        """Classify and queue an event (ambient ones only update the status facts)."""
+    def add(self, event: GameEvent, now: float | None = None, *, npc: bool | None = None) -> Triaged:
+        """Classify and queue an event (ambient ones only update the status facts). ``npc``:
+        whether a chat line is an NPC's, as recorded (replay); None: as perception sees it now."""
         now = time.monotonic() if now is None else now
-        priority, why = self.classify(event)
+        if self.budget is not None and isinstance(event, Chat) and event.sender != self.policy.bot_name:
+            self.budget.heard(event.sender)
+        if npc is None:
+            npc = isinstance(event, Chat) and event.sender != self.policy.bot_name and self.is_npc(event.sender)
+        priority, why = self.classify(event, npc=npc)
         self._remember(event)
-        triaged = Triaged(event, priority, why, now)
+        triaged = Triaged(event, priority, why, now, npc=npc)
         if priority != "ambient":
             self.pending.append(triaged)
-            if isinstance(event, Chat):
+            if isinstance(event, Chat) and not self._held(triaged):
                 self._last_chat = now
+            self._drop_old_held()
         return triaged
+
+    @staticmethod
+    def _npc_line(t: Triaged) -> bool:
+        return t.npc
+
+    def _held(self, t: Triaged) -> bool:
+        """An NPC's line its budget does not let start a turn now (it joins the next one)."""
+        return self.budget is not None and t.npc and isinstance(t.event, Chat) \
+            and not self.budget.npc_may_start(t.event.sender)
+
+    def _drop_old_held(self) -> None:
+        npc = [t for t in self.pending if self._npc_line(t)]
+        if len(npc) > HELD_LIMIT:
+            dropped = {id(t) for t in npc[: len(npc) - HELD_LIMIT]}
+            self.pending = [t for t in self.pending if id(t) not in dropped]
 
     def _remember(self, event: GameEvent) -> None:
         match event:
@@ -175,15 +240,30 @@ class Perception:
         """
         if not self.pending:
             return None
-        if self.urgent:
-            return 0.0
+        due = [t for t in self.pending if not self._held(t)]
+        if not due:  # only NPC lines over their budget: wait for it (or for anything else)
+            assert self.budget is not None
+            return self.budget.npc_wait_s(sorted({t.event.sender for t in self.pending if isinstance(t.event, Chat)}))
+        rate = self.budget.turn_wait_s() if self.budget is not None else 0.0
+        if any(t.priority == "urgent" for t in due):
+            return rate
         now = time.monotonic() if now is None else now
-        if self._last_chat is not None and all(isinstance(t.event, Chat) for t in self.pending):
-            return max(0.0, self._last_chat + self.policy.chat_debounce_s - now)
-        return 0.0
+        if self._last_chat is not None and all(isinstance(t.event, Chat) for t in due):
+            return max(rate, self._last_chat + self.policy.chat_debounce_s - now)
+        return rate
 
     def take(self) -> list[Triaged]:
-        """Remove and return the pending events, oldest first."""
+        """Remove and return the pending events, oldest first (held NPC lines included: they
+        ride along in the turn something else started)."""
+        if self.budget is not None:
+            due = [t for t in self.pending if not self._held(t)]
+            npc_due = [t for t in due if self._npc_line(t)]
+            started_by_npc = bool(npc_due) and len(npc_due) == len(due)
+            player_spoke = any(isinstance(t.event, Chat) and not self._npc_line(t) for t in self.pending)
+            self.budget.started(
+                npc_speakers=[t.event.sender for t in npc_due if isinstance(t.event, Chat)] if started_by_npc else [],
+                player_spoke=player_spoke,
+            )
         taken, self.pending = self.pending, []
         self._last_chat = None
         return taken
@@ -245,6 +325,10 @@ def describe_event(event: GameEvent) -> str:
             return f"action {event.action} finished {status}{tail}"
         case Reflex():
             return f"reflex {event.reflex}" + (f": {event.detail}" if event.detail else "")
+        case BlockPlaced():
+            return f"{event.by or 'someone'} placed a {event.block} at {_fmt_pos(event.position)}"
+        case BlockRemoved():
+            return f"the {event.block} at {_fmt_pos(event.position)} is gone"
         case TimeOfDay():
             return f"it is now {event.phase}"
         case Weather():

@@ -27,7 +27,7 @@ import math
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +60,8 @@ from emil.recording import (
     Recorder,
     outage_record,
 )
-from emil.world.port import WorldPort
+from emil.trust.authority import Authority
+from emil.world.port import TurnWords, WorldPort
 from emil.world.tool import Outcome
 
 __all__ = ["Agent", "AgentOptions"]
@@ -206,6 +207,7 @@ class Agent:
                 # The bot reports every action's end; for the ones this loop awaited, the model
                 # already has the result as a tool result, so the echo must not start a turn.
                 self._dispatched[event.action] -= 1
+                self.perception.echo(event)
                 self.recorder.write(EventRecord(event=event.model_dump(mode="json"), priority="echo", turn=self._turn_no if self._in_turn else None))
                 continue
             triaged = self.perception.add(event, time.monotonic())
@@ -215,6 +217,7 @@ class Agent:
                     event=event.model_dump(mode="json"),
                     priority=triaged.priority,
                     turn=self._turn_no if self._in_turn else None,
+                    npc=triaged.npc,
                 )
             )
             if triaged.priority == "urgent":
@@ -391,6 +394,10 @@ class _LiveWorld:
     async def snapshot(self) -> Mapping[str, Any] | None:
         with anyio.fail_after(self.agent.options.snapshot_timeout_s):
             return dict(await self.agent.world.snapshot())
+
+    async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
+        world = self.agent.world
+        return await world.begin_turn(words) if isinstance(world, TurnWords) else ()
 
     async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
         return await self.agent._act(call, requesters)

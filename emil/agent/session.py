@@ -42,7 +42,7 @@ from emil.agent.startup import (
     preflight,
     summary_line,
 )
-from emil.agent.world_port import BotWorld, action_policy
+from emil.agent.world_port import BotWorld, action_policy, guard_for
 from emil.backoff import OutageEvent
 from emil.config import LoadedSettings, Settings
 from emil.context.untrusted import Neutraliser, served_specials
@@ -53,6 +53,7 @@ from emil.metrics import MetricsServer, serve_metrics
 from emil.recording import ErrorRecord, Recorder, outage_record
 from emil.world.actions import tool_specs, validate_tool_call
 from emil.world.bridge import Bot
+from emil.world.peers import PeerRegistry
 from emil.world.wire import BotSettings, ReflexSettings
 
 __all__ = [
@@ -184,7 +185,7 @@ async def open_session(
     ``why_stopped`` says why, when the caller cancelled the session (a signal during startup).
     """
     path = recording or default_recording_path(s)
-    tools = tool_specs(s.disabled_tools)
+    tools = tool_specs(s.tools_off)
     preflight(s, tools)
     # Before connecting to anything: a metrics port in use is a configuration error.
     metrics = serve_metrics(s.metrics_address)
@@ -214,12 +215,16 @@ async def open_session(
                                             neutralise=neutralise, since=context.history_since)
                 memory_tools = memory.tools(tokens_of=model.counter.count, neutralise=neutralise)
                 async with Bot.connect(bot_settings(s), on_outage=outages) as bot:
-                    world = memory.world(BotWorld(bot, action_policy(s), memory=memory_tools))
+                    world = memory.world(BotWorld(bot, action_policy(s), guard=guard_for(s), memory=memory_tools))
                     agent = build_agent(s, model, world, tools, recorder, context=context, patience=patience,
                                         recall=recall, session_id=session_id)
                     outages.agent = agent
-                    yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget,
-                                  path, metrics, memory)
+                    # Other Emils on this server are NPCs without a list (docs/trust.md, "NPCs").
+                    with PeerRegistry(s.mc_host, s.mc_port, s.bot_name) as peers:
+                        if agent.perception.budget is not None:
+                            agent.perception.budget.peers = peers.peers
+                        yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget,
+                                      path, metrics, memory)
     except BaseException as e:
         _close(recorder, ending_of(e, stop_reason=_why(agent, why_stopped)))
         raise

@@ -57,6 +57,8 @@ from emil.model.tokens import TokenCounter
 from emil.model.verify import verify_family
 from emil.perception import PerceptionPolicy
 from emil.recording import HeaderRecord, Recorder
+from emil.trust.caps import AnswerCaps
+from emil.world.actions import TOOLS
 from emil.world.port import WorldPort
 
 __all__ = [
@@ -282,8 +284,14 @@ def new_client(
     return OpenAIClient(
         s.endpoint, model=None if s.model == "auto" else s.model, api_key=s.api_key,
         timeout=s.request_timeout_s, first_token_timeout=s.first_token_timeout_s, tool_validator=tool_validator,
-        headers=headers, request_id_prefix=session_key(s, session_id),
+        headers=headers, request_id_prefix=session_key(s, session_id), caps=answer_caps(s),
     )
+
+
+def answer_caps(s: Settings) -> AnswerCaps:
+    """The caps on one model answer (docs/trust.md, "Caps on one answer")."""
+    return AnswerCaps(tool_calls=s.tool_calls_per_answer, argument_chars=s.tool_argument_chars,
+                      argument_depth=s.tool_argument_depth)
 
 
 def agent_options(s: Settings, prompt_budget: int | None = None, family: ModelFamily | None = None) -> AgentOptions:
@@ -297,6 +305,10 @@ def agent_options(s: Settings, prompt_budget: int | None = None, family: ModelFa
         perception=PerceptionPolicy(
             bot_name=s.bot_name, low_health=s.low_health,
             hostile_urgent_distance=s.hostile_urgent_distance, chat_debounce_s=s.chat_debounce_s,
+            turns_per_minute=s.turns_per_minute, npcs=frozenset(s.npc_players),
+            npc_turns_per_minute=s.npc_turns_per_minute, npc_exchanges=s.npc_exchanges,
+            npc_loop_detection=s.npc_loop_detection,
+            speech_actions=frozenset(name for name, cls in TOOLS.items() if cls.speaks is not None),
         ),
         step_limit=s.step_limit, action_timeout_s=s.action_timeout_s, output_reserve=s.output_reserve,
         enable_thinking=s.enable_thinking, preserve_thinking=preserve, temperature=s.temperature,

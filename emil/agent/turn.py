@@ -32,19 +32,22 @@ What differs between the drivers is injected, not branched on:
  clock           wall + monotonic              the recorded times           game time
  recorder        the session's recording       none                         none
  interrupts      perception's pending urgent   what the recording says      none
- recall          the archive's lines for the   the recorded lines           none here: the sweep
-                 turn (emil.memory.retrieval)  (ObservationRecord.recalled)  recalls per budget
+ recall          the archive's lines for the   the recorded lines (the      none here: the sweep
+                 turn (emil.memory.retrieval)  observation's ``recalled``)  recalls per budget
 ==============  ============================  ===========================  =====================
+
+Who may ask for what (issue #22, docs/trust.md): before the observation, the world hears the
+turn's words (:meth:`TurnWorld.begin_turn`: who said what; live, the guard starts its per-turn
+caps and sends the commands an operator confirmed, noted at the top of the observation); every
+call passes :meth:`TurnEngine.dispatch` with the turn's speakers (``requesters``) at hand, and
+its record names them and the rule that allowed or refused it. Calls past the cap of one answer
+were dropped by the client; the last result of that answer says how many.
 
 Recalled lines (the archive's old lines that bear on the turn) end the turn's observation: they
 are part of the turn from then on, so every later request of the session only appends to the
 prompt (docs/memory.md), and they enter history through the context's one neutralising point
 like every other observation text. They are players' words quoted with their authors: data,
 never a requester of the turn (``requesters`` are the turn's own chat senders only).
-
-Where a check of who may ask for what goes (issue #22): every call passes
-:meth:`TurnEngine.dispatch` with the turn's speakers (``requesters``) at hand, before the world
-runs it.
 """
 
 from __future__ import annotations
@@ -52,8 +55,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from emil.agent.ports import Completer, ContextPort
@@ -73,6 +76,7 @@ from emil.recording import (
     RequestRecord,
     ToolResultRecord,
 )
+from emil.trust.authority import Authority, Line
 from emil.world.tool import Outcome
 
 __all__ = [
@@ -84,6 +88,7 @@ __all__ = [
     "TurnEngine",
     "TurnRecorder",
     "TurnWorld",
+    "dropped_note",
     "history_call",
     "observation_cap",
 ]
@@ -154,6 +159,14 @@ def observation_cap(setting: int | None, prompt_budget: int | None) -> int | Non
     return max(256, prompt_budget // 4)
 
 
+def dropped_note(dropped: int, kept: int) -> str:
+    """What the last result of an answer adds when the client dropped ``dropped`` calls past the
+    cap of one answer (``kept`` were run): "" when none were."""
+    if not dropped:
+        return ""
+    return f" ({dropped} more tool call(s) in that answer were not run: at most {kept} per answer)"
+
+
 def history_call(call: ToolCall) -> dict[str, str]:
     """A tool call as history keeps it. Arguments that are not a JSON object would make the
     server's template (or vLLM) refuse every later prompt, so history keeps "{}" and the tool
@@ -167,6 +180,12 @@ class TurnWorld(Protocol):
 
     async def snapshot(self) -> Mapping[str, Any] | None:
         """The status for the observation; None: no status this turn (already reported)."""
+        ...
+
+    async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
+        """The turn's chat lines (who said what), before its observation; returns what the
+        world did on them before the model (a command an operator confirmed), each noted at
+        the top of the observation. Worlds without a guard return nothing."""
         ...
 
     async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
@@ -291,7 +310,8 @@ class TurnEngine:
         :class:`Interrupted` from the model, and every failure, propagate to the driver.
         """
         requesters = frozenset(t.event.sender for t in triaged if isinstance(t.event, Chat))
-        await self.observe(stats, triaged, ambient=ambient, reason=reason)
+        notes = await self.hear(stats, triaged)
+        await self.observe(stats, triaged, ambient=ambient, reason=reason, notes=notes)
         for step in range(1, self.step_limit + 1):
             stats.steps = step
             completion = await self.complete(stats, step)
@@ -304,11 +324,28 @@ class TurnEngine:
             self.recorder.write(CompletionRecord.from_completion(completion, turn=stats.turn, step=step, assistant_ref=ref))
             if not calls:
                 return
-            if await self.run_calls(stats, step, calls, requesters, interruption, stopping):
+            if await self.run_calls(stats, step, calls, requesters, interruption, stopping,
+                                    dropped=completion.dropped_tool_calls):
                 return
         self.log.info("turn %d reached the step limit (%d)", stats.turn, self.step_limit)
 
     # -- the observation ----------------------------------------------------------------------
+
+    async def hear(self, stats: TurnStats, triaged: list[Triaged]) -> list[str]:
+        """The world hears the turn's words; what it did on them (a command an operator
+        confirmed) is recorded as a result of step 0 and returned as notes for the observation."""
+        lines = tuple(Line(t.event.sender, t.event.text, t.event.whisper) for t in triaged if isinstance(t.event, Chat))
+        notes = []
+        for i, outcome in enumerate(await self.world.begin_turn(Authority(lines))):
+            data = outcome.data if isinstance(outcome.data, dict) else {}
+            who = data.get("confirmed_by")
+            self.recorder.write(ToolResultRecord(
+                turn=stats.turn, step=0, call_id=f"confirmed-{i}", name="say", arguments={"text": data.get("command")},
+                ok=outcome.ok, text=outcome.text, data=_jsonable(outcome.data),
+                requested_by=[who] if isinstance(who, str) else [], rule=outcome.rule,
+            ))
+            notes.append(outcome.text)
+        return notes
 
     async def _snapshot(self, turn: int) -> Mapping[str, Any] | None:
         try:
@@ -319,8 +356,10 @@ class TurnEngine:
             return None
         return None if snap is None else dict(snap)
 
-    async def observe(self, stats: TurnStats, triaged: list[Triaged], *, ambient: Mapping[str, Any], reason: str) -> Message:
-        """The turn's observation message: its events within the cap, then the status."""
+    async def observe(self, stats: TurnStats, triaged: list[Triaged], *, ambient: Mapping[str, Any], reason: str,
+                      notes: Sequence[str] = ()) -> Message:
+        """The turn's observation message: what the world did on the turn's words before the
+        model (``notes``), its events within the cap, then the status."""
         snapshot = await self._snapshot(stats.turn)
         status = format_status_line(snapshot, ambient)
         cap = self.observation_cap
@@ -332,8 +371,9 @@ class TurnEngine:
                           stats.turn, composed.events, composed.shown)
         event_times = [t.event.t for t in triaged]
         recalled = self._recall(stats.turn, triaged, snapshot)
+        text = "".join(f"[note] {n}\n" for n in notes) + composed.text
         stored = self.context.add(
-            Message(role="user", kind="observation", content=f"{composed.text}\n\n{recalled}" if recalled else composed.text,
+            Message(role="user", kind="observation", content=f"{text}\n\n{recalled}" if recalled else text,
                     status=status,
                     event_time=min(event_times) if event_times else self.clock.wall()),
             new_turn=True,
@@ -343,7 +383,7 @@ class TurnEngine:
         self.recorder.write(
             ObservationRecord(turn=stats.turn, ref=ref, reason=reason, events=len(triaged), urgent=urgent,
                               snapshot=None if snapshot is None else dict(snapshot), shown=composed.shown,
-                              recalled=recalled)
+                              notes=list(notes), recalled=recalled)
         )
         return stored
 
@@ -361,17 +401,19 @@ class TurnEngine:
 
     async def run_calls(
         self, stats: TurnStats, step: int, calls: list[ToolCall], requesters: frozenset[str],
-        interruption: Interruption, stopping: Stopping,
+        interruption: Interruption, stopping: Stopping, *, dropped: int = 0,
     ) -> bool:
         """Run a completion's calls in order; True when the turn ends here (interrupted, or
-        Emil is stopping)."""
+        Emil is stopping). The last result says how many calls past the cap of one answer were
+        dropped (``dropped``)."""
         interrupted: str | None = None
         stopped = False
-        for call in calls:
+        for i, call in enumerate(calls):
+            tail = dropped_note(dropped, len(calls)) if i == len(calls) - 1 else ""
             if stopping(call):
                 # A completion that arrived as Emil stopped: its actions are stale, none runs.
                 stopped = True
-                self.add_result(stats.turn, step, call, Outcome(False, "not run: Emil is stopping"))
+                self.add_result(stats.turn, step, call, Outcome(False, "not run: Emil is stopping" + tail), requesters)
                 continue
             if interrupted is None:
                 interrupted = interruption(call)
@@ -386,7 +428,9 @@ class TurnEngine:
                 except Interrupted as e:
                     interrupted = e.reason
                     outcome = Outcome(False, f"aborted: interrupted ({e.reason})")
-            self.add_result(stats.turn, step, call, outcome)
+            if tail:
+                outcome = replace(outcome, text=outcome.text + tail)
+            self.add_result(stats.turn, step, call, outcome, requesters)
         if interrupted is not None:
             stats.interrupted = True
             stats.interrupted_by = interrupted
@@ -403,11 +447,13 @@ class TurnEngine:
         started = self.clock.monotonic()
         outcome = await self.world.run_tool(call, requesters=requesters)
         if outcome.elapsed_ms is None:
-            outcome = Outcome(outcome.ok, outcome.text, outcome.data, (self.clock.monotonic() - started) * 1000)
+            outcome = replace(outcome, elapsed_ms=(self.clock.monotonic() - started) * 1000)
         return outcome
 
-    def add_result(self, turn: int, step: int, call: ToolCall, outcome: Outcome) -> Message:
-        """The tool result message of one call, into history and the recording."""
+    def add_result(self, turn: int, step: int, call: ToolCall, outcome: Outcome,
+                   requesters: frozenset[str] = frozenset()) -> Message:
+        """The tool result message of one call, into history and the recording (with the
+        players whose words were in the turn and the rule that allowed or refused it)."""
         stored = self.context.add(
             Message(role="tool", kind="tool_result", content=outcome.text, tool_call_id=call.id, name=call.name)
         )
@@ -416,6 +462,7 @@ class TurnEngine:
             ToolResultRecord(
                 turn=turn, step=step, call_id=call.id, name=call.name, arguments=call.arguments,
                 ok=outcome.ok, text=outcome.text, data=_jsonable(outcome.data), elapsed_ms=outcome.elapsed_ms, ref=ref,
+                requested_by=sorted(requesters), rule=outcome.rule,
             )
         )
         return stored

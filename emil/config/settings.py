@@ -132,10 +132,38 @@ class Settings(BaseModel):
     bot_name: str = "Emil"
     """Emil's username on the server; chat naming it is urgent."""
     operators: tuple[str, ...] = ()
-    """Player names allowed operator-only behaviour (comma-separated)."""
+    """Player names allowed operator-only behaviour, exact (comma-separated; docs/trust.md)."""
+    trusted_players: tuple[str, ...] = ()
+    """Players who get and order Emil's own items without the give rate (comma-separated)."""
+    npc_players: tuple[str, ...] = ()
+    """Other bots on the server (other Emils...): their chat starts turns only within a budget
+    (comma-separated; docs/trust.md, "NPCs")."""
     allow_commands: bool = False
-    """Let say/whisper send chat a server reads as a command, when every player whose words are
-    in the turn is one of ``operators`` (docs/world.md, "Commands and authority")."""
+    """Let say/whisper send chat a server reads as a command: only the exact command text an
+    operator wrote in the turn, or one an operator confirmed (docs/trust.md, "Commands")."""
+    command_confirm_s: float = Field(default=60.0, ge=5, le=3600)
+    """How long an operator has to confirm a command Emil asked about."""
+    give_items_per_hour: int = Field(default=32, ge=0, le=100_000)
+    """Most of Emil's own items one ordinary player gets within any hour (0: none)."""
+    tool_calls_per_answer: int = Field(default=8, ge=1, le=64)
+    """Tool calls of one model answer that are run; the rest are dropped, and the model told."""
+    tool_argument_chars: int = Field(default=4096, ge=256, le=1_000_000)
+    """Longest tool-call arguments read, in characters; longer ones are refused unread."""
+    tool_argument_depth: int = Field(default=6, ge=2, le=64)
+    """Deepest JSON nesting of tool-call arguments; deeper ones are refused unread."""
+    chat_lines_per_turn: int = Field(default=6, ge=1, le=50)
+    """Chat lines (say, whisper) one turn may send."""
+    chat_lines_per_minute: int = Field(default=20, ge=1, le=60)
+    """Chat lines Emil sends within any minute (a server kicks a client that spams)."""
+    turns_per_minute: float = Field(default=30.0, ge=1, le=600)
+    """Turns that start within a minute at most (a burst of up to 5 first): bounds the model's load."""
+    npc_turns_per_minute: float = Field(default=2.0, gt=0, le=60)
+    """Turns one NPC's chat may start within a minute."""
+    npc_exchanges: int = Field(default=3, ge=0, le=100)
+    """Turns in a row that NPC chat alone may start, until a player speaks (0: never)."""
+    npc_loop_detection: bool = False
+    """Treat a speaker who answers Emil within 3 s, 8 times in a row, as an NPC (docs/trust.md;
+    other Emils on the same machine are found without it)."""
     reflexes: tuple[Literal["defend", "flee", "eat", "unstuck"], ...] = ("defend", "flee", "eat", "unstuck")
     """Reflexes switched on in the bot module; they act without the model (comma-separated)."""
     disabled_tools: tuple[str, ...] = ()
@@ -257,12 +285,32 @@ class Settings(BaseModel):
             raise ValueError("say cannot be disabled: it is how Emil answers players")
         return tuple(dict.fromkeys(v))
 
-    @field_validator("operators", "reflexes", "trim_rungs", "disabled_tools", mode="before")
+    @field_validator("operators", "trusted_players", "npc_players", "reflexes", "trim_rungs", "disabled_tools",
+                     mode="before")
     @classmethod
     def _comma_list(cls, v: Any) -> Any:
         if isinstance(v, str):
             return tuple(p.strip() for p in v.split(",") if p.strip())
         return v
+
+    @field_validator("operators", "trusted_players", "npc_players")
+    @classmethod
+    def _player_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for name in v:
+            if not re.fullmatch(r"[A-Za-z0-9_]{1,16}", name):
+                raise ValueError(f"{name!r} is not a Minecraft name (1-16 letters, digits or _); names match exactly, "
+                                 "letter case included")
+        return tuple(dict.fromkeys(v))
+
+    @model_validator(mode="after")
+    def _lists_agree(self) -> Settings:
+        both = sorted(set(self.npc_players) & set(self.operators))
+        if both:
+            raise ValueError(f"{', '.join(both)} is listed in both operators and npc_players: an NPC's words come from "
+                             "a model and cannot order what an operator may; remove it from one of them")
+        if self.bot_name in self.npc_players or self.bot_name in self.operators:
+            raise ValueError(f"bot_name {self.bot_name} is Emil itself: leave it out of operators and npc_players")
+        return self
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -283,6 +331,13 @@ class Settings(BaseModel):
                 "lower prompt_budget or leave it on auto"
             )
         return self
+
+    @property
+    def tools_off(self) -> tuple[str, ...]:
+        """Tools not offered: ``disabled_tools``, and ``claim_chest`` while no operator is
+        listed (only an operator may use it: its spec would cost every prompt for nothing)."""
+        return self.disabled_tools + (("claim_chest",) if not self.operators and "claim_chest" not in self.disabled_tools
+                                      else ())
 
     def public_dump(self) -> dict[str, Any]:
         """Settings as JSON-able data with secrets masked (for recordings and logs)."""

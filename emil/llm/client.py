@@ -51,6 +51,7 @@ from emil.llm.overflow import extract_error_message, parse_overflow
 from emil.llm.response import StreamAssembler, parse_completion, parse_models
 from emil.llm.tokenize import ServerTokenizeCounter
 from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, ToolChoice, root_url_of
+from emil.trust.caps import AnswerCaps, argument_problem
 
 __all__ = ["OpenAIClient", "ServedModel", "parse_tool_call"]
 
@@ -72,14 +73,23 @@ class ServedModel:
     """The checkpoint the served name points at (a HF id or a local path)."""
 
 
-def parse_tool_call(call_id: str, name: str, raw_arguments: str | None) -> ToolCall:
-    """A tool call as data: parsed arguments, or the raw text and why it does not parse."""
+def parse_tool_call(call_id: str, name: str, raw_arguments: str | None, caps: AnswerCaps | None = None) -> ToolCall:
+    """A tool call as data: parsed arguments, or the raw text and why it does not parse. With
+    ``caps``, arguments too long or nested too deep are refused before parsing (only their
+    start is kept), so no size or depth reaches the parser."""
     raw = raw_arguments if raw_arguments is not None else ""
+    if caps is not None:
+        problem = argument_problem(raw, max_chars=caps.argument_chars, max_depth=caps.argument_depth)
+        if problem is not None:
+            return ToolCall(id=call_id, name=name, raw_arguments=raw[:200], error=problem)
     try:
         parsed = json.loads(raw) if raw.strip() else {}
     except json.JSONDecodeError as exc:
         return ToolCall(id=call_id, name=name, raw_arguments=raw,
                         error=f"arguments are not valid JSON: {exc.msg} at char {exc.pos}")
+    except RecursionError:
+        return ToolCall(id=call_id, name=name, raw_arguments=raw[:200],
+                        error="arguments are nested too deep to read")
     if not isinstance(parsed, dict):
         return ToolCall(id=call_id, name=name, raw_arguments=raw,
                         error=f"arguments must be a JSON object, got {type(parsed).__name__}")
@@ -156,6 +166,7 @@ class OpenAIClient:
         extra_body: dict[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         request_id_prefix: str | None = None,
+        caps: AnswerCaps | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.root_url = root_url_of(self.base_url)
@@ -166,6 +177,8 @@ class OpenAIClient:
         self.first_token_timeout = first_token_timeout
         """Seconds until the first generated token of a streamed answer (None: no own limit)."""
         self.tool_validator = tool_validator
+        self.caps = caps or AnswerCaps()
+        """Hard caps on one answer: tool calls, argument size and depth (emil.trust.caps)."""
         self.extra_body = dict(extra_body or {})
         """Sent with every request, under each request's own ``extra_body``."""
         self.headers = dict(headers or {})
@@ -255,7 +268,7 @@ class OpenAIClient:
         return extra
 
     def _tool_call(self, call_id: str, name: str, raw: str | None) -> ToolCall:
-        call = parse_tool_call(call_id, name, raw)
+        call = parse_tool_call(call_id, name, raw, self.caps)
         if call.error is None and self.tool_validator is not None:
             call = self.tool_validator(call)
         return call
@@ -359,14 +372,14 @@ class OpenAIClient:
 
     async def _complete_once(self, request: ChatRequest, started: float) -> Completion:
         body = await self._post(request)
-        return parse_completion(body, tool_call=self._tool_call,
+        return parse_completion(body, tool_call=self._tool_call, max_tool_calls=self.caps.tool_calls,
                                 total_s=time.perf_counter() - started)
 
     async def _complete_streaming(
         self, request: ChatRequest, started: float, on_first_token: Callable[[], None]
     ) -> Completion:
         stream = await self._post_streaming(request)
-        assembler = StreamAssembler()
+        assembler = StreamAssembler(max_tool_calls=self.caps.tool_calls)
         first_token: float | None = None
         async with stream:
             try:

@@ -145,18 +145,18 @@ def _fault(what: str, error: ValidationError, body: str | bytes) -> ServerFault:
     )
 
 
-def parse_completion(body: bytes, *, tool_call: ToolCallParser, total_s: float) -> Completion:
-    """A non-streamed answer as a :class:`Completion`, or :class:`ServerFault`."""
+def parse_completion(body: bytes, *, tool_call: ToolCallParser, total_s: float, max_tool_calls: int | None = None) -> Completion:
+    """A non-streamed answer as a :class:`Completion`, or :class:`ServerFault`. Tool calls past
+    ``max_tool_calls`` are dropped (counted in ``dropped_tool_calls``), never parsed."""
     try:
         wire = _ChatCompletion.model_validate_json(body)
     except ValidationError as e:
         raise _fault("something that is not a chat completion", e, body) from None
     choice = wire.choices[0]
     message = choice.message
-    calls = [
-        tool_call(tc.id or f"call_{i}", *tc.name_and_arguments())
-        for i, tc in enumerate(message.tool_calls or [])
-    ]
+    wire_calls = message.tool_calls or []
+    kept = wire_calls if max_tool_calls is None else wire_calls[:max_tool_calls]
+    calls = [tool_call(tc.id or f"call_{i}", *tc.name_and_arguments()) for i, tc in enumerate(kept)]
     return Completion(
         content=message.content,
         reasoning=message.reasoning if message.reasoning is not None else message.reasoning_content,
@@ -165,6 +165,7 @@ def parse_completion(body: bytes, *, tool_call: ToolCallParser, total_s: float) 
         usage=wire.usage.to_usage() if wire.usage else None,
         timings=Timings(total_s=total_s),
         model=wire.model,
+        dropped_tool_calls=len(wire_calls) - len(kept),
     )
 
 
@@ -200,6 +201,9 @@ class StreamAssembler:
     usage: Usage | None = None
     model: str | None = None
     chunks: int = 0
+    max_tool_calls: int | None = None
+    """Tool calls past this many are dropped as they stream in (only counted)."""
+    dropped: set[int] = field(default_factory=set)
     _seen: list[str] = field(default_factory=list)
 
     def add(self, raw: object) -> bool:
@@ -225,6 +229,10 @@ class StreamAssembler:
                 self.reasoning.append(thought)
                 got = True
             for tc in delta.tool_calls or []:
+                if tc.index not in self.calls and self.max_tool_calls is not None and len(self.calls) >= self.max_tool_calls:
+                    self.dropped.add(tc.index)
+                    got = True
+                    continue
                 slot = self.calls.setdefault(tc.index, _Slot())
                 if tc.id:
                     slot.id = tc.id
@@ -258,4 +266,5 @@ class StreamAssembler:
             usage=self.usage,
             timings=timings,
             model=self.model,
+            dropped_tool_calls=len(self.dropped),
         )

@@ -88,6 +88,9 @@ class Completion(BaseModel):
     usage: Usage | None = None
     timings: Timings | None = None
     model: str | None = None
+    dropped_tool_calls: int = 0
+    """Tool calls past the cap of one answer (``tool_calls_per_answer``): never run, never in
+    the history; the loop tells the model how many."""
 
 
 @runtime_checkable

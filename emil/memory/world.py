@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from emil.events import GameEvent
@@ -23,7 +23,8 @@ from emil.llm.types import ToolCall
 from emil.memory.archivist import Archivist
 from emil.memory.dbfile import Trouble
 from emil.memory.learn import Learner
-from emil.world.port import WorldPort
+from emil.trust.authority import Authority
+from emil.world.port import TurnWords, WorldPort
 from emil.world.tool import Outcome
 
 __all__ = ["RememberingWorld"]
@@ -85,6 +86,12 @@ class RememberingWorld:
 
     async def abort(self) -> None:
         await self.world.abort()
+
+    async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
+        """The turn's words, for a wrapped world that takes them (the live body's guard)."""
+        if isinstance(self.world, TurnWords):
+            return await self.world.begin_turn(words)
+        return []
 
     def __getattr__(self, name: str) -> Any:
         # Anything else (e.g. BotWorld.bot) is the wrapped world's: the wrapper is transparent.

@@ -38,7 +38,7 @@ import json
 import math
 import random
 import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +74,7 @@ from emil.offline.sim_policy import ScriptedEmil, Step
 from emil.offline.sim_world import BOT, DURATIONS, SimBody, SimWorld, resolve
 from emil.offline.trace import SessionTrace
 from emil.perception import Perception, PerceptionPolicy
+from emil.trust.authority import Authority
 from emil.world.actions import tool_specs, validate_tool_call
 from emil.world.port import WorldPort
 from emil.world.tool import ActionPolicy, Outcome
@@ -205,6 +206,10 @@ class _EngineWorld:
 
     async def snapshot(self) -> Mapping[str, Any] | None:
         return await self.port.snapshot()
+
+    async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
+        """The day's body has no guard (its people are scripted): nothing happens on words."""
+        return ()
 
     async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
         return await self.port.run_tool(call, limit_s=math.inf, requesters=requesters)

@@ -113,6 +113,9 @@ class EventRecord(_Record):
     event: dict[str, Any] = Field(default_factory=dict)
     priority: str | None = None
     """urgent | normal | ambient, or echo (the end of an action the loop awaited itself)."""
+    npc: bool = False
+    """A chat line perception took for an NPC's (listed, another Emil, caught in a loop:
+    emil.trust.npc), so replay triages it as live did."""
 
 
 class ObservationRecord(_Record):
@@ -127,6 +130,9 @@ class ObservationRecord(_Record):
     snapshot: dict[str, Any] | None = None
     shown: int | None = None
     """Events shown verbatim; fewer than ``events`` when a flood was coalesced to fit the cap."""
+    notes: list[str] = Field(default_factory=list)
+    """What the world did on the turn's words before the model (a command an operator
+    confirmed), noted at the top of the observation (docs/trust.md)."""
     recalled: str | None = None
     """The archive's lines recalled at the end of the observation (emil.memory.retrieval), as
     the turn engine appended them: replay gives them back, since the archive is not replayed."""
@@ -183,6 +189,8 @@ class CompletionRecord(_Record):
     model: str | None = None
     assistant_ref: str | None = None
     """The message record holding the assistant message this completion added to history."""
+    dropped_tool_calls: int = 0
+    """Tool calls past the cap of one answer: never run, the model told how many."""
 
     @classmethod
     def from_completion(cls, c: Completion, **fields: Any) -> CompletionRecord:
@@ -200,6 +208,7 @@ class CompletionRecord(_Record):
             total_s=tm.total_s if tm else None,
             first_token_s=tm.first_token_s if tm else None,
             model=c.model,
+            dropped_tool_calls=c.dropped_tool_calls,
             **fields,
         )
 
@@ -224,6 +233,7 @@ class CompletionRecord(_Record):
             usage=usage,
             timings=timings,
             model=self.model,
+            dropped_tool_calls=self.dropped_tool_calls,
         )
 
 
@@ -241,6 +251,12 @@ class ToolResultRecord(_Record):
     elapsed_ms: float | None = None
     ref: str | None = None
     """The message record holding the tool result message."""
+    requested_by: list[str] = Field(default_factory=list)
+    """Every player whose words were in the turn (empty: Emil acted on its own): whose request
+    the action served (docs/trust.md, "Audit")."""
+    rule: str = ""
+    """The row of the rule table that allowed or refused it (emil.trust.rules; "" when no guard
+    saw the call: a malformed call, a switched-off tool, a recording older than the table)."""
 
 
 class OverflowRecord(_Record):

@@ -49,7 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON reports")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--strict", action="store_true", help="also exit 1 when replay stopped early (a damaged or cut recording)")
+    p.add_argument("--actions", action="store_true",
+                   help="list every action by the player whose words asked for it, with the rule that allowed or "
+                        "refused it (docs/trust.md), instead of replaying")
     return p
+
+
+def _audit(ns: argparse.Namespace) -> int:
+    from emil.replay.audit import actions_by_player, format_actions
+
+    for path in ns.files:
+        read, _, _ = pick_session(read_recording(path), ns.session, name=str(path))
+        sys.stdout.write(format_actions(str(path), actions_by_player(read.records), as_json=ns.json) + "\n")
+    return EXIT_OK
 
 
 async def replay_file(
@@ -162,6 +174,8 @@ def cli_main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as e:
         sys.stderr.write(f"error: {e}\n")
         return EXIT_CONFIG
+    if ns.actions:
+        return _audit(ns)
     try:
         return anyio.run(_main, ns)
     except ConfigurationError as e:

@@ -21,12 +21,12 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from emil.agent.context_port import ContextAssembly, ManagedContext, session_context
-from emil.agent.turn import Interrupted, RequestShape, TurnEngine, observation_cap
+from emil.agent.turn import Interrupted, RequestShape, TurnEngine, dropped_note, observation_cap
 from emil.agent.turnstats import TurnStats
 from emil.config.settings import Settings, recorded_settings
 from emil.context.budget import Budget
@@ -46,6 +46,7 @@ from emil.replay.live import LiveStep, compare_live
 from emil.replay.notes import RecordedNotes
 from emil.replay.session import RecordedSession, RecordedStep, RecordedTurn
 from emil.replay.summaries import RecordedSummaries, SummaryJudge, SummaryVerdict
+from emil.trust.authority import Authority
 from emil.world.tool import Outcome
 
 __all__ = ["ObservationDiff", "ReplayOptions", "ReplayReport", "Replayer"]
@@ -201,6 +202,11 @@ class _RecordedWorld:
         turn = self.replayer.turn
         return None if turn is None else turn.observation.snapshot
 
+    async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
+        """What the world did on the turn's words, as the observation noted it."""
+        turn = self.replayer.turn
+        return () if turn is None else tuple(Outcome(True, note) for note in turn.observation.notes)
+
     async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
         result = self.replayer.result_for(call)
         if result.text.startswith(_ABORTED) and not result.ok:
@@ -265,7 +271,10 @@ class Replayer:
             observation_cap=observation_cap(self.settings.observation_cap_tokens, self.budget.prompt_budget),
             recall=self._recalled,
         )
-        self.perception = Perception(PerceptionPolicy(bot_name=self.settings.bot_name))
+        # Triaged as live (the recorded NPC lines as NPC lines), without live's turn budget:
+        # the recording says when each turn started.
+        self.perception = Perception(PerceptionPolicy(bot_name=self.settings.bot_name,
+                                                      npcs=frozenset(self.settings.npc_players)))
         self.judge = None if live is None else SummaryJudge(
             session.summaries, live, name=self.settings.bot_name,
             prompt=load_summary_prompt(None, name=self.settings.bot_name, max_tokens=self.settings.summary_max_tokens),
@@ -366,7 +375,7 @@ class Replayer:
             # The loop's rule: the end of an action it awaited is already a tool result.
             self._dispatched[event.action] -= 1
             return
-        self.perception.add(event, item.t)
+        self.perception.add(event, item.t, npc=item.npc or None)
         if isinstance(event, Death):
             self.perception.clear_actions()
 
@@ -531,17 +540,27 @@ class Replayer:
         return self.turn.steps[self._step_index - 1]
 
     def result_for(self, call: ToolCall) -> ToolResultRecord:
-        """The recorded result of ``call`` in the current step (:class:`_Damaged` if missing)."""
+        """The recorded result of ``call`` in the current step (:class:`_Damaged` if missing), as
+        the world gave it (the engine adds the note of calls dropped past the cap again)."""
         step = self._step()
-        result = step.result_for(call.id)
+        result = self._recorded(step, call)
         if result is None:
             raise _Damaged(
                 f"turn {step.turn} step {step.step}: no recorded result for tool call {call.id} ({call.name})"
             )
         return result
 
+    @staticmethod
+    def _recorded(step: RecordedStep, call: ToolCall) -> ToolResultRecord | None:
+        result = step.result_for(call.id)
+        c = step.completion
+        if result is None or c is None or not c.dropped_tool_calls or c.tool_calls[-1].id != call.id:
+            return result
+        return result.model_copy(update={"text": result.text.removesuffix(dropped_note(c.dropped_tool_calls,
+                                                                                        len(c.tool_calls)))})
+
     def _recorded_text(self, call: ToolCall) -> str:
-        result = self._step().result_for(call.id)
+        result = self._recorded(self._step(), call)
         return "" if result is None else result.text
 
     def _interruption(self, call: ToolCall) -> str | None:

@@ -166,7 +166,8 @@ class _Player:
         e = self.emil
         await self.say(f"hey {e}, you look weak")
         await self.pause(2, 5)
-        await self._act("hits Emil", "attack", {"target": e, "duration_s": 4})  # 1 s can end before the first swing
+        order: JsonValue = {"requesters": [self.name], "attack": e}  # its own order (docs/trust.md)
+        await self._act("hits Emil", "attack", {"target": e, "duration_s": 4, "authority": order})  # 1 s can end before the first swing
         await self.pause(6, 12)
 
     async def dana(self) -> None:
@@ -251,6 +252,7 @@ async def _run_player(name: str, index: int, server: EmbeddedServer, s: Settings
     player_settings = BotSettings(
         host="127.0.0.1", port=server.port, username=name, version=s.mc_version,
         reflexes=ReflexSettings(defend=False, flee=False, eat=False, unstuck=False),
+        operators=frozenset({name}),  # a person's stand-in: its own operator, so it may hit Emil
     )
     try:
         async with Bot.connect(player_settings) as bot, anyio.create_task_group() as tg:

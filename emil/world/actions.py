@@ -16,10 +16,10 @@ the turn.
 
 Safety: player chat is untrusted input and nothing here evaluates anything as code. ``say`` and
 ``whisper`` clean the text and cut it to the protocol's chat limit; a piece that a server could
-read as a command (:func:`emil.world.chat.reads_as_command`) is refused unless the operator
-enabled commands and every player whose words are in the turn is an operator, and the bot
-checks the same rule again. Attacking a player needs an operator's order too (self-defence is a
-reflex and needs no permission).
+read as a command (:func:`emil.world.chat.reads_as_command`) goes out only on an operator's own
+exact words or confirmation, and every call passes :class:`~emil.world.guard.Guard` (the rule
+table of docs/trust.md: chests, items, attacks, commands, chat caps); the bot checks attacks and
+commands again. Self-defence is a reflex and needs no permission.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from emil.exceptions import EmilError
 from emil.llm.types import ToolCall
+from emil.world.guard import Guard
 from emil.world.tool import TOOLS, ActionPolicy, BotLike, MemoryPort, Outcome, Tool, ToolContext
 
 # isort: off
@@ -81,16 +82,19 @@ def validate_tool_call(call: ToolCall) -> ToolCall:
     return call.model_copy(update={"arguments": tool.wire_args()})
 
 
-async def dispatch(bot: BotLike, call: ToolCall, policy: ActionPolicy | None = None, *,
+async def dispatch(bot: BotLike, call: ToolCall, policy: ActionPolicy | None = None, guard: Guard | None = None, *,
                    memory: MemoryPort | None = None) -> Outcome:
-    """Run one tool call. Model mistakes and failed actions become text, never exceptions."""
+    """Run one tool call through the guard (the rule table, emil.trust.rules; without one, a
+    guard made from the policy). Model mistakes, refusals and failed actions become text,
+    never exceptions."""
     policy = policy or ActionPolicy()
     if call.name in policy.disabled:  # not offered; a model may still call it from memory
         return Outcome(False, f"error: {call.name} is switched off on this server; use another tool")
     tool = parse_tool(call)
     if isinstance(tool, str):
         return Outcome(False, f"error: {tool}")
+    guard = guard or Guard.from_policy(policy)
     try:
-        return await tool.run(ToolContext(bot, policy, memory))
+        return await guard.run(tool, ToolContext(bot, policy, memory=memory))
     except EmilError as exc:
         return Outcome(False, f"{tool.tool_name} failed: {exc}")

@@ -19,9 +19,7 @@ from emil.world.tool import (
     ITEM_NAME,
     PLAYER_NAME,
     Gives,
-    Outcome,
     Tool,
-    ToolContext,
     fmt_pos,
 )
 
@@ -167,20 +165,15 @@ class Give(Tool):
 
 
 class Attack(Tool):
-    """Fight a mob (by type, e.g. zombie) or a player. Attacking players needs an operator's order."""
+    """Fight a mob (by type, e.g. zombie) or a player. Attacking players needs an operator's order.
+
+    The guard (emil.world.guard) decides which it is: rows attack.* of the rule table."""
 
     tool_name: ClassVar[str] = "attack"
     job: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 40.0
     target: str = Field(pattern=r"^[A-Za-z0-9_]{1,32}$", description="Mob type or player name")
     duration_s: float = Field(default=10, ge=1, le=30, description="Give up after this many seconds")
-
-    async def run(self, ctx: ToolContext) -> Outcome:
-        if not ctx.policy.operator_order():
-            snap = await ctx.bot.snapshot()
-            if any(p.get("name") == self.target for p in snap.players):
-                return Outcome(False, f"refused: attacking the player {self.target} needs an order from an operator")
-        return await super().run(ctx)
 
     def read(self, result: dict[str, Any]) -> str:
         if result.get("defeated"):

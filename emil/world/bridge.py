@@ -30,6 +30,7 @@ import contextlib
 import itertools
 import json
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -37,17 +38,21 @@ from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from pydantic import JsonValue
+from pydantic import JsonValue, ValidationError
 
 from emil.backoff import Backoff, OutageEvent, Patience
 from emil.events import ErrorEvent, GameEvent, parse_event
 from emil.exceptions import ConfigurationError, EmilError, PatienceExhausted, WorldError
+from emil.trust.caps import valid_json_text
 from emil.world._jsruntime import JsRuntime
 from emil.world.wire import ActionResult, BotSettings, ReflexSettings, Snapshot
 
 __all__ = ["Bot"]
 
 _log = logging.getLogger(__name__)
+
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""Control characters and line/paragraph separators: spaces in chat text from the server."""
 
 _CONFIG_KICK_WORDS = (
     "outdated", "version", "whitelist", "white-listed", "banned", "not authenticated",
@@ -281,9 +286,12 @@ class Bot:
 
     def _deliver(self, line: str) -> None:
         try:
-            data = json.loads(line)
-        except ValueError:
+            data = valid_json_text(json.loads(line))
+        except (ValueError, RecursionError):
             _log.warning("bot module sent a line that is not JSON: %.200s", line)
+            return
+        if not isinstance(data, dict):
+            _log.warning("bot module sent a line that is not a JSON object: %.200s", line)
             return
         kind = data.get("kind")
         if kind in ("_result", "_connected"):
@@ -296,7 +304,17 @@ class Bot:
             self._connected = False
             self._connected_event = anyio.Event()
             self._trouble.set()
-        self._emit(parse_event(data))
+        if kind == "chat":
+            # One line per chat line: a newline in a player's text must not open a line of its own
+            # in the observation (where it could pose as another player's words).
+            for key in ("sender", "text"):
+                if isinstance(data.get(key), str):
+                    data[key] = _CONTROLS.sub(" ", data[key])
+        try:
+            event = parse_event(data)
+        except ValidationError as e:  # a malformed event is news about the bot, never a crash
+            event = ErrorEvent(message=f"the bot module sent a malformed {str(kind)[:40]!r} event: {e.errors()[0]['msg']}")
+        self._emit(event)
 
     def _emit(self, event: GameEvent) -> None:
         try:
@@ -448,7 +466,8 @@ class Bot:
             raw = await self._call("snapshot", bridge_timeout=10)
         except WorldError:
             return Snapshot(connected=False)
-        return Snapshot.model_validate_json(raw)
+        # Names, items and text from the server are made valid Unicode before anything reads them.
+        return Snapshot.model_validate(valid_json_text(json.loads(raw)))
 
     async def set_reflexes(self, reflexes: ReflexSettings) -> None:
         """Switch reflexes on or off while running."""

@@ -27,8 +27,11 @@ surrogate or unassigned code points, or invisible fillers (Hangul fillers, brail
 skipped, and a piece whose first remaining character is "/" or a slash look-alike (fraction,
 division and big solidus, box-drawing and rising diagonals) reads as a command.
 
-A piece that reads as a command goes out only when commands are allowed and every player whose
-words are in the turn is an operator (:meth:`emil.world.tool.ActionPolicy.may_command`).
+A piece that reads as a command goes out only when commands are allowed, every player whose
+words are in the turn is an operator, and an operator's own line in the turn holds the command
+text whole, or an operator confirmed it (:meth:`emil.world.guard.Guard.command_verdict`,
+docs/trust.md); the bot checks again from what it heard itself (``js/emil_trust.js``). The chat
+caps (lines a turn, a minute) are the guard's too.
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ from __future__ import annotations
 import unicodedata
 from typing import TYPE_CHECKING, ClassVar
 
-from pydantic import Field, JsonValue
+from pydantic import Field
 
-from emil.world.tool import PLAYER_NAME, ActionPolicy, Outcome, Speaks, Tool, ToolContext
+from emil.world.guard import Guard
+from emil.world.tool import PLAYER_NAME, ChatGuard, Outcome, Speaks, Tool, ToolContext
 
 __all__ = ["CHAT_LIMIT", "SLASHES", "Say", "Whisper", "clean_chat", "reads_as_command", "split_chat", "utf16_len"]
 
@@ -127,37 +131,42 @@ class _Chat(Tool):
 
     async def run(self, ctx: ToolContext) -> Outcome:
         name, policy = self.tool_name, ctx.policy
+        guard: ChatGuard = ctx.guard or Guard.from_policy(policy)
         pieces = split_chat(self.text, self._limit(), policy.max_chat_messages)
         if not pieces:
             return Outcome(False, f"{name} failed: nothing to say after removing control characters")
         commands = [i for i, piece in enumerate(pieces, 1) if reads_as_command(piece)]
-        if commands and not policy.may_command():
-            return Outcome(False, _refusal(name, commands, len(pieces), policy), {"refused": list(pieces)})
-        # The bot checks the same rule again, with the same requesters (neither side alone).
-        requesters: list[JsonValue] = list(sorted(policy.requesters))
-        for piece in pieces:
-            args = {**self.wire_args(), "text": piece, "requesters": requesters}
+        rule_id = "chat.command" if commands else "chat.line"
+        for i in commands:
+            verdict, ask = guard.command_verdict(pieces[i - 1])
+            if verdict.allowed:
+                continue
+            if ask and len(commands) == 1 and len(pieces) == 1:
+                code = await guard.ask_to_confirm(ctx.bot, pieces[0])
+                if code is not None:
+                    return Outcome(False, guard.confirm_text(name, pieces[0], code), {"refused": list(pieces), "confirm": code},
+                                   rule=rule_id)
+            where = "the message" if len(pieces) == 1 else "piece " + ", ".join(map(str, commands)) + f" of {len(pieces)}"
+            refused = await guard.refuse(ctx.bot, self, verdict, what=f'({where} would start with "/" or a look-alike: a server command)')
+            return Outcome(False, refused.text + ". Say it without a leading slash.", {"refused": list(pieces), "rule": rule_id}, rule=rule_id)
+        room, why = guard.chat_room()
+        if room == 0:
+            return Outcome(False, f"{name}: not sent: {why}", {"refused": list(pieces), "rule": "chat.line"}, rule="chat.line")
+        sending = pieces[:room]
+        for piece in sending:
+            # The bot checks the same rule again, from what it saw itself (neither side alone).
+            args = {**self.wire_args(), "text": piece, "authority": guard.js_authority()}
+            await guard.pace()
             res = await ctx.bot.act(name, args, timeout=self.timeout_s, job=self.job)
+            guard.chat_sent(1)
             if not res.ok:
-                return Outcome(False, f"{name} failed: {res.error}")
-        sent = " ".join(pieces)
+                return Outcome(False, f"{name} failed: {res.error}", rule=rule_id)
+        sent = " ".join(sending)
         cut = sent.replace(" ", "") != clean_chat(self.text).replace(" ", "")
-        return Outcome(True, self._said(sent) + (" (cut to fit the chat limit)" if cut else ""), {"messages": list(pieces)})
-
-
-def _refusal(name: str, commands: list[int], total: int, policy: ActionPolicy) -> str:
-    where = "the message" if total == 1 else "piece " + ", ".join(map(str, commands)) + f" of {total}"
-    if not policy.allow_commands:
-        why = "commands are not enabled"
-    elif not policy.requesters:
-        why = "no operator asked for it in this turn"
-    else:
-        others = ", ".join(sorted(policy.requesters - policy.operators))
-        why = f"only operators may order commands, and {others} spoke in this turn"
-    return (
-        f'refused: {name}: {where} would start with "/" (or a look-alike after invisible characters), '
-        f"which the server reads as a command; {why}. Say it without a leading slash."
-    )
+        tail = " (cut to fit the chat limit)" if cut and len(sending) == len(pieces) else ""
+        if len(sending) < len(pieces):
+            tail = f" ({len(pieces) - len(sending)} more chat line(s) not sent: {guard.chat_room()[1] or 'the chat cap'})"
+        return Outcome(True, self._said(sent) + tail, {"messages": list(sending)}, rule=rule_id)
 
 
 class Say(_Chat):

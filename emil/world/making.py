@@ -18,13 +18,14 @@ from pydantic import (
 
 from emil.world.tool import (
     ITEM_NAME,
+    PLAYER_NAME,
     Outcome,
     Tool,
     ToolContext,
     fmt_pos,
 )
 
-__all__ = ["Build", "Craft", "Sleep", "Smelt", "Store", "Take"]
+__all__ = ["Build", "ClaimChest", "Craft", "Sleep", "Smelt", "Store", "Take"]
 
 
 def _counts(items: Any) -> str:
@@ -202,3 +203,15 @@ class Take(_ChestTool):
         ("unmoved", "the chest did not give"),
     )
     items: _ItemCounts = Field(min_length=1, max_length=16, description='e.g. {"oak_log": 10}')
+
+
+class ClaimChest(_Spot):
+    """Set who owns a chest (nearest, or at x, y, z). Operators only."""
+
+    tool_name: ClassVar[str] = "claim_chest"
+    bridged: ClassVar[bool] = False
+    owner: str = Field(pattern=PLAYER_NAME, description="A player, Emil or nobody")
+
+    async def run(self, ctx: ToolContext) -> Outcome:
+        # The guard (emil.world.guard, row claim_chest) decides and notes the owner itself.
+        return Outcome(False, "claim_chest: only an operator's order through the guard sets an owner", rule="claim_chest")

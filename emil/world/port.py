@@ -8,14 +8,15 @@ above the world can name it without depending on the agent.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from emil.events import GameEvent
 from emil.llm.types import ToolCall
+from emil.trust.authority import Authority
 from emil.world.tool import Outcome
 
-__all__ = ["WorldPort"]
+__all__ = ["TurnWords", "WorldPort"]
 
 
 class WorldPort(Protocol):
@@ -39,4 +40,16 @@ class WorldPort(Protocol):
 
     async def abort(self) -> None:
         """Abort whatever action is running (idempotent)."""
+        ...
+
+
+@runtime_checkable
+class TurnWords(Protocol):
+    """A world that is told each turn's words before its first call (the live body: its guard
+    decides whose words may order what, emil.world.guard). Worlds without a guard (tests, the
+    offline tools) need not be."""
+
+    async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
+        """The turn's chat lines (who said what); returns what the world did on them before
+        the model (commands operators confirmed), for the turn's record and observation."""
         ...

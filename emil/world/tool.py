@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from emil.trust.rules import Verdict
 from emil.world.wire import ActionResult, Snapshot
 
 __all__ = [
@@ -75,6 +76,9 @@ class Outcome:
     text: str
     data: JsonValue = None
     elapsed_ms: float | None = None
+    rule: str = ""
+    """The row of the rule table (emil.trust.rules) that allowed or refused it ("" when no
+    guard saw it: a malformed call, a switched-off tool)."""
 
 
 class ActionPolicy(BaseModel):
@@ -119,6 +123,19 @@ class BotLike(Protocol):
     async def snapshot(self) -> Snapshot: ...
 
 
+class ChatGuard(Protocol):
+    """What a chat tool asks of the guard that checked its call (emil.world.guard.Guard)."""
+
+    def command_verdict(self, piece: str) -> tuple[Verdict, bool]: ...
+    async def ask_to_confirm(self, bot: BotLike, piece: str) -> str | None: ...
+    def confirm_text(self, tool: str, piece: str, code: str) -> str: ...
+    async def refuse(self, bot: BotLike, tool: Tool, verdict: Verdict, *, what: str = "") -> Outcome: ...
+    def chat_room(self) -> tuple[int, str]: ...
+    def chat_sent(self, n: int) -> None: ...
+    async def pace(self) -> None: ...
+    def js_authority(self, **more: JsonValue) -> dict[str, JsonValue]: ...
+
+
 class MemoryPort(Protocol):
     """What the memory tools (``recall``, ``remember``) use instead of the bot: the session's
     archive and notes (emil.memory.tools.MemoryTools implements it). Each returns (ok, text)."""
@@ -130,11 +147,15 @@ class MemoryPort(Protocol):
 
 @dataclass(frozen=True)
 class ToolContext:
-    """What a running tool may use: the bot, the policy of this turn, and the services a tool
-    needs beside the bot (None where a session has none: the tool says so)."""
+    """What a running tool may use: the bot, the policy of this turn, the guard that checked
+    the call (emil.world.guard), what the guard adds to the bot's arguments (the chest it
+    resolved, the authority the bot checks again), and the services a tool needs beside the
+    bot (None where a session has none: the tool says so)."""
 
     bot: BotLike
-    policy: ActionPolicy
+    policy: ActionPolicy = field(default_factory=ActionPolicy)
+    guard: ChatGuard | None = None
+    extra: Mapping[str, JsonValue] = field(default_factory=dict)
     memory: MemoryPort | None = None
     """The session's archive and notes, for ``recall`` and ``remember``."""
 
@@ -211,7 +232,7 @@ class Tool(BaseModel):
 
     async def run(self, ctx: ToolContext) -> Outcome:
         """One bridge action named ``tool_name``; override when the tool is not that."""
-        reply = await ctx.bot.act(self.tool_name, self.wire_args(), timeout=self.timeout_s, job=self.job)
+        reply = await ctx.bot.act(self.tool_name, {**self.wire_args(), **ctx.extra}, timeout=self.timeout_s, job=self.job)
         if not reply.ok:
             return Outcome(False, f"{self.tool_name} failed: {reply.error}")
         return Outcome(True, self.read(reply.result if isinstance(reply.result, dict) else {}), reply.result)

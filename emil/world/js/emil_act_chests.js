@@ -8,7 +8,8 @@ const { abortable, blockPos, itemByName, countOf, reach, nearestBlock, serverVie
 const CHESTS = ['chest', 'trapped_chest']
 const SEARCH_RADIUS = 32
 
-async function openChest (ctl, { x, y, z }, signal) {
+// The chest block a store or take at { x, y, z } (or at none: the nearest) would open.
+function locateChest (ctl, { x, y, z }) {
   const bot = ctl.bot
   let block
   if (x !== undefined && y !== undefined && z !== undefined) {
@@ -19,6 +20,34 @@ async function openChest (ctl, { x, y, z }, signal) {
     block = nearestBlock(bot, CHESTS, SEARCH_RADIUS)
     if (!block) throw new Error(`no chest within ${SEARCH_RADIUS} blocks`)
   }
+  return block
+}
+
+// A chest beside another of its kind may open as one large chest (on vanilla servers): the
+// owner check covers every chest block the window could show.
+function chestBlocks (bot, block) {
+  const out = [block]
+  for (const [dx, dz] of [[1, 0], [-1, 0], [0, 1], [0, -1]]) {
+    const b = bot.blockAt(block.position.offset(dx, 0, dz))
+    if (b && b.name === block.name) out.push(b)
+  }
+  return out
+}
+
+// The chest a store or take would use, without opening it (the Python guard checks its owner).
+async function findChest (ctl, args) {
+  const bot = ctl.bot
+  const block = locateChest(ctl, args || {})
+  return {
+    chest: blockPos(block.position),
+    blocks: chestBlocks(bot, block).map((b) => blockPos(b.position)),
+    dimension: bot.game && bot.game.dimension ? String(bot.game.dimension) : null
+  }
+}
+
+async function openChest (ctl, at, signal) {
+  const bot = ctl.bot
+  const block = locateChest(ctl, at)
   const above = bot.blockAt(block.position.offset(0, 1, 0))
   if (above && above.boundingBox === 'block' && !above.transparent) {
     throw new Error(`the chest at ${block.position.x} ${block.position.y} ${block.position.z} cannot open: ${above.name} sits on it`)
@@ -98,4 +127,4 @@ async function take (ctl, { items, x, y, z }, signal) {
   return { took: out.moved, no_room: out.no_room, not_in_chest: out.missing, unmoved: out.unmoved, chest: out.chest, chest_holds: out.contents }
 }
 
-module.exports = { store, take }
+module.exports = { store, take, findChest, CHESTS }

@@ -37,13 +37,26 @@ function itemByName (bot, name) {
   return info
 }
 
+// Items Emil holds for players this job may not use (the Python guard passes them with the job,
+// emil/trust/ledger.py): every count below leaves them out, so a craft, a smelt or a build never
+// plans with them.
+function reservedOf (bot, name) {
+  const r = bot.emilReserved
+  return r && typeof r[name] === 'number' ? r[name] : 0
+}
+
 function countOf (bot, name) {
-  return bot.inventory.items().filter((i) => i.name === name).reduce((n, i) => n + i.count, 0)
+  const n = bot.inventory.items().filter((i) => i.name === name).reduce((n, i) => n + i.count, 0)
+  return Math.max(0, n - reservedOf(bot, name))
 }
 
 function inventoryCounts (bot) {
   const counts = {}
   for (const i of bot.inventory.items()) counts[i.name] = (counts[i.name] || 0) + i.count
+  for (const name of Object.keys(counts)) {
+    counts[name] = Math.max(0, counts[name] - reservedOf(bot, name))
+    if (counts[name] === 0) delete counts[name]
+  }
   return counts
 }
 
@@ -158,6 +171,7 @@ async function placeAt (ctl, item, at, signal) {
   }
   await bot.equip(stack, 'hand')
   aborted(signal)
+  ctl.placing = { x, y, z, until: Date.now() + 5000 } // the chest Emil sees appear here is its own
   if (sneak) bot.setControlState('sneak', true)
   try {
     await bot.placeBlock(ref, face)
@@ -177,6 +191,7 @@ module.exports = {
   blockPos,
   itemByName,
   countOf,
+  reservedOf,
   inventoryCounts,
   listing,
   goto,

@@ -79,6 +79,10 @@ function plan (bot, family, crafts, counts) {
 function countsById (bot) {
   const counts = {}
   for (const i of bot.inventory.items()) counts[i.type] = (counts[i.type] || 0) + i.count
+  for (const [name, n] of Object.entries(bot.emilReserved || {})) {
+    const item = bot.registry.itemsByName[name]
+    if (item && counts[item.id]) counts[item.id] = Math.max(0, counts[item.id] - n)
+  }
   return counts
 }
 

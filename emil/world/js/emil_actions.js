@@ -6,14 +6,14 @@
 // result reads to the model. The longer ones live in their own files (emil_act_*.js) and are
 // listed here with the rest.
 const { bestFood } = require('./emil_reflexes')
-const { checkChat } = require('./emil_chat_rule')
+const trust = require('./emil_trust')
 
 const {
   aborted, abortable, sleep, playerEntity, round1, pos, itemByName, countOf, goto, placeAt
 } = require('./emil_act_common')
 const { craft, smelt } = require('./emil_act_crafting')
 const { build } = require('./emil_act_build')
-const { store, take } = require('./emil_act_chests')
+const { store, take, findChest } = require('./emil_act_chests')
 const { sleep: sleepInBed } = require('./emil_act_sleep')
 
 const CHAT_LIMIT = 256
@@ -26,22 +26,23 @@ function targetPoint (ctl, args) {
 
 const ACTIONS = {
   // One chat piece per call, as Python cut it: no newline and within the limit, so mineflayer
-  // sends exactly `line` in one packet, and the command rule is checked on exactly that line.
-  async say (ctl, { text, requesters }) {
+  // sends exactly `line` in one packet, and the command rule (emil_trust.js) is checked on
+  // exactly that line with the turn's authority.
+  async say (ctl, { text, authority }) {
     const line = String(text).replace(/[\r\n]+/g, ' ').slice(0, CHAT_LIMIT)
-    checkChat(ctl.options, line, requesters)
+    trust.checkChat(ctl, line, authority)
     ctl.bot.chat(line)
     return { said: line }
   },
 
   // mineflayer sends "/tell <player> <line>": a command by construction, whose last argument is
   // the text; the text itself passes the same rule as a public line.
-  async whisper (ctl, { player, text, requesters }) {
+  async whisper (ctl, { player, text, authority }) {
     const bot = ctl.bot
     if (!/^[A-Za-z0-9_]{1,16}$/.test(String(player))) throw new Error(`'${player}' is not a player name`)
     if (!bot.players[player]) throw new Error(`no player named ${player} is online`)
     const line = String(text).replace(/[\r\n]+/g, ' ').slice(0, CHAT_LIMIT - `/tell ${player} `.length)
-    checkChat(ctl.options, line, requesters)
+    trust.checkChat(ctl, line, authority)
     bot.whisper(player, line)
     return { to: player, said: line }
   },
@@ -200,14 +201,9 @@ const ACTIONS = {
     return { gave: item, count: n, to: player, short: n < (count ?? 1) ? `only had ${have}` : null }
   },
 
-  async attack (ctl, { target, duration_s: durationS }, signal) {
+  async attack (ctl, { target, duration_s: durationS, authority }, signal) {
     const bot = ctl.bot
-    let entity = null
-    if (bot.players[target]) entity = playerEntity(bot, target)
-    else {
-      entity = bot.nearestEntity((e) => e.name === target && e.type !== 'object' && e !== bot.entity)
-      if (!entity) throw new Error(`no ${target} in sight`)
-    }
+    const entity = trust.attackTarget(ctl, target, authority)
     const started = Date.now()
     const limit = started + (durationS ?? 10) * 1000
     let hits = 0
@@ -260,4 +256,28 @@ const ACTIONS = {
   take
 }
 
-module.exports = { ACTIONS, CHAT_LIMIT }
+// Calls of the Python guard (emil/world/guard.py) that belong to no tool: the bot runs them like
+// actions, but no model can call them.
+const GUARD_CALLS = {
+  // Ask operators to confirm a command (emil.trust.authority.Confirmations): the bot keeps its
+  // own record of the question, which a confirmed command must match (emil_trust.js).
+  async ask_confirm (ctl, args) {
+    const bot = ctl.bot
+    const to = trust.askConfirm(ctl, args).filter((n) => bot.players[n])
+    const text = `to run "${String(args.command).slice(0, 150)}" reply: confirm ${args.code} (within ${Math.round(args.ttl_s || 60)} s)`
+    for (const name of to) {
+      trust.checkChat(ctl, text, {})
+      bot.whisper(name, text)
+    }
+    return { asked: to, code: String(args.code) }
+  },
+
+  // What an attack target names (the Python guard asks before it decides; the attack checks again).
+  async classify_target (ctl, { target }) {
+    return trust.classifyTarget(ctl.bot, target)
+  },
+
+  find_chest: findChest
+}
+
+module.exports = { ACTIONS, GUARD_CALLS, CHAT_LIMIT }

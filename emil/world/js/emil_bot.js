@@ -14,7 +14,7 @@ console.log = console.info = console.debug = (...args) => console.error(...args)
 const { EventEmitter } = require('events')
 const { installEvents, reasonText } = require('./emil_events')
 const { installReflexes, DEFAULT_REFLEXES } = require('./emil_reflexes')
-const { ACTIONS } = require('./emil_actions')
+const { ACTIONS, GUARD_CALLS } = require('./emil_actions')
 const { snapshot } = require('./emil_snapshot')
 
 // The versions Emil can play: those mineflayer is tested with, and any version that speaks the
@@ -180,22 +180,26 @@ function createController (optionsJson) {
   ctl.running = new Map() // id -> { name, controller }
   ctl.act = async (name, argsJson, id, job) => {
     const started = Date.now()
+    let quiet = !!GUARD_CALLS[name]
     const finish = (ok, result, error) => {
       const out = { ok, result: result === undefined ? null : result, error: error || null, elapsed_ms: Date.now() - started }
-      ctl.emit('action_finished', { action: name, ...out })
+      // the runtime's own questions and lines (the guard's) are no news for the model
+      if (!quiet) ctl.emit('action_finished', { action: name, ...out })
       return out
     }
-    const fn = ACTIONS[name]
+    const fn = ACTIONS[name] || GUARD_CALLS[name]
     if (!fn) return finish(false, null, `unknown action '${name}'`)
     if (!ctl.bot || !ctl.connected || !ctl.bot.entity) return finish(false, null, 'not connected to the server')
     let args
     try { args = JSON.parse(argsJson || '{}') } catch (err) { return finish(false, null, 'arguments are not JSON') }
+    if (args && args.quiet === true) quiet = true
     const controller = new AbortController()
     if (id !== undefined) ctl.running.set(id, { name, controller })
     if (job) {
       if (ctl.job) ctl.stopJob(`pre-empted by ${name}`)
       ctl.job = { name, controller, id }
     }
+    if (job) ctl.bot.emilReserved = args.reserved && typeof args.reserved === 'object' ? args.reserved : {}
     try {
       // a long job needs Emil out of bed (except the one that keeps him there)
       if (job && ctl.bot.isSleeping && !fn.inBed) await ctl.wake()
@@ -206,7 +210,7 @@ function createController (optionsJson) {
       if (controller.signal.aborted) return finish(false, null, `aborted: ${controller.signal.reason || 'stopped'}`)
       return finish(false, null, String((err && err.message) || err))
     } finally {
-      if (ctl.job && ctl.job.controller === controller) ctl.job = null
+      if (ctl.job && ctl.job.controller === controller) { ctl.job = null; ctl.bot.emilReserved = {} }
       if (ctl.running.has(id) && ctl.running.get(id).controller === controller) ctl.running.delete(id)
     }
   }

@@ -12,6 +12,11 @@ const ATTACK_REACH = 6
 // an item that appears this close to a player, and that Emil then picks up, came from them.
 const TOSS_RADIUS = 2.5
 const GIFT_WINDOW_MS = 3000
+// A chest appearing this close to a player who just swung was placed by them.
+const PLACE_REACH = 6
+const PLACE_SETTLE_MS = 400
+const CHESTS = ['chest', 'trapped_chest']
+const trust = require('./emil_trust')
 
 function phaseOf (timeOfDay) {
   if (timeOfDay < 12000) return 'day'
@@ -76,12 +81,45 @@ function installEvents (ctl, bot) {
 
   bot.on('chat', (username, message) => {
     if (username === bot.username) return
+    trust.heard(ctl, username, message)
     emit('chat', { sender: username, text: message, whisper: false })
   })
   bot.on('whisper', (username, message) => {
     if (username === bot.username) return
+    trust.heard(ctl, username, message)
     emit('chat', { sender: username, text: message, whisper: true })
   })
+
+  // Chests appearing and going (emil/trust/ledger.py: a chest belongs to who placed it, as Emil
+  // saw): the placer is Emil when it was placing there, else the player who swung an arm within
+  // reach of the spot just before; nobody when no one did (an unknown chest).
+  bot.on('blockUpdate', (before, after) => {
+    if (!after) return
+    const was = before && CHESTS.includes(before.name)
+    const is = CHESTS.includes(after.name)
+    if (is === was) return
+    const at = { x: after.position.x, y: after.position.y, z: after.position.z }
+    if (!is) return emit('block_removed', { block: before.name, position: at })
+    const mine = ctl.placing
+    if (mine && Date.now() < mine.until && mine.x === at.x && mine.y === at.y && mine.z === at.z) {
+      return emit('block_placed', { block: after.name, position: at, by: bot.username })
+    }
+    // the placer's swing and the block can reach this client in either order: look a moment later
+    const seenAt = Date.now()
+    const spot = after.position.clone()
+    setTimeout(() => emit('block_placed', { block: after.name, position: at, by: placerOf(spot, seenAt) }), PLACE_SETTLE_MS)
+  })
+  const placerOf = (spot, seenAt) => {
+    let best = null
+    for (const p of Object.values(bot.players)) {
+      const e = p.entity
+      if (!e || e === bot.entity || !e.position) continue
+      const d = e.position.distanceTo(spot.offset(0.5, 0.5, 0.5))
+      if (d > PLACE_REACH || Math.abs(seenAt - (swings.get(e.id) || 0)) > SWING_WINDOW_MS) continue
+      if (!best || d < best.d) best = { name: p.username, d }
+    }
+    return best ? best.name : null
+  }
 
   bot.on('entitySwingArm', (entity) => { swings.set(entity.id, Date.now()) })
   // forget what left (killed mobs, despawns): a long session sees thousands of entity ids

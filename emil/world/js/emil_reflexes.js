@@ -137,6 +137,8 @@ function bestFood (bot) {
     const f = foods[item.name]
     if (!f) continue
     if (['rotten_flesh', 'spider_eye', 'poisonous_potato', 'pufferfish', 'chorus_fruit'].includes(item.name)) continue
+    const reserved = bot.emilReserved && bot.emilReserved[item.name]
+    if (reserved && bot.inventory.count(item.type) <= reserved) continue
     if (!best || f.foodPoints > best.points) best = { item, points: f.foodPoints }
   }
   return best ? best.item : null

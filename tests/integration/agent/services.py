@@ -102,6 +102,9 @@ async def running_world(
             player_settings = BotSettings(
                 host="127.0.0.1", port=server.port, username="alex",
                 reflexes=ReflexSettings(defend=False, flee=False, eat=False, unstuck=False),
+                # A person's stand-in on Emil's bridge: its own operator, so the bridge's check
+                # (docs/trust.md) lets it hit a player it names in its order.
+                operators=frozenset({"alex"}),
             )
             async with Bot.connect(player_settings) as player, anyio.create_task_group() as tg:
                 heard: list[str] = []
@@ -129,4 +132,7 @@ def events_of(records: list[Record], kind: str) -> list[dict[str, Any]]:
     return [r.event for r in records if isinstance(r, EventRecord) and r.event.get("kind") == kind]
 
 
-__all__ = ["World", "events_of", "running_world"]
+__all__ = ["ALEX_HITS_EMIL", "World", "events_of", "running_world"]
+
+ALEX_HITS_EMIL = {"requesters": ["alex"], "attack": "Emil"}
+"""The order alex's bridge needs to hit Emil (the bridge checks attacks on players again)."""

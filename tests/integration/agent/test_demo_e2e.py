@@ -25,7 +25,7 @@ from emil.recording import (
     read_recording,
 )
 from emil.testing.brains import DemoBrain
-from tests.integration.agent.services import events_of, running_world
+from tests.integration.agent.services import ALEX_HITS_EMIL, events_of, running_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -76,6 +76,7 @@ async def test_overflow_mid_session_is_recovered_without_identical_retry_or_lost
     # left less than that once memory joined (the turns after the overflow failed).
     async with running_world(
         tmp_path, DemoBrain(), window=10240, counter=_inflated_counter(8200, 1.14), wording="at_least", output_reserve=1024,
+        chat_lines_per_minute=60,  # 32 answers in about a minute: the chat cap is not what this tests
     ) as w:
         lines = [f"Emil, line {i}: " + "tell me about the river, the farm and the house " * 4 for i in range(32)]
         for line in lines:
@@ -102,7 +103,7 @@ async def test_llm_outage_is_survived_with_reflexes_acting(tmp_path: Path) -> No
         near = await w.player.act("go_to", {"player": "Emil", "range": 1.5}, timeout=30)
         assert near.ok, near.error
         w.double.stop()  # the LLM server goes away
-        out = await w.player.act("attack", {"target": "Emil", "duration_s": 2}, timeout=10)
+        out = await w.player.act("attack", {"target": "Emil", "duration_s": 2, "authority": ALEX_HITS_EMIL}, timeout=10)
         assert out.ok, out.error
         await w.wait_for("reflex", lambda: bool(events_of(w.records(), "reflex")), within=20)
         # (the outage is a "service down" record now, its attempts "retry" records: issue #11)

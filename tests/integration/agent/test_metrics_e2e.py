@@ -21,7 +21,7 @@ from emil.recording import (
     TurnRecord,
 )
 from emil.testing.brains import DemoBrain
-from tests.integration.agent.services import World, events_of, running_world
+from tests.integration.agent.services import ALEX_HITS_EMIL, World, events_of, running_world
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -76,7 +76,7 @@ async def test_metrics_follow_a_session_through_an_llm_outage(tmp_path: Path) ->
         near = await w.player.act("go_to", {"player": "Emil", "range": 1.5}, timeout=30)
         assert near.ok, near.error
         w.double.stop()
-        out = await w.player.act("attack", {"target": "Emil", "duration_s": 2}, timeout=10)
+        out = await w.player.act("attack", {"target": "Emil", "duration_s": 2, "authority": ALEX_HITS_EMIL}, timeout=10)
         assert out.ok, out.error
         await w.wait_for("reflex", lambda: bool(events_of(w.records(), "reflex")), within=20)
         # (an outage is a "service down" record of the endpoint's Patience: issue #11)

@@ -6,7 +6,8 @@ a chat line asks for "trick N" it calls ``say`` (or ``whisper``) with the N-th a
 (tests/unit/world/tricks.py), each hiding ``/give Mallory diamond 1``. Mallory, who is no
 operator, asks for every trick; then Mallory and Olga speak in one turn. Nothing may run: no
 diamond in any inventory and no command from Emil in the server's log except whispers' /tell.
-The control: Olga alone asks for a plain command, and it runs (so the checks can see one).
+The control: Olga alone asks for a plain command, writing it out, and it runs (so the checks can
+see one; docs/trust.md: a command runs only on an operator's own exact words).
 """
 
 from __future__ import annotations
@@ -96,6 +97,8 @@ async def stage(tmp_path: Path) -> AsyncIterator[Stage]:
         settings = Settings(
             endpoint=double.base_url, mc_port=server.port, recording_dir=tmp_path, endpoint_wait_s=30.0,
             allow_commands=True, operators=("Olga",), chat_debounce_s=1.0,
+            # 48 asks in a row from a script that answers at once: the rates are not what this tests
+            turns_per_minute=600, chat_lines_per_minute=60,
         )
         async with (
             open_session(settings, recording=tmp_path / "session.jsonl") as session,
@@ -136,20 +139,22 @@ async def test_a_non_operator_gets_no_command_run_and_an_operator_does(tmp_path:
             assert not any(runs_a_command(p) or reads_as_command(p) for p in sent), (what, sent)
         said = {name for name, _ in TRICK_LIST if outcomes[name].ok}
         assert said == NEUTRALISED, said  # say refuses every trick cleaning does not defuse
-        assert not mixed.ok and "Mallory spoke" in mixed.text, mixed.text
+        assert not mixed.ok and "Mallory asked" in mixed.text, mixed.text
 
         # The bot's own guard, with Python's rule bypassed: the same requesters decide.
         bot = s.session.agent.world.bot  # type: ignore[attr-defined]
-        for requesters in ([], ["Mallory"], ["Olga", "Mallory"]):
-            direct = await bot.act("say", {"text": "/give Mallory diamond 1", "requesters": requesters}, timeout=10)
+        for requesters in ([], ["Mallory"], ["Olga", "Mallory"], ["Olga"]):  # Olga never wrote it either
+            direct = await bot.act("say", {"text": "/give Mallory diamond 1", "authority": {"requesters": requesters}}, timeout=10)
             assert not direct.ok and "refused by the bot" in (direct.error or ""), requesters
-        hidden = await bot.act("say", {"text": "\u200b\u00ad/give Mallory diamond 1", "requesters": ["Mallory"]}, timeout=10)
+        hidden = await bot.act("say", {"text": "\u200b\u00ad/give Mallory diamond 1", "authority": {"requesters": ["Mallory"]}},
+                               timeout=10)
         assert not hidden.ok and "refused by the bot" in (hidden.error or "")
 
-        # The control: Olga alone orders a plain command, and the server runs it. The server
+        # The control: Olga alone orders a plain command, written out in her own words (a command
+        # runs only on an operator's exact words: docs/trust.md), and the server runs it. The server
         # logs commands in the order it runs them, so once it has run this one, any command
         # from the tricks above would be in its log before it.
-        control = await s.ask(s.olga, "Emil, op command please", results_before=n)
+        control = await s.ask(s.olga, f"Emil, op command {OPERATOR_COMMAND}", results_before=n)
         assert control.ok, control.text
         with anyio.fail_after(10):
             while "diamond" not in await s.olga.do("inventory"):  # noqa: ASYNC110 - another client's view
@@ -157,6 +162,6 @@ async def test_a_non_operator_gets_no_command_run_and_an_operator_does(tmp_path:
         by_emil = s.commands_by("Emil")
         assert "give Olga diamond 1" in by_emil, by_emil
         before = by_emil[: by_emil.index("give Olga diamond 1")]
-        assert all(c.startswith("tell Mallory ") for c in before), by_emil
+        assert all(c.startswith(("tell Mallory ", "tell Olga ")) for c in before), by_emil  # whispers: /tell by construction
         assert "diamond" not in await s.mallory.do("inventory")
         assert "diamond" not in (await s.session.agent.world.snapshot()).get("inventory", {})

@@ -191,3 +191,53 @@ def test_a_bad_chunk_shows_itself() -> None:
     with pytest.raises(ServerFault) as err:
         StreamAssembler().add({"choices": "nope"})
     assert "nope" in err.value.body
+
+
+# --- hard caps on one answer (emil.trust.caps.AnswerCaps) --------------------------------
+
+
+def _many_calls(n: int, arguments: str = '{"text": "hi"}') -> bytes:
+    body = json.loads(json.dumps(GOOD))
+    body["choices"][0]["message"]["tool_calls"] = [
+        {"id": f"c{i}", "type": "function", "function": {"name": "say", "arguments": arguments}} for i in range(n)
+    ]
+    return json.dumps(body).encode()
+
+
+def test_an_answer_with_5000_calls_keeps_the_first_few() -> None:
+    c = parse_completion(_many_calls(5000), tool_call=parse_tool_call, total_s=0.1, max_tool_calls=8)
+    assert [t.id for t in c.tool_calls] == [f"c{i}" for i in range(8)] and c.dropped_tool_calls == 4992
+    assert parse_completion(_many_calls(3), tool_call=parse_tool_call, total_s=0.1, max_tool_calls=8).dropped_tool_calls == 0
+
+
+def test_a_stream_with_5000_calls_keeps_the_first_few() -> None:
+    a = StreamAssembler(max_tool_calls=8)
+    for i in range(5000):
+        a.add(_chunk({"tool_calls": [{"index": i, "id": f"c{i}", "function": {"name": "say", "arguments": '{"text": "x"}'}}]}))
+    a.add(_chunk({}, "tool_calls"))
+    c = a.finish(tool_call=parse_tool_call, timings=Timings(total_s=1.0))
+    assert len(c.tool_calls) == 8 and c.dropped_tool_calls == 4992 and len(a.calls) == 8
+
+
+@pytest.mark.parametrize("depth", [7, 300, 5000, 200_000])
+def test_arguments_nested_deep_are_data_not_a_recursion_error(depth: int) -> None:
+    from emil.trust.caps import AnswerCaps
+
+    raw = '{"text": ' + "[" * depth + "]" * depth + "}"
+    call = parse_tool_call("c", "say", raw, AnswerCaps(argument_chars=10**7, argument_depth=6))
+    assert call.arguments is None and call.error is not None and f"nested {depth + 1} levels" in call.error
+    assert len(call.raw_arguments) <= 200
+
+
+def test_arguments_too_long_are_data() -> None:
+    from emil.trust.caps import AnswerCaps
+
+    call = parse_tool_call("c", "say", json.dumps({"text": "x" * 10_000}), AnswerCaps(argument_chars=4096))
+    assert call.arguments is None and call.error is not None and "10,012 characters" in call.error
+    ok = parse_tool_call("c", "say", json.dumps({"text": "x" * 100}), AnswerCaps())
+    assert ok.error is None and ok.arguments == {"text": "x" * 100}
+
+
+def test_without_caps_deep_json_is_still_data() -> None:
+    call = parse_tool_call("c", "say", "[" * 200_000 + "]" * 200_000)
+    assert call.arguments is None and call.error is not None

@@ -10,9 +10,13 @@ import anyio
 import pytest
 
 from emil.llm.types import ToolCall
+from emil.trust.authority import Authority, Line
+from emil.trust.ledger import SELF, Ledger
+from emil.trust.people import People
 from emil.world import actions
 from emil.world.actions import TOOLS, dispatch, tool_specs, validate_tool_call
 from emil.world.chat import CHAT_LIMIT, reads_as_command, split_chat
+from emil.world.guard import Guard, GuardLimits
 from emil.world.making import Build
 from emil.world.tool import ActionPolicy
 from emil.world.wire import ActionResult, Snapshot
@@ -30,12 +34,39 @@ class BotDouble:
                                      inventory={"oak_log": 3}, players=[{"name": "Alex", "distance": 3.0}])
 
     async def act(self, name: str, args: Mapping[str, Any] | None = None, timeout: float = 60.0, *, job: bool = False) -> ActionResult:  # noqa: ASYNC109
+        if name in GUARD_CALLS and name not in self.results:  # the guard's questions, answered as the bot would
+            return GUARD_CALLS[name](self, dict(args or {}))
         self.calls.append((name, dict(args or {}), timeout))
         self.jobs.append(job)
         return self.results.get(name, ActionResult(ok=True, result={}))
 
     async def snapshot(self) -> Snapshot:
         return self.snap
+
+
+MOBS = frozenset({"zombie", "skeleton", "spider", "cow", "wolf", "villager"})
+
+
+def _classify(bot: BotDouble, args: dict[str, Any]) -> ActionResult:
+    target = str(args["target"])
+    for p in bot.snap.players:
+        if p["name"].lower() == target.lower():
+            return ActionResult(ok=True, result={"kind": "player", "name": p["name"]})
+    if target.lower() in MOBS:
+        return ActionResult(ok=True, result={"kind": "mob", "name": target.lower()})
+    return ActionResult(ok=True, result={"kind": "generic" if target.lower() == "player" else "unknown", "name": target})
+
+
+def _find_chest(bot: BotDouble, args: dict[str, Any]) -> ActionResult:
+    at = {k: args[k] for k in ("x", "y", "z")} if "x" in args else {"x": 4, "y": 5, "z": 0}
+    return ActionResult(ok=True, result={"chest": at, "blocks": [at], "dimension": "overworld"})
+
+
+GUARD_CALLS = {
+    "classify_target": _classify,
+    "find_chest": _find_chest,
+    "ask_confirm": lambda bot, args: ActionResult(ok=True, result={"asked": args["operators"], "code": args["code"]}),
+}
 
 
 def call(name: str, **arguments: Any) -> ToolCall:
@@ -151,57 +182,96 @@ async def test_say_splits_and_strips() -> None:
     assert all(len(t) <= CHAT_LIMIT and "\n" not in t for t in texts)
 
 
-def policy(*requesters: str, allow: bool = True) -> ActionPolicy:
-    return ActionPolicy(allow_commands=allow, operators=frozenset({"Alex", "Olga"}), requesters=frozenset(requesters))
+OPERATORS = frozenset({"Alex", "Olga"})
 
 
-async def test_commands_are_refused_unless_enabled_and_every_requester_is_an_operator() -> None:
+def guard(*lines: tuple[str, str], allow: bool = True, chests: dict[str, str] | None = None) -> Guard:
+    """A guard for a turn whose chat lines are ``lines`` ((speaker, text) pairs), with operators
+    Alex and Olga, and a ledger in memory holding ``chests`` (key -> owner)."""
+    ledger = Ledger()
+    for key, owner in (chests or {}).items():
+        ledger.set_chest(key, owner, "placed")
+    g = Guard(People(operators=OPERATORS), ledger, GuardLimits(allow_commands=allow))
+    g.begin_turn(Authority(tuple(Line(who, text) for who, text in lines)))
+    return g
+
+
+def asked(*names: str) -> Guard:
+    """A turn in which ``names`` each said something that is no command."""
+    return guard(*((n, "hello Emil") for n in names))
+
+
+async def test_commands_are_refused_unless_enabled_and_ordered_in_an_operators_own_words() -> None:
     bot = BotDouble()
     out = await dispatch(bot, call("say", text="/op Mallory"))
     assert not out.ok and "refused" in out.text and "not enabled" in out.text and bot.calls == []
-    out = await dispatch(bot, call("say", text="/time set day"), policy("Alex", allow=False))
-    assert not out.ok and bot.calls == []
-    out = await dispatch(bot, call("say", text="/time set day"), policy("Mallory"))
-    assert not out.ok and "Mallory spoke" in out.text and bot.calls == []
-    out = await dispatch(bot, call("say", text="/time set day"), policy("Alex", "Mallory"))
-    assert not out.ok and bot.calls == []  # an operator's words beside anyone else's are no order
-    out = await dispatch(bot, call("say", text="/time set day"), policy())
-    assert not out.ok and "no operator asked" in out.text and bot.calls == []
-    out = await dispatch(bot, call("say", text="/time set day"), policy("Alex", "Olga"))
-    assert out.ok and bot.calls[0][1] == {"text": "/time set day", "requesters": ["Alex", "Olga"]}
+    out = await dispatch(bot, call("say", text="/time set day"), guard=guard(("Alex", "/time set day"), allow=False))
+    assert not out.ok and out.rule == "chat.command" and [c[0] for c in bot.calls] == ["whisper"]  # Alex hears why
+    bot = BotDouble()
+    out = await dispatch(bot, call("say", text="/time set day"), guard=guard(("Mallory", "/time set day")))
+    assert not out.ok and "Mallory asked" in out.text and [c[0] for c in bot.calls] == ["whisper"]
+    bot = BotDouble()
+    out = await dispatch(bot, call("say", text="/time set day"), guard=guard(("Alex", "/time set day"), ("Mallory", "hi")))
+    assert not out.ok and "say" not in [c[0] for c in bot.calls]  # an operator's words beside anyone else's are no order
+    out = await dispatch(bot, call("say", text="/time set day"), guard=guard())
+    assert not out.ok and "nobody asked" in out.text
+    bot = BotDouble()
+    out = await dispatch(bot, call("say", text="/time set day"), guard=guard(("Alex", "Emil, /time set day"), ("Olga", "yes")))
+    assert out.ok and out.rule == "chat.command"
+    assert bot.calls[0][1] == {"text": "/time set day", "authority": {"requesters": ["Alex", "Olga"]}}
+
+
+async def test_an_operators_command_not_in_their_words_is_asked_to_be_confirmed() -> None:
+    bot = BotDouble()
+    g = guard(("Alex", "Emil, make it day"))
+    out = await dispatch(bot, call("say", text="/time set day"), guard=g)
+    assert not out.ok and "not sent yet" in out.text and bot.calls == []
+    (code,) = g.confirmations.pending
+    assert f'"confirm {code}"' in out.text and g.confirmations.pending[code].command == "/time set day"
+    # a later turn: Alex confirms, the command goes out as asked, once
+    g.begin_turn(Authority((Line("Alex", f"confirm {code}"),)))
+    done = await g.run_confirmed(bot)
+    assert [o.ok for o in done] == [True] and done[0].rule == "chat.command"
+    assert bot.calls == [("say", {"text": "/time set day", "authority": {"requesters": ["Alex"], "confirm": code}, "quiet": True}, 10.0)]
+    assert await g.run_confirmed(bot) == []
 
 
 async def test_plain_chat_carries_the_requesters_to_the_bot() -> None:
     bot = BotDouble()
-    out = await dispatch(bot, call("whisper", player="Alex", text="hi there"), policy("Mallory"))
-    assert out.ok and bot.calls == [("whisper", {"player": "Alex", "text": "hi there", "requesters": ["Mallory"]}, 10.0)]
+    out = await dispatch(bot, call("whisper", player="Alex", text="hi there"), guard=asked("Mallory"))
+    assert out.ok and out.rule == "chat.line"
+    assert bot.calls == [("whisper", {"player": "Alex", "text": "hi there", "authority": {"requesters": ["Mallory"]}}, 10.0)]
 
 
 @pytest.mark.parametrize("trick", sorted(TRICKS))
 async def test_no_trick_gets_a_command_past_the_rule(trick: str) -> None:
     for tool_call in (call("say", text=TRICKS[trick]), call("whisper", player="Alex", text=TRICKS[trick])):
         bot = BotDouble()
-        out = await dispatch(bot, tool_call, policy("Mallory"))
-        sent = [args["text"] for _, args, _ in bot.calls]
+        out = await dispatch(bot, tool_call, guard=asked("Mallory"))
+        sent = [args["text"] for name, args, _ in bot.calls if args.get("player") != "Mallory"]
         # Either refused before anything went out, or what went out cannot run a command.
         assert (not out.ok and out.text.startswith("refused") and sent == []) or (
             out.ok and not any(runs_a_command(piece) or reads_as_command(piece) for piece in sent)
         ), (trick, out, sent)
-        assert (await dispatch(BotDouble(), tool_call, policy("Alex"))).ok  # an operator's turn: sent
-    said = await dispatch(BotDouble(), call("say", text=TRICKS[trick]), policy("Mallory"))
+        # an operator's turn whose words hold exactly what is sent: sent
+        pieces = split_chat(TRICKS[trick], CHAT_LIMIT, 3)
+        own = guard(*(("Alex", p) for p in pieces))
+        assert (await dispatch(BotDouble(), tool_call, guard=own)).ok
+    said = await dispatch(BotDouble(), call("say", text=TRICKS[trick]), guard=asked("Mallory"))
     assert said.ok == (trick in NEUTRALISED), said.text
 
 
 async def test_attacking_a_player_needs_an_operator_order() -> None:
     bot = BotDouble()
-    out = await dispatch(bot, call("attack", target="Alex"), policy("Mallory"))
-    assert not out.ok and "operator" in out.text and bot.calls == []
-    out = await dispatch(bot, call("attack", target="Alex"), policy("Alex", "Mallory"))
-    assert not out.ok and bot.calls == []
-    out = await dispatch(bot, call("attack", target="Alex"), policy("Alex"))
-    assert out.ok and bot.calls[0][0] == "attack"
+    out = await dispatch(bot, call("attack", target="Alex"), guard=asked("Mallory"))
+    assert not out.ok and "operator" in out.text and out.rule == "attack.player" and "attack" not in [c[0] for c in bot.calls]
+    out = await dispatch(bot, call("attack", target="alex"), guard=asked("Alex", "Mallory"))
+    assert not out.ok and "attack" not in [c[0] for c in bot.calls]
+    out = await dispatch(bot, call("attack", target="ALEX"), guard=asked("Alex"))
+    assert out.ok and bot.calls[-1][0] == "attack" and bot.calls[-1][1]["target"] == "Alex"
+    assert bot.calls[-1][1]["authority"] == {"requesters": ["Alex"], "attack": "Alex"}
     out = await dispatch(bot, call("attack", target="zombie"))
-    assert out.ok
+    assert out.ok and out.rule == "attack.mob"
 
 
 async def test_failed_action_becomes_text_not_exception() -> None:
@@ -280,7 +350,7 @@ async def test_queries_answer_from_the_snapshot() -> None:
 )
 async def test_new_tools_say_what_happened(tool: str, args: dict[str, Any], result: dict[str, Any], reads: str) -> None:
     bot = BotDouble({tool: ActionResult(ok=True, result=result)})
-    out = await dispatch(bot, call(tool, **args))
+    out = await dispatch(bot, call(tool, **args), guard=guard(chests={"4,5,0": SELF}))
     assert out.ok and out.text.startswith(reads), out.text
     assert bot.jobs == [True]  # each walks or waits: a long job that stop and abort reach
 
@@ -304,5 +374,5 @@ def test_the_specs_keep_their_order() -> None:
     assert [s["function"]["name"] for s in tool_specs()] == [
         "say", "whisper", "go_to", "follow", "stop", "look_at", "collect", "dig", "place", "equip",
         "eat", "give", "attack", "flee", "craft", "smelt", "build", "sleep", "store", "take",
-        "inventory", "nearby", "status", "recall", "remember",
+        "claim_chest", "inventory", "nearby", "status", "recall", "remember",
     ]

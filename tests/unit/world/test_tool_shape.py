@@ -48,11 +48,11 @@ async def test_a_new_tool_is_one_class() -> None:
 
         bot = BotDouble({"wave": ActionResult(ok=True, result={"at": "Alex"})})
         out = await dispatch(bot, call("wave", player="Alex", times=2))
-        assert out == Outcome(True, "waved at Alex 2 time(s)", {"at": "Alex"})
+        assert out == Outcome(True, "waved at Alex 2 time(s)", {"at": "Alex"}, rule="any")
         assert bot.calls == [("wave", {"player": "Alex", "times": 2}, 7.0)] and bot.jobs == [True]
 
         failing = BotDouble({"wave": ActionResult(ok=False, error="Alex is not in sight")})
-        assert await dispatch(failing, call("wave", player="Alex")) == Outcome(False, "wave failed: Alex is not in sight")
+        assert await dispatch(failing, call("wave", player="Alex")) == Outcome(False, "wave failed: Alex is not in sight", rule="any")
     finally:
         del TOOLS["wave"]
     assert "wave" not in {s["function"]["name"] for s in tool_specs()}

@@ -1,0 +1,76 @@
+"""Who is who: operators, trusted players, NPCs, everyone else; matched by exact name only.
+
+A Minecraft name is ``[A-Za-z0-9_]{1,16}``. Emil compares names exactly (letter case
+included): on an offline-mode server "olga" is another account than "Olga", and a look-alike
+("0lga", "OIga", "Olga" with a zero-width space) is simply another name. So a name is an
+operator's only when it is, character for character, one of ``operators``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = ["NAME", "Level", "People", "valid_name"]
+
+NAME = re.compile(r"^[A-Za-z0-9_]{1,16}$")
+"""A Minecraft username (what the settings' lists must hold)."""
+
+
+def valid_name(name: str) -> bool:
+    """True for a well-formed Minecraft username."""
+    return NAME.match(name) is not None
+
+
+class Level(StrEnum):
+    """How far Emil trusts a player's words (operator > trusted > player)."""
+
+    OPERATOR = "operator"
+    TRUSTED = "trusted"
+    PLAYER = "player"
+
+
+@dataclass(frozen=True)
+class People:
+    """The operator's lists (settings ``operators``, ``trusted_players``, ``npc_players``)."""
+
+    operators: frozenset[str] = frozenset()
+    trusted: frozenset[str] = frozenset()
+    npcs: frozenset[str] = frozenset()
+    """Other bots (NPCs) on the server: their chat starts turns only within a budget."""
+    bot_name: str = "Emil"
+
+    def level(self, name: str) -> Level:
+        """The trust level of ``name`` (exact match)."""
+        if name in self.operators:
+            return Level.OPERATOR
+        if name in self.trusted:
+            return Level.TRUSTED
+        return Level.PLAYER
+
+    def is_operator(self, name: str) -> bool:
+        return name in self.operators
+
+    def is_trusted(self, name: str) -> bool:
+        """Trusted or operator."""
+        return name in self.trusted or name in self.operators
+
+    def look_alike_of(self, name: str) -> str | None:
+        """The operator ``name`` imitates (same letters but for case, 0/O, 1/l/I, an underscore
+        or invisible characters), when it is not that operator: for the refusal's wording."""
+        if name in self.operators:
+            return None
+        key = _skeleton(name)
+        for op in sorted(self.operators):
+            if _skeleton(op) == key:
+                return op
+        return None
+
+
+_CONFUSED = str.maketrans({"0": "o", "1": "l", "i": "l", "|": "l", "5": "s", "_": ""})
+
+
+def _skeleton(name: str) -> str:
+    visible = "".join(ch for ch in name if ch.isprintable() and not ch.isspace())
+    return visible.lower().translate(_CONFUSED)

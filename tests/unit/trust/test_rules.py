@@ -1,0 +1,86 @@
+"""The rule table and decide(): who may ask for what, names matched exactly."""
+
+from __future__ import annotations
+
+import pytest
+
+from emil.trust.people import People, valid_name
+from emil.trust.rules import RULES, Who, decide, rule, rules_markdown
+
+PEOPLE = People(operators=frozenset({"Olga"}), trusted=frozenset({"Tess"}), npcs=frozenset({"Otto"}))
+
+
+def test_ids_are_unique_and_every_row_has_who() -> None:
+    ids = [r.id for r in RULES]
+    assert len(ids) == len(set(ids))
+    assert all(r.who for r in RULES)
+    assert RULES[-1].id == "any" and RULES[-1].tools == ("*",)
+
+
+@pytest.mark.parametrize("asked", [set(), {"carl"}, {"Olga", "carl"}, {"olga"}, {"0lga"}, {"Olga\u200b"}, {"OLGA"}])
+def test_operator_rows_refuse_everyone_but_operators_alone(asked: set[str]) -> None:
+    for rid in ("attack.player", "take.unknown", "claim_chest", "chat.command", "use.unsure"):
+        v = decide(rid, asked, PEOPLE)
+        assert not v.allowed and v.rule == rid and v.why
+
+
+def test_operator_rows_allow_operators() -> None:
+    assert decide("attack.player", {"Olga"}, PEOPLE).allowed
+    assert decide("take.unknown", ["Olga", "Olga"], PEOPLE).allowed
+
+
+def test_owner_rows() -> None:
+    assert decide("take.owned", {"bob"}, PEOPLE, owner="bob").allowed
+    assert decide("take.owned", {"Olga"}, PEOPLE, owner="bob").allowed
+    assert decide("take.owned", {"bob", "Olga"}, PEOPLE, owner="bob").allowed
+    for asked in ({"carl"}, {"bob", "carl"}, {"Bob"}, set()):
+        v = decide("take.owned", asked, PEOPLE, owner="bob")
+        assert not v.allowed, asked
+    assert "bob (the owner) or an operator" in decide("take.owned", {"carl"}, PEOPLE, owner="bob").why
+    assert not decide("take.owned", {"carl"}, PEOPLE, owner=None).allowed  # no owner: nobody is it
+
+
+def test_trusted_players_are_not_operators() -> None:
+    assert not decide("attack.player", {"Tess"}, PEOPLE).allowed
+    assert not decide("take.owned", {"Tess"}, PEOPLE, owner="bob").allowed
+
+
+def test_anyone_and_nobody_rows() -> None:
+    assert decide("attack.mob", set(), PEOPLE).allowed
+    assert decide("chat.line", {"carl"}, PEOPLE).allowed
+    assert not decide("attack.unknown", {"Olga"}, PEOPLE).allowed
+
+
+def test_a_look_alike_is_named_in_the_refusal() -> None:
+    v = decide("attack.player", {"0lga"}, PEOPLE)
+    assert "0lga is not the operator Olga" in v.why
+    assert PEOPLE.look_alike_of("OLGA") == "Olga" and PEOPLE.look_alike_of("Olga") is None
+    assert PEOPLE.look_alike_of("O_l_g_a") == "Olga" and PEOPLE.look_alike_of("bob") is None
+
+
+def test_levels_and_names() -> None:
+    assert PEOPLE.level("Olga") == "operator" and PEOPLE.level("Tess") == "trusted" and PEOPLE.level("olga") == "player"
+    assert PEOPLE.is_trusted("Olga") and PEOPLE.is_trusted("Tess") and not PEOPLE.is_trusted("tess")
+    assert valid_name("Olga_1") and not valid_name("Olga\u200b") and not valid_name("") and not valid_name("a" * 17)
+
+
+def test_unknown_rule_is_a_bug() -> None:
+    with pytest.raises(KeyError):
+        rule("no.such.rule")
+
+
+def test_markdown_has_a_row_per_rule() -> None:
+    table = rules_markdown().splitlines()
+    assert len(table) == len(RULES) + 2
+    for r, line in zip(RULES, table[2:], strict=True):
+        assert line.startswith(f"| `{r.id}` |") and " or ".join(str(w) for w in r.who) in line
+    assert Who.NOBODY in rule("attack.unknown").who
+
+
+def test_the_docs_table_is_the_code_table() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "trust.md").read_text(encoding="utf-8")
+    start = doc.index("<!-- rules table: generated from emil/trust/rules.py -->") + len("<!-- rules table: generated from emil/trust/rules.py -->")
+    end = doc.index("<!-- end of rules table -->")
+    assert doc[start:end].strip() == rules_markdown(), "docs/trust.md's table differs: paste rules_markdown() in"
