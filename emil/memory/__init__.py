@@ -1,4 +1,5 @@
-"""Notes that survive a restart: what Emil learns about players, places and its own goals.
+"""What Emil remembers across turns and restarts: notes about players, places and its own
+goals, and an archive of every line said and done.
 
 - :mod:`emil.memory.notes`     what a note is (:class:`Fact` in, :class:`Note` stored)
 - :mod:`emil.memory.store`     the SQLite file in ``data_dir``, written as facts are learned
@@ -11,7 +12,12 @@
 - :mod:`emil.memory.summary`   the summary request (prompt, facts kept) and its parsing
 - :mod:`emil.memory.summariser` the ``summarise`` rung's source: asks the served model between turns
 - :mod:`emil.memory.session`   all of it opened for one session
-- :mod:`emil.memory.cli`       ``run_emil.py memory show | forget NAME | export``
+- :mod:`emil.memory.archive`   every line said and done, searchable (SQLite FTS5), with a retention
+- :mod:`emil.memory.archivist` game events, Emil's words and tool results -> archive lines
+- :mod:`emil.memory.retrieval` each turn, the archive's old lines that bear on it (a bounded block)
+- :mod:`emil.memory.tools`     the model's own ``recall`` and ``remember``
+- :mod:`emil.memory.dbfile`    one SQLite file of data_dir, opened so a failing disk is an error
+- :mod:`emil.memory.cli`       ``run_emil.py memory show | recall | forget NAME | export``
 
 Design and commands: docs/memory.md.
 """

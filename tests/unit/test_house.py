@@ -227,3 +227,42 @@ def test_no_js_require_circles() -> None:
     assert graph["emil_actions"] >= {"emil_act_common"}  # the pattern finds requires
     found = circles(graph)
     assert not found, "\n".join(", ".join(_edges_within(graph, c)) for c in found)
+
+
+def drawn_layers() -> dict[str, int]:
+    """docs/architecture.md's picture of the layers: ``emil.<package>`` -> its line's number."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = re.search(r"```layers\n(.*?)```", text, re.S)
+    assert block, "docs/architecture.md has no ```layers picture"
+    layers: dict[str, int] = {}
+    for line in block.group(1).splitlines():
+        number, *names = line.split()
+        for name in names:
+            assert f"emil.{name}" not in layers, f"{name} is drawn twice"
+            layers[f"emil.{name}"] = int(number)
+    return layers
+
+
+def downward_violations(graph: dict[str, set[str]], layers: dict[str, int]) -> list[str]:
+    """Imports that do not go to a lower line of the picture."""
+    return sorted(
+        f"{a} (line {layers[a]}) -> {b} (line {layers[b]})"
+        for a, deps in graph.items() for b in deps
+        if a in layers and b in layers and layers[b] >= layers[a]
+    )
+
+
+def test_the_layer_check_finds_sideways_and_upward_imports() -> None:
+    layers = {"a": 2, "b": 1, "c": 1}
+    assert downward_violations({"a": {"b"}, "b": set(), "c": set()}, layers) == []
+    assert downward_violations({"a": set(), "b": {"c"}, "c": {"a"}}, layers) == [
+        "b (line 1) -> c (line 1)", "c (line 1) -> a (line 2)",
+    ]
+
+
+def test_the_packages_import_only_downward_as_architecture_md_draws_them() -> None:
+    graph = {p: {d for d in deps if d != "emil"} for p, deps in package_graph(module_graph()).items() if p != "emil"}
+    layers = drawn_layers()
+    assert sorted(set(graph) - set(layers)) == [], "packages missing from the picture in docs/architecture.md"
+    assert sorted(set(layers) - set(graph)) == [], "the picture in docs/architecture.md names packages that do not exist"
+    assert downward_violations(graph, layers) == []

@@ -405,10 +405,17 @@ async def test_one_spamming_player_cannot_keep_emil_from_answering_another(tmp_p
 
 
 async def test_a_flood_is_coalesced_to_the_observation_cap(tmp_path: Path) -> None:
-    # ~600 lines arrive while one slow model call runs (the 25 s call, scaled down)
-    agent, world, requests, rec = _agent(
-        tmp_path, _slow_then(0.5, answer(content="ok")), observation_cap_tokens=400
-    )
+    # ~600 lines arrive while one slow model call runs (the 25 s call): the call ends
+    # once every line has been sent and taken from the stream, however slow the machine is
+    flooded = anyio.Event()
+
+    async def slow_call(request: ChatRequest) -> Completion:
+        await flooded.wait()
+        while world._recv.statistics().current_buffer_used:  # noqa: ASYNC110 - the pump's progress
+            await anyio.sleep(0.01)
+        return answer(content="ok")
+
+    agent, world, requests, rec = _agent(tmp_path, slow_call, observation_cap_tokens=400)
 
     async def flood() -> None:
         await world.send.send(Chat(sender="alex", text="Emil, hi"))
@@ -416,6 +423,7 @@ async def test_a_flood_is_coalesced_to_the_observation_cap(tmp_path: Path) -> No
             await anyio.sleep(0.01)
         for i in range(600):
             await world.send.send(Chat(sender=f"p{i % 30}", text=f"line {i} " + "blah " * 10))
+        flooded.set()
 
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
