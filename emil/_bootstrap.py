@@ -116,6 +116,9 @@ def use_project_python(script: str | Path, argv: list[str] | None = None) -> Non
     script = Path(script).resolve()
     in_venv = _in_project_venv()
     if _has_emil_from_here() and (not in_venv or _install_is_current()):
+        # The marker is for this process only: a command it starts (a tool running the tests,
+        # whose docs tests run python3 tools/... in a clone of their own) must bootstrap anew.
+        os.environ.pop(_JUST_INSTALLED, None)
         return
     if os.environ.get(_JUST_INSTALLED) == "1":
         # Installed a moment ago and still not usable: say so instead of installing forever.

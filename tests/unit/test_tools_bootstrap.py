@@ -5,6 +5,7 @@ one broke, without services)."""
 from __future__ import annotations
 
 import ast
+import os
 import sys
 from pathlib import Path
 
@@ -29,3 +30,20 @@ def test_a_tool_bootstraps_before_importing_a_dependency(path: Path) -> None:
                 assert top in STDLIB or name == "emil._bootstrap", (
                     f"{path.name} imports {name} before use_project_python: it fails under a bare python3"
                 )
+
+
+def test_the_just_installed_marker_stays_with_the_process_that_was_installed_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """After a first-run install the tool re-runs itself with a marker; once it runs, its own
+    children (python3 tools/... in another checkout) must not inherit it, or each would say
+    "the install into .venv did not take" and exit 2."""
+    from emil import _bootstrap
+
+    monkeypatch.setenv(_bootstrap._JUST_INSTALLED, "1")
+    monkeypatch.delenv("EMIL_NO_BOOTSTRAP", raising=False)
+    monkeypatch.setattr(_bootstrap, "_has_emil_from_here", lambda: True)
+    monkeypatch.setattr(_bootstrap, "_in_project_venv", lambda: True)
+    monkeypatch.setattr(_bootstrap, "_install_is_current", lambda: True)
+    _bootstrap.use_project_python(__file__, [])
+    assert _bootstrap._JUST_INSTALLED not in os.environ
