@@ -36,7 +36,9 @@ async def server(anyio_backend: str) -> AsyncIterator[EmbeddedServer]:
 
 @pytest.fixture(scope="module")
 async def emil(server: EmbeddedServer) -> AsyncIterator[Bot]:
-    async with Bot.connect(BotSettings(port=server.port)) as bot:
+    # Alex, the modules' player, is an operator on the bot's side (its own check of attacks and
+    # commands, emil_trust.js); each call's ActionPolicy says whether the call is his order.
+    async with Bot.connect(BotSettings(port=server.port, operators=frozenset({"Alex"}))) as bot:
         yield bot
 
 

@@ -17,7 +17,12 @@ from emil.world.actions import dispatch
 from emil.world.bridge import Bot
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
+from emil.world.tool import ActionPolicy
 from tests.integration.world.conftest import Y, drain, eventually, tool
+
+OP = ActionPolicy(requesters=frozenset({"Alex"}), operators=frozenset({"Alex"}))
+"""An operator's order: each test's guard is new for each call (no ledger remembers that Emil
+placed the chest a call before), so a chest's store and take are asked by the operator."""
 
 pytestmark = pytest.mark.slow
 
@@ -155,18 +160,18 @@ async def test_a_long_job_gets_emil_out_of_bed(server: EmbeddedServer, emil: Bot
 
 async def test_store_and_take_say_what_was_not_there(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await stock(server, emil, alex, (-20.5, -20.5), (-24.5, -20.5), chest=1, cobblestone=20, dirt=5)
-    out = await dispatch(emil, tool("store", items={"cobblestone": 20}))
+    out = await dispatch(emil, tool("store", items={"cobblestone": 20}), OP)
     assert not out.ok and "no chest within 32 blocks" in out.text
     assert (await dispatch(emil, tool("place", item="chest", x=-22, y=Y, z=-22))).ok
-    out = await dispatch(emil, tool("store", items={"cobblestone": 20, "diamond": 1}))
+    out = await dispatch(emil, tool("store", items={"cobblestone": 20, "diamond": 1}), OP)
     assert out.ok and out.text.startswith("stored 20 cobblestone in the chest at (-22, 5, -22)"), out.text
     assert "you did not have: 1 diamond" in out.text
     # another client opens the same chest with mineflayer's openContainer: the server kept it
     assert await alex.do("chest", x=-22, y=Y, z=-22) == {"cobblestone": 20}
-    out = await dispatch(emil, tool("take", items={"cobblestone": 5, "oak_log": 2}))
+    out = await dispatch(emil, tool("take", items={"cobblestone": 5, "oak_log": 2}), OP)
     assert out.ok and out.text.startswith("took 5 cobblestone from the chest at (-22, 5, -22)"), out.text
     assert "not in the chest: 2 oak_log" in out.text
-    out = await dispatch(emil, tool("take", items={"oak_log": 1}))
+    out = await dispatch(emil, tool("take", items={"oak_log": 1}), OP)
     assert not out.ok and out.text.startswith("take failed: took nothing") and "not in the chest: 1 oak_log" in out.text
     assert (await emil.snapshot()).inventory == {"cobblestone": 5, "dirt": 5}
     assert await alex.do("chest", x=-22, y=Y, z=-22) == {"cobblestone": 15}
@@ -175,7 +180,7 @@ async def test_store_and_take_say_what_was_not_there(server: EmbeddedServer, emi
     await eventually(lambda: _holds(alex, "stone"), what="Alex holds stone")
     await alex.do("place", item="stone", x=-22, y=Y + 1, z=-22, sneak=True)  # sneaking: no chest window
     await eventually(lambda: _block(alex, -22, -22, "stone", y=Y + 1), what="the stone on the chest")
-    out = await dispatch(emil, tool("take", items={"cobblestone": 1}))
+    out = await dispatch(emil, tool("take", items={"cobblestone": 1}), OP)
     assert not out.ok and "cannot open: stone sits on it" in out.text
     # digging the chest drops what it held: item entities every client sees (or Alex, right
     # beside it, picks some up at once)
@@ -195,14 +200,14 @@ async def test_store_into_a_full_chest_and_take_into_a_full_inventory(
 ) -> None:
     await stock(server, emil, alex, (-20.5, 20.5), (-30.5, 20.5), chest=1, dirt=28 * 64)
     assert (await dispatch(emil, tool("place", item="chest", x=-22, y=Y, z=20))).ok
-    out = await dispatch(emil, tool("store", items={"dirt": 28 * 64}))
+    out = await dispatch(emil, tool("store", items={"dirt": 28 * 64}), OP)
     assert out.ok, out.text
     assert out.text.startswith("stored 1728 dirt in the chest") and "did not fit (the chest is full): 64 dirt" in out.text
-    out = await dispatch(emil, tool("store", items={"dirt": 1}))
+    out = await dispatch(emil, tool("store", items={"dirt": 1}), OP)
     assert not out.ok and "did not fit (the chest is full): 1 dirt" in out.text
     await server.command("give Emil cobblestone 2240")  # 35 stacks: with the dirt, no slot is left
     await eventually(lambda: _counted(emil, "cobblestone", 2240), what="a full inventory")
-    out = await dispatch(emil, tool("take", items={"dirt": 10}))
+    out = await dispatch(emil, tool("take", items={"dirt": 10}), OP)
     assert not out.ok and "no room in your inventory for: 10 dirt" in out.text
 
 
