@@ -301,8 +301,13 @@ async def test_an_attack_ordered_while_emil_defends_himself_fights_on(
         # healed (20, or 19 after a hit since), then hit again: the fight outlived the reflex
         await eventually(lambda: health_at_least(19), what="Alex healed")
         await eventually(hurt_again, timeout=6, what="Alex hit again after the reflex was done")
+        # Alex hits back: the ordered fight already has him, so no self-defence pre-empts it
+        drain(emil)
+        await alex.do("attack", name="Emil")
+        await next_event(emil, lambda e: isinstance(e, Damage) and e.attacker == "Alex")
     out = results[0]
-    assert out.ok and "it is still alive" in out.text, out.text
+    assert out.ok and "it is still alive" in out.text, out.text  # not "aborted: self-defence"
+    assert not [e for e in drain(emil) if isinstance(e, Reflex) and e.reflex == "defend"]
 
 
 def hits(text: str) -> int:
