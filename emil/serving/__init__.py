@@ -16,6 +16,7 @@ Each module answers one question the field notes got wrong once:
                                its log, each replica's prefix-cache and load counters
 - ``emil.serving.metrics``     Prometheus text -> spec-decode and prefix-cache counters
 - ``emil.serving.bench``       the throughput methodology of the field notes, like for like
+- ``emil.serving.bench_report`` bench reports side by side (saved JSON, ratios, the table)
 - ``emil.serving.toolcheck``   tool-call validity gate (MTP stays off until it passes)
 
 The CLIs in ``tools/`` are thin wrappers around these modules.

@@ -9,6 +9,7 @@ import pytest
 
 MODULES = [
     "emil.serving.bench",
+    "emil.serving.bench_report",
     "emil.serving.checkpoint",
     "emil.serving.cpu_env",
     "emil.serving.cpu_vllm",
