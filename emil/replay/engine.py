@@ -25,7 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from emil.agent.context_port import ContextAssembly, ManagedContext, session_context
-from emil.agent.turn import Interrupted, RequestShape, TurnEngine, dropped_note, observation_cap
+from emil.agent.ports import Interrupted
+from emil.agent.request_shape import RequestShape
+from emil.agent.turn import TurnEngine, dropped_note, observation_cap
 from emil.agent.turnstats import TurnStats
 from emil.config.settings import Settings, recorded_settings
 from emil.context.budget import Budget
