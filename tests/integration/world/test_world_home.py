@@ -239,12 +239,13 @@ async def test_build_is_abortable(server: EmbeddedServer, emil: Bot, alex: Playe
     async def run() -> None:
         result["out"] = await dispatch(emil, tool("build", blueprint="pillar", height=10, x=60, y=Y, z=-10))
 
-    async def walking() -> bool:
-        return (await emil.snapshot()).job == "build"
+    async def walking() -> bool:  # or already over: then its answer says why
+        return "out" in result or (await emil.snapshot()).job == "build"
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run)
         await eventually(walking, what="the build under way")  # walking 30 blocks to the spot
+        assert "out" not in result, f"the build ended before the stop: {result['out'].text}"
         assert (await dispatch(emil, tool("stop"))).ok
     out = result["out"]
     assert not out.ok and "aborted" in out.text
