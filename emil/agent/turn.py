@@ -79,8 +79,8 @@ from emil.context.history import Message
 from emil.events import Chat
 from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion, ToolCall
-from emil.observation import compose_events
-from emil.perception import Triaged, format_status_line
+from emil.observation import compose_events, format_status_line
+from emil.perception import Triaged
 from emil.recording import (
     CompletionRecord,
     ErrorRecord,
