@@ -82,6 +82,7 @@ from emil.llm.types import ChatRequest, Completion, ToolCall
 from emil.observation import compose_events, format_status_line
 from emil.perception import Triaged
 from emil.recording import (
+    CONFIRMED_COMMAND,
     CompletionRecord,
     ErrorRecord,
     ObservationRecord,
@@ -210,10 +211,13 @@ class TurnEngine:
         lines = tuple(Line(t.event.sender, t.event.text, t.event.whisper) for t in triaged if isinstance(t.event, Chat))
         notes = []
         for i, outcome in enumerate(await self.world.begin_turn(Authority(lines))):
+            # what it is: a command an operator confirmed (not a say the model wrote), the
+            # operator who confirmed it as its requester, the confirmation code it answered
             data = outcome.data if isinstance(outcome.data, dict) else {}
             who = data.get("confirmed_by")
             self.recorder.write(ToolResultRecord(
-                turn=stats.turn, step=0, call_id=f"confirmed-{i}", name="say", arguments={"text": data.get("command")},
+                turn=stats.turn, step=0, call_id=f"confirmed-{i}", name=CONFIRMED_COMMAND,
+                arguments={"command": data.get("command"), "confirmation": data.get("code")},
                 ok=outcome.ok, text=outcome.text, data=_jsonable(outcome.data),
                 requested_by=[who] if isinstance(who, str) else [], rule=outcome.rule,
             ))
