@@ -39,6 +39,7 @@ from emil.memory.archive import ARCHIVE_FILE, Archive
 from emil.memory.retrieval import Recollection, query_terms
 from emil.memory.session import open_memory
 from emil.model.tokens import TokenCounter
+from emil.offline.facts import Wordings
 from emil.offline.recall import Recall, asked_recall, recall
 from emil.offline.simulate import BudgetPoint, simulate
 from emil.offline.summaries import SummaryModel
@@ -81,14 +82,14 @@ class RestartRecall:
 
 def restart_recall(
     *, cut_hours: float, seed: int, counter: TokenCounter, memory_tokens: int, recall_tokens: int = 300,
-    plant: bool = True, per_kind: int = 3, data_dir: Path | None = None,
+    plant: bool = True, per_kind: int = 3, data_dir: Path | None = None, wordings: Wordings = "main",
 ) -> RestartRecall:
     """Play ``cut_hours`` of the day in a data_dir, start a new session on it, and look for the
     facts said before the cut in its first prompt and in a first turn that asks about each."""
     with tempfile.TemporaryDirectory(prefix="emil-restart-") as scratch:
         folder = data_dir or Path(scratch)
         day = synthetic_day(cut_hours, seed=seed, data_dir=folder, memory_tokens=memory_tokens, plant=plant,
-                            per_kind=per_kind)
+                            per_kind=per_kind, wordings=wordings)
         with open_memory(folder, bot_name=BOT, retention_days=0, durable=False) as memory:  # the next session's start
             text = memory.pinned(max_tokens=memory_tokens, tokens_of=counter.count).text()
             first = History(notes=Message.memory(text) if text else None)
