@@ -96,6 +96,7 @@ def test_the_restart_and_the_retrieval_time(days: dict[bool, object], tmp_path: 
     assert null.first.share == null.asked.share == 0
     times = retrieval_times(days[True], COUNTER, lines=3000)  # type: ignore[arg-type]
     assert times.lines >= 3000 and times.turns > 10 and 0 < times.median_ms <= times.p95_ms
+    assert 0 < times.cpu_median_ms <= times.cpu_p95_ms
 
 
 def test_a_probe_is_a_whole_word() -> None:
