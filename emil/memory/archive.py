@@ -392,7 +392,7 @@ class Archive:
 
     def _selective(self, terms: Sequence[str], *, pair: Sequence[str]) -> list[str]:
         """The :data:`MAX_TERMS` rarest terms that are not common (see :meth:`search`); the
-        rarest two of ``pair`` together when every term is common but they meet in few lines
+        first two of ``pair`` together when every term is common but they meet in few lines
         (not the names of the players searched about: they are in thousands of lines, and
         their meeting costs a scan of both)."""
         total = self._total()

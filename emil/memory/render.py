@@ -86,11 +86,10 @@ _NUMBERS = re.compile(r"-?\d+")
 
 
 def _restates_a_place(n: Note, told: set[tuple[str, str]]) -> bool:
-    """Whether quote ``n`` names a place its speaker told (three numbers in a row, as in the
-    place note) and has no other word a place line lacks (at most five other words)."""
+    """Whether quote ``n`` only names a place its speaker told: its three numbers are the place
+    note's, and it has no other word a place line lacks (at most five others, no other number)."""
     numbers = _NUMBERS.findall(n.detail)
-    triples = {",".join(numbers[i : i + 3]) for i in range(len(numbers) - 2)}
-    if not any((n.subject, xyz) in told for xyz in triples):
+    if len(numbers) != 3 or (n.subject, ",".join(numbers)) not in told:
         return False
     return len(set(words(_NUMBERS.sub(" ", n.detail))) - STOP_WORDS) <= 5
 

@@ -161,9 +161,11 @@ def test_a_quote_that_only_gives_a_place_already_listed_is_not_quoted_twice(tmp_
     store.learn(Fact(about="place", subject="chest", topic="at", detail="12,64,-7", told_by="alex"), t=1e9)
     store.learn(Fact(about="player", subject="alex", topic="said", detail="the old lighthouse is at -2093, 89, 1992"), t=1e9)
     store.learn(Fact(about="player", subject="bob", topic="said", detail="alex's chest is at 12 64 -7, full of loot"), t=1e9)
+    store.learn(Fact(about="player", subject="alex", topic="asked", detail="Emil, my chest is at 12 64 -7, code 4471"), t=1e9)
     block = render_notes(store.notes(), max_tokens=800, tokens_of=COUNTER.count)
     assert block is not None
-    assert "- chest at 12,64,-7 (alex said so)" in block and "my chest is at 12 64 -7" not in block
+    assert "- chest at 12,64,-7 (alex said so)" in block and "my chest is at 12 64 -7\"" not in block
     assert "lighthouse is at -2093, 89, 1992" in block  # no place line says it
     assert "full of loot" in block  # someone else's words about it are theirs
+    assert "code 4471" in block  # a quote that says more than where
     store.close()
