@@ -3,7 +3,7 @@
 
     python3 tools/bench_recall.py [--hours 24] [--seeds 1,2,3] [--budgets 8000,16000,36000]
         [--window 65536] [--output-reserve 6144] [--memory-tokens 2000] [--recall-tokens 300]
-        [--per-kind 3] [--wordings main|heldout] [--cut 12] [--timing-lines 40000] [--timing-only] [--jobs N] [--json]
+        [--per-kind 3] [--wordings main|heldout] [--setups digest,notes,notes+summaries,all] [--cut 12] [--timing-lines 40000] [--timing-only] [--jobs N] [--json]
 
 The synthetic day (emil.offline.synthetic: Emil's real prompt, tools, perception, tool results,
 notes and archive; scripted players and a scripted Emil) with --per-kind facts of each kind said
@@ -26,6 +26,7 @@ per turn that searches over the day's last 3 hours with an archive of --timing-l
 
 from __future__ import annotations
 
+import argparse
 import json
 import multiprocessing
 import os
@@ -54,6 +55,14 @@ from emil.testing.reducer import REDUCER_LABEL, reducer_summary_text
 
 _DAYS: dict[tuple[int, bool], SyntheticDay] = {}
 """The generated days, set before the pool forks (inherited, never pickled)."""
+
+
+def _setups(text: str) -> list[Setup]:
+    chosen = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [v for v in chosen if v not in SETUPS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"setups are {', '.join(SETUPS)}; got {text!r}")
+    return [v for v in SETUPS if v in chosen]
 
 
 def _ints(text: str) -> list[int]:
@@ -96,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-kind", type=positive_int, default=3, help="facts of each kind said in a day (3)")
     parser.add_argument("--wordings", choices=WORDINGS, default="main",
                         help="which wordings the facts are said in (main; heldout: the second set, kept out of tuning)")
+    parser.add_argument("--setups", type=_setups, default=list(SETUPS),
+                        help=f"which memory setups to run ({','.join(SETUPS)}; all four by default)")
     parser.add_argument("--cut", type=positive_float, default=12.0, help="hours before the restart (12)")
     parser.add_argument("--timing-lines", type=positive_int, default=40000, help="archive size for the retrieval time (40000)")
     parser.add_argument("--timing-only", action="store_true", help="only the retrieval time per turn at the end of the day")
@@ -114,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                 _DAYS[(seed, plant)] = synthetic_day(args.hours, seed=seed, data_dir=folder, memory_tokens=args.memory_tokens,
                                                      per_kind=args.per_kind, plant=plant, wordings=args.wordings)
         jobs = [(seed, plant, args.window, args.output_reserve, budget, setup, args.recall_tokens)
-                for budget in args.budgets for setup in SETUPS for seed in args.seeds for plant in (True, False)]
+                for budget in args.budgets for setup in args.setups for seed in args.seeds for plant in (True, False)]
         if args.jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
             with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:
                 results = list(pool.map(_one, jobs))
@@ -193,7 +204,7 @@ def _print(args: Any, results: list[tuple[int, bool, int, Setup, BudgetPoint]], 
     print(head)
     print("-" * len(head))
     for budget in args.budgets:
-        for setup in SETUPS:
+        for setup in args.setups:
             said, null = pts(budget, setup, True), pts(budget, setup, False)
             where = "/".join(_span([float(p.found.get(w, 0)) for p in said], ".0f") for w in WHERE)
             summ = [p for p in said if p.summary_requests]
@@ -213,7 +224,7 @@ def _print(args: Any, results: list[tuple[int, bool, int, Setup, BudgetPoint]], 
     print(kinds_head)
     print("-" * len(kinds_head))
     for budget in args.budgets:
-        for setup in ("notes+summaries", "all"):
+        for setup in [x for x in SETUPS[2:] if x in args.setups]:
             said = pts(budget, setup, True)
             cells = []
             for k in KINDS:
