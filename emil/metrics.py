@@ -72,6 +72,7 @@ from emil import __version__
 from emil.config import parse_address
 from emil.exceptions import ConfigurationError
 from emil.recording import (
+    CONFIRMED_COMMAND,
     CompletionRecord,
     ErrorRecord,
     EventRecord,
@@ -169,7 +170,7 @@ class Metrics:
             "emil:world_reconnects", "Times the Minecraft server was back after an outage.", registry=r
         )
         self.llm_errors = Counter("emil:llm_errors", "Errors of the model side, by type.", ["error"], registry=r)
-        self.tool_calls = Counter("emil:tool_calls", "Tool calls by tool and outcome.", ["tool", "outcome"], registry=r)
+        self.tool_calls = Counter("emil:tool_calls", "Tool calls by tool and outcome (tool \"command\": a command an operator confirmed).", ["tool", "outcome"], registry=r)
         self.events = Counter("emil:events", "Game events by the priority perception gave them.", ["priority"], registry=r)
         self.reflexes = Counter("emil:reflex_firings", "Reflexes that acted without the model.", ["reflex"], registry=r)
         self.world_connected = Gauge("emil:world_connected", "1 while the bot is in the world, 0 after a disconnect.", registry=r)
@@ -236,7 +237,7 @@ class Metrics:
             self.request_duration.observe(r.total_s)
 
     def _tool_result(self, r: ToolResultRecord) -> None:
-        tool = r.name if r.name in self._tools else "unknown"
+        tool = r.name if r.name in self._tools or r.name == CONFIRMED_COMMAND else "unknown"
         self.tool_calls.labels(tool=tool, outcome="ok" if r.ok else "failed").inc()
 
     def _trim(self, r: TrimRecord) -> None:

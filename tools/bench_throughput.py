@@ -35,11 +35,13 @@ from emil.serving.bench import (
     BenchResult,
     Methodology,
     Target,
+    run_target,
+)
+from emil.serving.bench_report import (
     compare_table,
     load_report,
     methodology_differences,
     report_json,
-    run_target,
 )
 from emil.serving.profile import load_profile
 

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -55,6 +57,9 @@ class Run:
     failures: list[str] = field(default_factory=list)
     """``FAILED tests/...::name`` / ``ERROR ...`` lines of pytest's short summary."""
     log: Path | None = None
+    load: float | None = None
+    """The machine's mean 1-minute load average over the run (sampled every 10 s): what "under
+    load" meant, including the run itself and anything else on the machine."""
 
     @property
     def ok(self) -> bool:
@@ -114,13 +119,33 @@ def minutes(seconds: float) -> str:
 def describe(run: Run) -> str:
     counts = ", ".join(f"{n:,} {what}" for what, n in run.counts.items() if what != "warnings") or "no pytest summary"
     verdict = "ok" if run.ok else f"FAILED (exit {run.exit_code})"
-    return f"run {run.number}: {minutes(run.wall_s)} ({run.wall_s:.0f} s), {counts}: {verdict}"
+    load = f", mean load {run.load:.1f} on {os.cpu_count()} cores" if run.load is not None else ""
+    return f"run {run.number}: {minutes(run.wall_s)} ({run.wall_s:.0f} s){load}, {counts}: {verdict}"
+
+
+@contextlib.contextmanager
+def load_sampler(every_s: float = 10.0) -> Iterator[list[float]]:
+    """Samples of the 1-minute load average, taken in a thread while the block runs."""
+    samples: list[float] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(every_s):
+            samples.append(os.getloadavg()[0])
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield samples
+    finally:
+        done.set()
+        thread.join()
 
 
 def run_once(number: int, command: list[str], log_dir: Path, timeout_s: float) -> Run:
     log = log_dir / f"run-{number}.log"
     started = time.monotonic()
-    with log.open("wb") as out:
+    with log.open("wb") as out, load_sampler() as samples:
         try:
             done = processes.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s)
             code = done.returncode
@@ -131,7 +156,8 @@ def run_once(number: int, command: list[str], log_dir: Path, timeout_s: float) -
     counts, failures = parse_pytest_output(text)
     if code == 124:
         failures.append(f"TIMEOUT the run did not finish within {timeout_s:.0f} s")
-    return Run(number, wall, code, counts, failures, log)
+    load = sum(samples) / len(samples) if samples else None
+    return Run(number, wall, code, counts, failures, log, load)
 
 
 @contextlib.contextmanager

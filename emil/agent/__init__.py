@@ -1,9 +1,12 @@
 """The agent: the async turn loop joining world, context window and model, and a live session.
 
+- ``turn``          :class:`TurnEngine`: one turn's rules, run alike by the live loop, replay and
+  the synthetic day; ``request_shape`` what each of its requests carries besides the messages
 - ``loop``          :class:`Agent`: the pump (events -> perception), the turns, the failure policy
 - ``interrupts``    which urgent event interrupts what
-- ``ports``         what the loop needs from the context and the model (the world's port is
-  :mod:`emil.world.port`); ``context_port`` and ``world_port`` the real adapters
+- ``ports``         what the loop and the turn engine need from the context, the model, the world,
+  the recording and the clock (the world's own port is :mod:`emil.world.port`);
+  ``context_port`` and ``world_port`` the real adapters
 - ``between_turns`` the context's preparation while the loop idles
 - ``turnstats``     per-turn figures (the log line, the ``turn`` record)
 - ``persona``       the system prompt from prompts/

@@ -35,8 +35,9 @@ import anyio
 
 from emil.agent.between_turns import BetweenTurns
 from emil.agent.interrupts import Interrupts
-from emil.agent.ports import Completer, ContextPort
-from emil.agent.turn import Interrupted, Recall, RequestShape, TurnEngine
+from emil.agent.ports import Completer, ContextPort, Interrupted, Recall
+from emil.agent.request_shape import RequestShape
+from emil.agent.turn import TurnEngine
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.backoff import OutageEvent
 from emil.events import ActionFinished, Death

@@ -1,23 +1,47 @@
-"""What the agent loop needs from the world, the context window and the model.
+"""What the agent loop and the turn engine need from the world, the context window, the model,
+the recording and the clock.
 
 The loop depends on these small protocols only (and on the world's, :class:`emil.world.port.WorldPort`);
 adapters (:mod:`emil.agent.context_port`, :mod:`emil.agent.world_port`, the completer bound in
 :mod:`emil.agent.startup`) build them from the real parts (the context manager, the mineflayer
-bridge, the recovering LLM client), and tests drive the loop with doubles of them. Keeping the seam here means a change in
-one area's API touches one adapter, not the loop.
+bridge, the recovering LLM client), and tests drive the loop with doubles of them. Keeping the
+seam here means a change in one area's API touches one adapter, not the loop.
+
+The turn engine (:mod:`emil.agent.turn`) is handed what differs between its drivers (live,
+replay, the synthetic day) through the same kind of seam: :class:`TurnWorld`,
+:class:`TurnRecorder` (or :data:`NULL_RECORDER`), :class:`Clock`, and the :data:`Recall`,
+:data:`Interruption` and :data:`Stopping` callables; :class:`Interrupted` is how a driver's model
+or world says an interrupt cut the turn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from emil.context.history import Message
 from emil.context.ladder import TrimRecord
+from emil.events import GameEvent
 from emil.llm.recovery_steps import Assembler, RecoveryEvent
-from emil.llm.types import Completion
+from emil.llm.types import Completion, ToolCall
+from emil.trust.authority import Authority
+from emil.world.tool import Outcome
 
-__all__ = ["AssemblyView", "Completer", "ContextPort"]
+__all__ = [
+    "NULL_RECORDER",
+    "AssemblyView",
+    "Clock",
+    "Completer",
+    "ContextPort",
+    "Interrupted",
+    "Interruption",
+    "Recall",
+    "Stopping",
+    "TurnRecorder",
+    "TurnWorld",
+]
 
 
 class AssemblyView(Protocol):
@@ -75,3 +99,86 @@ endpoint's Patience): ``await completer(assemble, on_event)`` where ``assemble(l
 the request and ``on_event`` receives the recovery events (overflow, retry, recovered,
 transient, server_fault, gave_up...). It waits out outages itself; what it raises fails the
 turn (or, for configuration errors, the session)."""
+
+
+class Interrupted(Exception):
+    """The turn was interrupted: raised by a driver's model (a model call cancelled) or world (an
+    action aborted); ``reason`` is what the tool result and the turn record say."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class TurnWorld(Protocol):
+    """Emil's body as a turn uses it (the live world adds its time limits and abort)."""
+
+    async def snapshot(self) -> Mapping[str, Any] | None:
+        """The status for the observation; None: no status this turn (already reported)."""
+        ...
+
+    async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
+        """The turn's chat lines (who said what), before its observation; returns what the
+        world did on them before the model (a command an operator confirmed), each noted at
+        the top of the observation. Worlds without a guard return nothing."""
+        ...
+
+    async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
+        """Run one valid call; :class:`Interrupted` when an interrupt aborted it."""
+        ...
+
+
+class TurnRecorder(Protocol):
+    """Where a turn's records go (:class:`emil.recording.Recorder`, or :data:`NULL_RECORDER`)."""
+
+    def write(self, record: Any) -> None: ...
+    def message(self, msg: Message, *, turn: int | None = None) -> str: ...
+    def request_refs(
+        self, messages: list[dict[str, Any]], *, turn: int | None = None, ids: Any = None
+    ) -> list[str]: ...
+
+
+class _NullRecorder:
+    """Records nothing (replay and the synthetic day keep no recording of their own)."""
+
+    def write(self, record: Any) -> None:
+        pass
+
+    def message(self, msg: Message, *, turn: int | None = None) -> str:
+        return ""
+
+    def request_refs(
+        self, messages: list[dict[str, Any]], *, turn: int | None = None, ids: Any = None
+    ) -> list[str]:
+        return []
+
+
+NULL_RECORDER: TurnRecorder = _NullRecorder()
+
+
+def _wall() -> float:
+    return time.time()
+
+
+def _monotonic() -> float:
+    return time.monotonic()
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Wall time (unix seconds: an observation without events is dated by it) and monotonic
+    time (the turn's figures); live, the process's clocks, read at each call."""
+
+    wall: Callable[[], float] = _wall
+    monotonic: Callable[[], float] = _monotonic
+
+
+Recall = Callable[[list[GameEvent], Mapping[str, Any] | None], str | None]
+"""The turn's recalled lines from its events and status snapshot (None: nothing to add)."""
+
+Interruption = Callable[[ToolCall], str | None]
+"""Before a call runs: the reason an interrupt is pending (None: none). Asked once per turn
+until one is; every later call of the turn is not run either."""
+Stopping = Callable[[ToolCall | None], bool]
+"""Before a call runs: True when Emil is stopping (the call is not run, and the turn ends);
+asked with None after a step's calls: is Emil stopping now (the turn ends there)?"""

@@ -37,8 +37,8 @@ from typing import Any
 from emil.agent.context_port import ManagedContext, session_context
 from emil.agent.loop import Agent, AgentOptions
 from emil.agent.persona import load_system_prompt
-from emil.agent.ports import Completer
-from emil.agent.turn import Recall, observation_cap
+from emil.agent.ports import Completer, Recall
+from emil.agent.turn import observation_cap
 from emil.agent.turnstats import SessionStats
 from emil.backoff import Backoff, OutageEvent, Patience, wait_out
 from emil.config import Settings

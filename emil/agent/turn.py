@@ -8,8 +8,9 @@ every driver runs them: the live loop (:mod:`emil.agent.loop`), replay
                   within the observation cap (floods coalesced: emil.observation): one user
                   message that starts a turn in history
     steps         up to ``step_limit``:
-      request     the context assembles the prompt (budgeted, trimmed); :class:`RequestShape`
-                  says everything else the request carries
+      request     the context assembles the prompt (budgeted, trimmed); the session's
+                  :class:`~emil.agent.request_shape.RequestShape` says everything else the
+                  request carries
       completion  -> one assistant message (a call whose arguments are not a JSON object keeps
                   "{}" in history, so no later prompt is refused for it)
       each call   not run when Emil is stopping or an interrupt is pending ("not run: ...");
@@ -18,7 +19,8 @@ every driver runs them: the live loop (:mod:`emil.agent.loop`), replay
                   -> one tool result message per call
     until the model answers without tools, a call was interrupted, or Emil stops.
 
-What differs between the drivers is injected, not branched on:
+What differs between the drivers is injected, not branched on (the seams are in
+:mod:`emil.agent.ports`, the request's shape in :mod:`emil.agent.request_shape`):
 
 ==============  ============================  ===========================  =====================
  part            live (emil.agent.loop)        replay (emil.replay)         synthetic day
@@ -37,11 +39,12 @@ What differs between the drivers is injected, not branched on:
 ==============  ============================  ===========================  =====================
 
 Who may ask for what (issue #22, docs/trust.md): before the observation, the world hears the
-turn's words (:meth:`TurnWorld.begin_turn`: who said what; live, the guard starts its per-turn
-caps and sends the commands an operator confirmed, noted at the top of the observation); every
-call passes :meth:`TurnEngine.dispatch` with the turn's speakers (``requesters``) at hand, and
-its record names them and the rule that allowed or refused it. Calls past the cap of one answer
-were dropped by the client; the last result of that answer says how many.
+turn's words (:meth:`~emil.agent.ports.TurnWorld.begin_turn`: who said what; live, the guard
+starts its per-turn caps and sends the commands an operator confirmed, noted at the top of the
+observation); every call passes :meth:`TurnEngine.dispatch` with the turn's speakers
+(``requesters``) at hand, and its record names them and the rule that allowed or refused it.
+Calls past the cap of one answer were dropped by the client; the last result of that answer
+says how many.
 
 Recalled lines (the archive's old lines that bear on the turn) end the turn's observation: they
 are part of the turn from then on, so every later request of the session only appends to the
@@ -54,20 +57,32 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any
 
-from emil.agent.ports import Completer, ContextPort
+from emil.agent.ports import (
+    NULL_RECORDER,
+    Clock,
+    Completer,
+    ContextPort,
+    Interrupted,
+    Interruption,
+    Recall,
+    Stopping,
+    TurnRecorder,
+    TurnWorld,
+)
+from emil.agent.request_shape import RequestShape
 from emil.agent.turnstats import TurnStats
 from emil.context.history import Message
-from emil.events import Chat, GameEvent
+from emil.events import Chat
 from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion, ToolCall
-from emil.observation import compose_events
-from emil.perception import Triaged, format_status_line
+from emil.observation import compose_events, format_status_line
+from emil.perception import Triaged
 from emil.recording import (
+    CONFIRMED_COMMAND,
     CompletionRecord,
     ErrorRecord,
     ObservationRecord,
@@ -79,76 +94,9 @@ from emil.recording import (
 from emil.trust.authority import Authority, Line
 from emil.world.tool import Outcome
 
-__all__ = [
-    "NULL_RECORDER",
-    "Clock",
-    "Interrupted",
-    "Recall",
-    "RequestShape",
-    "TurnEngine",
-    "TurnRecorder",
-    "TurnWorld",
-    "dropped_note",
-    "history_call",
-    "observation_cap",
-]
+__all__ = ["TurnEngine", "dropped_note", "history_call", "observation_cap"]
 
 _log = logging.getLogger("emil.agent")
-
-
-class Interrupted(Exception):
-    """The turn was interrupted: raised by a driver's model (a model call cancelled) or world (an
-    action aborted); ``reason`` is what the tool result and the turn record say."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class RequestShape:
-    """Everything a step's request carries besides its messages, built once per session by
-    :meth:`of` from the settings and the served model's family, live and in replay alike."""
-
-    tools: list[dict[str, Any]] | None
-    max_completion_tokens: int
-    temperature: float | None = None
-    stream: bool = False
-    enable_thinking: bool = False
-    preserve_thinking: bool = False
-    """``chat_template_kwargs.preserve_thinking``: only ever true when the family's template
-    reads it (:meth:`emil.model.family.ModelFamily.sends_preserve_thinking`)."""
-
-    @classmethod
-    def of(cls, settings: RequestSettings, *, preserve_thinking: bool,
-           tools: list[dict[str, Any]] | None) -> RequestShape:
-        """The shape for these settings (``preserve_thinking``: as the family sends it)."""
-        return cls(
-            tools=tools or None, max_completion_tokens=settings.output_reserve,
-            temperature=settings.temperature, stream=settings.stream,
-            enable_thinking=settings.enable_thinking, preserve_thinking=preserve_thinking,
-        )
-
-    def request(self, messages: list[dict[str, Any]], predicted_tokens: int | None) -> ChatRequest:
-        """The request for one assembled prompt."""
-        return ChatRequest(
-            messages=messages, tools=self.tools, max_completion_tokens=self.max_completion_tokens,
-            temperature=self.temperature, stream=self.stream, enable_thinking=self.enable_thinking,
-            preserve_thinking=self.preserve_thinking, predicted_prompt_tokens=predicted_tokens,
-        )
-
-
-class RequestSettings(Protocol):
-    """The settings a request's shape reads (a typed slice of :class:`emil.config.Settings`)."""
-
-    @property
-    def output_reserve(self) -> int: ...
-    @property
-    def temperature(self) -> float | None: ...
-    @property
-    def stream(self) -> bool: ...
-    @property
-    def enable_thinking(self) -> bool: ...
 
 
 def observation_cap(setting: int | None, prompt_budget: int | None) -> int | None:
@@ -173,80 +121,6 @@ def history_call(call: ToolCall) -> dict[str, str]:
     result tells the model what was wrong."""
     args = call.raw_arguments if call.arguments is not None else "{}"
     return {"id": call.id, "name": call.name, "arguments": args}
-
-
-class TurnWorld(Protocol):
-    """Emil's body as a turn uses it (the live world adds its time limits and abort)."""
-
-    async def snapshot(self) -> Mapping[str, Any] | None:
-        """The status for the observation; None: no status this turn (already reported)."""
-        ...
-
-    async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
-        """The turn's chat lines (who said what), before its observation; returns what the
-        world did on them before the model (a command an operator confirmed), each noted at
-        the top of the observation. Worlds without a guard return nothing."""
-        ...
-
-    async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
-        """Run one valid call; :class:`Interrupted` when an interrupt aborted it."""
-        ...
-
-
-class TurnRecorder(Protocol):
-    """Where a turn's records go (:class:`emil.recording.Recorder`, or :data:`NULL_RECORDER`)."""
-
-    def write(self, record: Any) -> None: ...
-    def message(self, msg: Message, *, turn: int | None = None) -> str: ...
-    def request_refs(
-        self, messages: list[dict[str, Any]], *, turn: int | None = None, ids: Any = None
-    ) -> list[str]: ...
-
-
-class _NullRecorder:
-    """Records nothing (replay and the synthetic day keep no recording of their own)."""
-
-    def write(self, record: Any) -> None:
-        pass
-
-    def message(self, msg: Message, *, turn: int | None = None) -> str:
-        return ""
-
-    def request_refs(
-        self, messages: list[dict[str, Any]], *, turn: int | None = None, ids: Any = None
-    ) -> list[str]:
-        return []
-
-
-NULL_RECORDER: TurnRecorder = _NullRecorder()
-
-
-def _wall() -> float:
-    return time.time()
-
-
-def _monotonic() -> float:
-    return time.monotonic()
-
-
-@dataclass(frozen=True)
-class Clock:
-    """Wall time (unix seconds: an observation without events is dated by it) and monotonic
-    time (the turn's figures); live, the process's clocks, read at each call."""
-
-    wall: Callable[[], float] = _wall
-    monotonic: Callable[[], float] = _monotonic
-
-
-Recall = Callable[[list[GameEvent], Mapping[str, Any] | None], str | None]
-"""The turn's recalled lines from its events and status snapshot (None: nothing to add)."""
-
-Interruption = Callable[[ToolCall], str | None]
-"""Before a call runs: the reason an interrupt is pending (None: none). Asked once per turn
-until one is; every later call of the turn is not run either."""
-Stopping = Callable[[ToolCall | None], bool]
-"""Before a call runs: True when Emil is stopping (the call is not run, and the turn ends);
-asked with None after a step's calls: is Emil stopping now (the turn ends there)?"""
 
 
 def _never_interrupted(call: ToolCall) -> str | None:
@@ -337,10 +211,13 @@ class TurnEngine:
         lines = tuple(Line(t.event.sender, t.event.text, t.event.whisper) for t in triaged if isinstance(t.event, Chat))
         notes = []
         for i, outcome in enumerate(await self.world.begin_turn(Authority(lines))):
+            # what it is: a command an operator confirmed (not a say the model wrote), the
+            # operator who confirmed it as its requester, the confirmation code it answered
             data = outcome.data if isinstance(outcome.data, dict) else {}
             who = data.get("confirmed_by")
             self.recorder.write(ToolResultRecord(
-                turn=stats.turn, step=0, call_id=f"confirmed-{i}", name="say", arguments={"text": data.get("command")},
+                turn=stats.turn, step=0, call_id=f"confirmed-{i}", name=CONFIRMED_COMMAND,
+                arguments={"command": data.get("command"), "confirmation": data.get("code")},
                 ok=outcome.ok, text=outcome.text, data=_jsonable(outcome.data),
                 requested_by=[who] if isinstance(who, str) else [], rule=outcome.rule,
             ))

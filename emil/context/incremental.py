@@ -30,7 +30,8 @@ from typing import Any
 
 from emil.context.history import Message
 from emil.model.family import ModelFamily, ThinkRule, generic_family
-from emil.model.template import ChatTemplate, TemplateError, prepare_messages, prepare_tools
+from emil.model.prepare import prepare_messages, prepare_tools
+from emil.model.template import ChatTemplate, TemplateError
 from emil.model.tokens import TokenCounter
 
 __all__ = ["BlockKey", "IncrementalCounter", "MessageLike"]

@@ -40,7 +40,7 @@ from emil.events import (
     Respawn,
 )
 from emil.memory.archive import Archive
-from emil.perception import describe_event
+from emil.observation import describe_event
 
 __all__ = ["Archivist"]
 

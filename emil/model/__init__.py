@@ -8,7 +8,8 @@
   :mod:`emil.llm.tokenize`
 - ``cached``   a counter that counts each text (and line piece) once, for sweeps
 - ``template`` chat templates rendered as transformers and vLLM render them (Emil's own in
-  ``templates/``, their per-message twins in ``qwen_blocks``)
+  ``templates/``, their per-message twins in ``qwen_blocks``); ``prepare`` the messages and
+  tool specs as vLLM 0.32 hands them to a template
 - ``resolve``  names, settings and recording headers -> a family or a counter
 - ``verify``   a resolved family checked against the server's own count
 - ``counting`` one exact count of a prompt

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from emil.exceptions import ConfigurationError
+from emil.model.prepare import reasoning_of_request, text_of
 from emil.model.qwen_blocks import BlockRenderer, qwen3_block, qwen35_block, qwen36_block
-from emil.model.template import ChatTemplate, packaged_template, reasoning_of_request, text_of
+from emil.model.template import ChatTemplate, packaged_template
 from emil.model.tokens import HeuristicCounter, TokenCounter, qwen_counter
 
 __all__ = [

@@ -17,7 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from emil.model.template import text_of
+from emil.model.prepare import text_of
 
 __all__ = ["BlockRenderer", "qwen3_block", "qwen35_block", "qwen36_block"]
 

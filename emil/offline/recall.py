@@ -20,7 +20,7 @@ from typing import Literal
 from emil.context.history import History, Message
 from emil.events import Chat
 from emil.memory.retrieval import RECALL_HEADER, Recollection, Topic
-from emil.perception import describe_event
+from emil.observation import describe_event
 
 __all__ = ["WHERE", "PlantedFact", "Recall", "asked_recall", "find_fact", "prompt_lines", "recall"]
 

@@ -19,8 +19,8 @@ from emil.events import (
     ItemCollected,
     PlayerJoined,
 )
+from emil.observation import describe_event
 from emil.offline.sim_world import BOT, HOSTILES, ITEMS, SimWorld
-from emil.perception import describe_event
 
 __all__ = ["ScriptedEmil", "Step"]
 

@@ -44,8 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from emil.agent.persona import load_system_prompt
-from emil.agent.ports import AssemblyView
-from emil.agent.turn import Clock, RequestShape, TurnEngine, observation_cap
+from emil.agent.ports import AssemblyView, Clock
+from emil.agent.request_shape import RequestShape
+from emil.agent.turn import TurnEngine, observation_cap
 from emil.agent.turnstats import TurnStats
 from emil.agent.world_port import BotWorld
 from emil.config import Settings

@@ -25,6 +25,7 @@ from emil.recording.reader import (
     read_recording,
 )
 from emil.recording.records import (
+    CONFIRMED_COMMAND,
     RECORD_ADAPTER,
     SCHEMA_VERSION,
     CompletionRecord,
@@ -54,6 +55,7 @@ from emil.recording.writer import (
 )
 
 __all__ = [
+    "CONFIRMED_COMMAND",
     "RECORD_ADAPTER",
     "SCHEMA_VERSION",
     "CompletionRecord",

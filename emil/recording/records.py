@@ -19,6 +19,7 @@ from emil.context.ladder import TrimRecord
 from emil.llm.types import Completion, Timings, ToolCall, Usage
 
 __all__ = [
+    "CONFIRMED_COMMAND",
     "RECORD_ADAPTER",
     "SCHEMA_VERSION",
     "CompletionRecord",
@@ -237,8 +238,15 @@ class CompletionRecord(_Record):
         )
 
 
+CONFIRMED_COMMAND = "command"
+"""The ``name`` of the action record of a server command an operator confirmed: sent at step 0,
+before the model, by the guard (not a tool the model called); its ``arguments`` are the
+command, the confirmation code and the operator who confirmed it (docs/trust.md, "Audit")."""
+
+
 class ToolResultRecord(_Record):
-    """A tool call's outcome, as the model will read it."""
+    """A tool call's outcome, as the model will read it (or, named :data:`CONFIRMED_COMMAND`,
+    a command an operator confirmed, sent before the model)."""
 
     kind: Literal["tool_result"] = "tool_result"
     step: int = 0

@@ -16,8 +16,8 @@ from emil.cli_args import OneLineParser, non_negative_float, non_negative_int, p
 from emil.exceptions import ConfigurationError, EmilError
 from emil.llm.types import LLM
 from emil.recording import check_recording_file, read_recording
-from emil.replay.engine import Replayer, ReplayOptions, ReplayReport
-from emil.replay.report import format_report
+from emil.replay.engine import Replayer
+from emil.replay.report import ReplayOptions, ReplayReport, format_report
 from emil.replay.session import RecordedSession, pick_session
 
 __all__ = ["build_parser", "cli_main", "replay_file"]

@@ -22,11 +22,12 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from emil.agent.context_port import ContextAssembly, ManagedContext, session_context
-from emil.agent.turn import Interrupted, RequestShape, TurnEngine, dropped_note, observation_cap
+from emil.agent.ports import Interrupted
+from emil.agent.request_shape import RequestShape
+from emil.agent.turn import TurnEngine, dropped_note, observation_cap
 from emil.agent.turnstats import TurnStats
 from emil.config.settings import Settings, recorded_settings
 from emil.context.budget import Budget
@@ -36,7 +37,6 @@ from emil.exceptions import ConfigurationError, ContextOverflowError, EmilError
 from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
 from emil.memory.summary import load_summary_prompt
-from emil.model.family import ModelFamily
 from emil.model.resolve import family_for_recording
 from emil.model.template import TemplateError
 from emil.perception import Perception, PerceptionPolicy
@@ -44,109 +44,18 @@ from emil.recording import EventRecord, HeaderRecord, ToolResultRecord
 from emil.replay.compare import RequestDiff, diff_messages
 from emil.replay.live import LiveStep, compare_live
 from emil.replay.notes import RecordedNotes
+from emil.replay.report import ObservationDiff, ReplayOptions, ReplayReport
 from emil.replay.session import RecordedSession, RecordedStep, RecordedTurn
-from emil.replay.summaries import RecordedSummaries, SummaryJudge, SummaryVerdict
+from emil.replay.summaries import RecordedSummaries, SummaryJudge
 from emil.trust.authority import Authority
 from emil.world.tool import Outcome
 
-__all__ = ["ObservationDiff", "ReplayOptions", "ReplayReport", "Replayer"]
+__all__ = ["Replayer"]
 
 _DEFAULT_WINDOW = 65536
 _NOT_RUN = "not run: interrupted ("
 _ABORTED = "aborted: interrupted ("
 _STOPPING = "not run: Emil is stopping"
-
-
-@dataclass(frozen=True)
-class ReplayOptions:
-    """What to replay with; ``None`` = what the recording's header says."""
-
-    tokenizer: str | None = None
-    window: int | None = None
-    output_reserve: int | None = None
-    prompt_budget: int | None = None
-    family: ModelFamily | None = None
-    """Count as this model family (e.g. the one a live endpoint serves), not the recording's."""
-
-
-@dataclass(frozen=True)
-class ObservationDiff:
-    """A turn whose observation text today's perception writes differently."""
-
-    turn: int
-    recorded: str
-    today: str
-
-
-@dataclass
-class ReplayReport:
-    """What a replay found."""
-
-    path: str
-    turns_total: int
-    steps_total: int
-    turns_replayed: int = 0
-    steps_replayed: int = 0
-    diffs: list[RequestDiff] = field(default_factory=list)
-    observation_diffs: list[ObservationDiff] = field(default_factory=list)
-    trims_recorded: int = 0
-    trims_today: int = 0
-    errors: list[str] = field(default_factory=list)
-    """Today's code failing where the recording did not (a prompt that no longer fits, a turn
-    that ends at another step), each with its turn and step."""
-    live: list[LiveStep] = field(default_factory=list)
-    summaries: list[SummaryVerdict] = field(default_factory=list)
-    """With a live model: each recorded summary request asked again (facts kept, dropped, new)."""
-    unanswered: int = 0
-    """Requests the recording has no answer to: the turn was interrupted (an urgent event, a
-    stop) or failed during the model call, or the session ended in it. Each is compared like
-    any request, and its turn ends there, as it did live."""
-    stopped: str | None = None
-    """Why replay stopped before the end (damage: a missing request or tool result)."""
-    seconds: float = 0.0
-    settings: dict[str, Any] = field(default_factory=dict)
-    session: int = 1
-    """Which session of the file was replayed (1-based); ``recording_append`` makes several."""
-    sessions: int = 1
-    """How many sessions the file holds."""
-
-    @property
-    def identical(self) -> int:
-        return sum(1 for d in self.diffs if d.identical)
-
-    @property
-    def differing(self) -> list[RequestDiff]:
-        return [d for d in self.diffs if not d.identical]
-
-    @property
-    def as_recorded(self) -> bool:
-        """Every request built as the session built it, and today's code failed nowhere the
-        session did not (what ``run_emil.py replay`` exits 0 on)."""
-        return not self.differing and not self.errors
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "session": self.session,
-            "sessions": self.sessions,
-            "settings": self.settings,
-            "turns_total": self.turns_total,
-            "steps_total": self.steps_total,
-            "turns_replayed": self.turns_replayed,
-            "steps_replayed": self.steps_replayed,
-            "identical_requests": self.identical,
-            "differing_requests": len(self.diffs) - self.identical,
-            "trims_recorded": self.trims_recorded,
-            "trims_today": self.trims_today,
-            "unanswered_requests": self.unanswered,
-            "stopped": self.stopped,
-            "errors": self.errors,
-            "observation_diffs": [vars(o) for o in self.observation_diffs],
-            "requests": [d.to_json() for d in self.diffs if not d.identical],
-            "live": [s.to_json() for s in self.live],
-            "summaries": [v.to_json() for v in self.summaries],
-            "seconds": round(self.seconds, 3),
-        }
 
 
 def _recorded_family_name(header: HeaderRecord | None) -> str | None:

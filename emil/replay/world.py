@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from emil.recording import ToolResultRecord, read_recording
+from emil.recording import CONFIRMED_COMMAND, ToolResultRecord, read_recording
 from emil.replay.session import pick_session
 
 __all__ = ["PlayedAction", "WorldPlayback", "play_into_embedded", "recorded_actions"]
@@ -124,7 +124,10 @@ def recorded_actions(path: str | Path, session: int | None = None) -> tuple[list
             continue
         # The loop writes "error: ..." for model mistakes and "not run"/"aborted" for calls an
         # interruption cancelled; those never reached the bot.
-        if r.arguments is None or (r.text.startswith(("error: ", "not run: ", "aborted: ")) and not r.ok):
+        # A command an operator confirmed was the guard's, on an operator's word the playback
+        # does not have: not a tool call to send again.
+        if r.name == CONFIRMED_COMMAND or r.arguments is None or (
+                r.text.startswith(("error: ", "not run: ", "aborted: ")) and not r.ok):
             skipped += 1
             continue
         played.append(r)

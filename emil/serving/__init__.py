@@ -7,12 +7,16 @@ Each module answers one question the field notes got wrong once:
 - ``emil.serving.profile``     a serve profile (TOML) -> the exact ``vllm serve`` / container argv
 - ``emil.serving.failures``    an engine log tail -> the cause, and whether retrying can help
 - ``emil.serving.launcher``    a supervisor that never loops on a configuration error
-- ``emil.serving.cpu_vllm``    a real vLLM on this CPU (random weights, real Qwen3 tokenizer and
-                               template), installed into its own cached virtualenv and started
+- ``emil.serving.cpu_env``     the pinned vLLM-on-CPU virtualenv (outside .venv) and its installer
+- ``emil.serving.tiny_model``  the tiny model directories it serves (random weights, the real
+                               Qwen3 tokenizer and template; a Qwen3.5/3.6 tokenizer built here)
+- ``emil.serving.cpu_vllm``    a real vLLM server on this CPU on that model, supervised, stopped
+                               with its process group
 - ``emil.serving.router``      vllm-router in front of replicas: started, its routing read from
                                its log, each replica's prefix-cache and load counters
 - ``emil.serving.metrics``     Prometheus text -> spec-decode and prefix-cache counters
 - ``emil.serving.bench``       the throughput methodology of the field notes, like for like
+- ``emil.serving.bench_report`` bench reports side by side (saved JSON, ratios, the table)
 - ``emil.serving.toolcheck``   tool-call validity gate (MTP stays off until it passes)
 
 The CLIs in ``tools/`` are thin wrappers around these modules.

@@ -10,8 +10,9 @@
 - ``reducer``         the summariser double: a generic extractive text reducer
 - ``chaos``, ``chaos_scenarios``, ``soak``  the chaos rig and the soak run on the doubles (the
   soak also against a real vLLM on this CPU)
-- ``scaleout``        vLLM replicas on this CPU behind vllm-router, Emils in their own processes
-  and chatting players: the scale-out test and the router benchmark (real services, no double)
+- ``scaleout``        one run of vLLM replicas on this CPU behind vllm-router, Emils in their own
+  processes and chatting players: the scale-out test and the router benchmark (real services,
+  no double); ``replicas`` the servers, ``fleet`` the Emils and the players
 - ``processes``       child processes of a test run: a group each, none outliving the run
 
 Only the demo, the tool scripts and the tests use them (tests/unit/test_house.py).

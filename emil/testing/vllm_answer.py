@@ -116,7 +116,9 @@ class Answering:
             natural = limit + 1
             if content is not None and _estimate_tokens(content) < limit:
                 content = (content + " " + "lorem " * (limit * 4 // 6 + 1))[: limit * 4]
-        finish = reply.finish_reason or ("tool_calls" if calls else "stop")
+        # vLLM (as OpenAI): "tool_calls" when the model chose to call, "stop" for a named tool_choice
+        named = isinstance(body.get("tool_choice"), dict)
+        finish = reply.finish_reason or ("tool_calls" if calls and not named else "stop")
         out = natural
         if natural > limit:
             # Cut like a real length stop: the text ends early, tool arguments break off.
@@ -236,11 +238,13 @@ class Answering:
                 last = n == len(deltas) - 1 and not calls
                 yield chunk(delta, finish if last else None)
             for index, (call_id, name, args) in enumerate(calls):
-                yield chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
-                                             "function": {"name": name, "arguments": ""}}]})
+                # as vLLM 0.32's hermes parser streams a call: its name first (no arguments
+                # key), then argument pieces; every delta with content null
+                yield chunk({"content": None, "tool_calls": [
+                    {"id": call_id, "type": "function", "index": index, "function": {"name": name}}]})
                 for i in range(0, len(args), 16):
-                    yield chunk({"tool_calls": [{"index": index,
-                                                 "function": {"arguments": args[i:i + 16]}}]})
+                    yield chunk({"content": None, "tool_calls": [
+                        {"index": index, "function": {"arguments": args[i:i + 16]}}]})
             if calls or not deltas:
                 yield chunk({}, finish)
             if usage is not None:

@@ -14,8 +14,10 @@ server made 527 model requests in 30 s). The budget, per Emil:
 - **Loop detection** (``npc_loop_detection``, off by default). A speaker whose line came within
   :data:`REPLY_WINDOW_S` of Emil's own chat, :data:`LOOP_STREAK` times in a row, is treated as an
   NPC until it has been quiet for :data:`QUIET_RESET_S` (another Emil that nobody listed, or any
-  bot that answers everything). Off by default: a person's own scripted client that answers at
-  once would be caught too, and the turn-rate cap bounds an unlisted bot's load anyway.
+  bot that answers everything). Off by default: it takes people in a busy chat for NPCs (the
+  next line often follows Emil's answer within the window whoever wrote it), a model-driven bot
+  slower than the window is not caught anyway, and the turn-rate cap bounds an unlisted bot's
+  load (docs/trust.md).
 - **A turn-rate cap.** At most ``turns_per_minute`` turns start a minute (a bucket holding
   :func:`burst_of` turns), whatever starts them: it bounds the load on the model whatever the
   chat does.

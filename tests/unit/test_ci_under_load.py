@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -93,3 +94,14 @@ def test_a_run_reports_time_counts_failures_and_stops_its_load(tmp_path: Path) -
     assert (tmp_path / "logs" / "run-2.log").exists()
     spinning = [p for p in processes.tagged(processes.run_tag() or "-") if "while True" in processes.describe(p)]
     assert not spinning, spinning
+
+
+def test_the_load_sampler_samples_while_its_block_runs() -> None:
+    with _tool().load_sampler(every_s=0.05) as samples:
+        deadline = time.monotonic() + 5
+        while len(samples) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    taken = len(samples)
+    assert taken >= 3 and all(s >= 0 for s in samples)
+    time.sleep(0.2)
+    assert len(samples) == taken  # stopped with its block

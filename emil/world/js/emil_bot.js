@@ -154,6 +154,13 @@ function createController (optionsJson) {
       movements.allow1by1towers = true
       bot.pathfinder.setMovements(movements)
       bot.pathfinder.thinkTimeout = 3000
+      // mineflayer-pvp: chase with Emil's own movements (its default set them back to its own,
+      // parkour included, for every later walk), and close in to 1 block: its follow goal counts
+      // whole blocks from where the target stood when the path was planned, so at the default
+      // 2 a knocked-back target stays 4.3 blocks off, out of the 3.5-block reach, and the fight
+      // stalls after one hit (measured on the embedded server)
+      bot.pvp.movements = movements
+      bot.pvp.followRange = 1
       ctl.connected = true
       done({ ok: true, username: bot.username, version: bot.version, server_version: ctl.serverVersion })
     })
@@ -197,6 +204,7 @@ function createController (optionsJson) {
     if (id !== undefined) ctl.running.set(id, { name, controller })
     if (job) {
       if (ctl.job) ctl.stopJob(`pre-empted by ${name}`)
+      for (const hook of ctl.hooks.jobStart) { try { hook(name) } catch (e) { /* a reflex failing must not stop a job */ } }
       ctl.job = { name, controller, id }
     }
     if (job) ctl.bot.emilReserved = args.reserved && typeof args.reserved === 'object' ? args.reserved : {}

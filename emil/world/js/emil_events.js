@@ -36,7 +36,9 @@ function installEvents (ctl, bot) {
   // 'end' would otherwise read as the new connection dropping, and start another login.
   const emit = (kind, fields) => { if (ctl.bot === bot) ctl.emit(kind, fields) }
   const swings = new Map() // entity id -> ms of last arm swing
-  ctl.hooks = ctl.hooks || { damage: [], health: [] }
+  // this login's hooks only (installReflexes adds its own next): a reconnect's new bot must not
+  // run the reflexes of the bot it replaced
+  ctl.hooks = { damage: [], health: [], jobStart: [] }
   let spawnedAt = 0
   let lastHealth = null
   let lastFood = null

@@ -16,39 +16,58 @@ const DEFAULT_REFLEXES = {
 function installReflexes (ctl, bot) {
   const emit = (reflex, detail) => ctl.emit('reflex', { reflex, detail })
   const { Vec3, goals } = ctl.lib
-  let defendUntil = 0
-  let defendTimer = null
+  // The reflex's own fight, while it lasts: whom it fights, until when, its watch timer. The
+  // fight is the reflex's only while mineflayer-pvp's target is still that attacker and no job
+  // has started since: ending it then stops pvp (at once: pvp.stop()'s graceful stop would leave
+  // the pathfinder's stop pending for up to 5 s, wiping the next goal anyone sets), ending it
+  // otherwise leaves pvp alone. (A watch that stopped pvp whatever it was doing cut short the
+  // fight a player ordered right after Emil defended himself: the attack tool landed 0 hits.)
+  let fight = null
   let fleeing = false
   let eating = false
 
   function threatName (e) { return e ? (e.username || e.name || 'something') : 'something' }
+
+  function endFight (reason) {
+    if (!fight) return
+    const { attacker, timer } = fight
+    fight = null
+    clearInterval(timer)
+    if (reason !== 'taken over' && bot.pvp && bot.pvp.target === attacker) {
+      try { bot.pvp.forceStop() } catch (e) { /* already stopped */ }
+    }
+  }
 
   function defend (attacker) {
     const r = ctl.reflexes
     if (!r.defend || !attacker || !attacker.isValid || !bot.entity) return false
     if (bot.health <= r.fleeHealth) return false
     if (attacker.position.distanceTo(bot.entity.position) > r.defendReach) return false
+    // a job (the attack tool) already fights this attacker: it goes on, the reflex keeps out
+    if (ctl.job && !fight && bot.pvp && bot.pvp.target === attacker) return false
     // The first blow is immediate (no path planning): that is the reaction the benchmark times.
     bot.lookAt(attacker.position.offset(0, (attacker.height || 1.6) * 0.8, 0), true).catch(() => {})
     bot.attack(attacker)
-    const fresh = Date.now() > defendUntil
-    defendUntil = Date.now() + r.defendMs
-    if (fresh) {
-      if (ctl.job) ctl.stopJob('self-defence')
-      emit('defend', `hit back at ${threatName(attacker)}`)
-      try { bot.pvp.attack(attacker) } catch (e) { /* keep the single blow */ }
-      clearInterval(defendTimer)
-      defendTimer = setInterval(() => {
-        const gone = !attacker.isValid || !bot.entity || attacker.position.distanceTo(bot.entity.position) > 16
-        if (Date.now() > defendUntil || gone || fleeing) {
-          clearInterval(defendTimer)
-          defendTimer = null
-          try { bot.pvp.stop() } catch (e) { /* already stopped */ }
-        }
-      }, 250)
+    if (fight) {
+      fight.until = Date.now() + r.defendMs
+      return true
     }
+    if (ctl.job) ctl.stopJob('self-defence')
+    emit('defend', `hit back at ${threatName(attacker)}`)
+    try { bot.pvp.attack(attacker) } catch (e) { /* keep the single blow */ }
+    const timer = setInterval(() => {
+      if (!fight || fight.timer !== timer) { clearInterval(timer); return }
+      if (!bot.pvp || bot.pvp.target !== attacker) { endFight('taken over'); return }
+      const gone = !attacker.isValid || !bot.entity || attacker.position.distanceTo(bot.entity.position) > 16
+      if (Date.now() > fight.until || gone || fleeing) endFight('over')
+    }, 250)
+    fight = { attacker, until: Date.now() + r.defendMs, timer }
     return true
   }
+
+  // A job that starts takes the body over: the reflex's fight ends (its pvp stopped), so the job
+  // (an operator's attack on the same player, a walk) starts from a still body.
+  ctl.hooks.jobStart.push(() => endFight('pre-empted'))
 
   function flee (attacker) {
     const r = ctl.reflexes
@@ -79,7 +98,7 @@ function installReflexes (ctl, bot) {
   function eat () {
     const r = ctl.reflexes
     if (!r.eat || eating || !bot.entity || bot.food > r.eatBelowFood) return
-    if (Date.now() < defendUntil || fleeing) return
+    if (fight || fleeing) return
     const food = bestFood(bot)
     if (!food) return
     eating = true
@@ -125,9 +144,9 @@ function installReflexes (ctl, bot) {
       last = null
     }, 700)
   }, 500)
-  bot.once('end', () => { clearInterval(unstuckTimer); clearInterval(defendTimer) })
+  bot.once('end', () => { clearInterval(unstuckTimer); endFight('over') })
 
-  ctl.reflexState = () => ({ fleeing, eating, defending: Date.now() < defendUntil })
+  ctl.reflexState = () => ({ fleeing, eating, defending: fight !== null })
 }
 
 function bestFood (bot) {

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emil.recording import ToolResultRecord
+from emil.recording import CONFIRMED_COMMAND, ToolResultRecord
 from emil.replay.world import play_into_embedded, recorded_actions
 from emil.testing import processes
 from emil.world.setup import ensure_js_deps
@@ -36,6 +36,20 @@ def _recording(path: Path) -> Path:
 def test_recorded_actions_skip_model_mistakes(tmp_path: Path) -> None:
     played, skipped = recorded_actions(_recording(tmp_path / "r.jsonl"))
     assert [r.name for r in played] == ["say", "look_at"] and skipped == 1
+
+
+def test_recorded_actions_skip_confirmed_commands(tmp_path: Path) -> None:
+    """A command an operator confirmed was sent by the guard on the operator's word, which the
+    playback does not have: it is not a tool call to send again."""
+    path = write_records(tmp_path / "r.jsonl", [
+        header(bot_name="Emil"),
+        ToolResultRecord(turn=1, step=0, call_id="confirmed-0", name=CONFIRMED_COMMAND,
+                         arguments={"command": "/time set day", "confirmation": "k7"}, ok=True,
+                         text='bob confirmed the command "/time set day": sent', requested_by=["bob"], rule="chat.command"),
+        ToolResultRecord(turn=1, step=1, call_id="a", name="say", arguments={"text": "done"}, ok=True, text="said"),
+    ])
+    played, skipped = recorded_actions(path)
+    assert [r.name for r in played] == ["say"] and skipped == 1
 
 
 async def test_recorded_actions_are_played_into_an_embedded_server(tmp_path: Path) -> None:

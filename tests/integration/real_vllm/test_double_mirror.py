@@ -23,7 +23,7 @@ import pytest
 
 from emil.serving.cpu_vllm import CpuVLLMServer
 from emil.testing.brains import fixed_reply
-from emil.testing.script import Reply
+from emil.testing.script import Reply, ScriptedCall
 from emil.testing.vllm_double import VLLMDouble
 from tests.integration.real_vllm.conftest import BLOCK_SIZE
 
@@ -191,3 +191,64 @@ def test_streaming_chunks_mirror(
     assert [c["choices"][0]["finish_reason"] for c in m[:-2 if include_usage else -1]] == [
         c["choices"][0]["finish_reason"] for c in r[:-2 if include_usage else -1]
     ]
+
+
+def _kinds(events: list[Any]) -> list[str]:
+    """A stream's chunks by what they carry, a run of argument pieces counted once (how many
+    pieces the arguments come in is the model's business, not the wire's)."""
+    kinds: list[str] = []
+    for event in events:
+        if event == "[DONE]":
+            kind = "done"
+        elif not event["choices"]:
+            kind = "usage"
+        else:
+            choice = event["choices"][0]
+            calls = choice["delta"].get("tool_calls")
+            if choice["finish_reason"] is not None:
+                kind = f"finish {choice['finish_reason']}"
+            elif "role" in choice["delta"]:
+                kind = "role"
+            elif calls and "id" in calls[0]:
+                kind = f"call {calls[0]['function']['name']}"
+            elif calls:
+                kind = "arguments"
+            else:
+                kind = "text"
+        if not (kind == "arguments" and kinds and kinds[-1] == kind):
+            kinds.append(kind)
+    return kinds
+
+
+@pytest.mark.parametrize("choice", ["required", "named"])
+def test_streamed_tool_call_mirror(real_vllm: CpuVLLMServer, choice: str) -> None:
+    """A streamed tool call, as vLLM's structured outputs make random weights call one: the
+    call's first chunk (id, type, name), then its argument pieces, each delta with ``content``
+    null; random weights fill the JSON with whitespace until the length stop, so the real
+    answer is a call cut at or after "{" (the double is scripted to the same cut). A completed
+    call cannot be had from random weights here; its finish reason ("tool_calls", or "stop"
+    for a named choice) is read from vLLM 0.32's serving code into the double."""
+    say = {"type": "function", "function": {
+        "name": "say", "description": "Say a line in chat.",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}
+    tool_choice: Any = "required" if choice == "required" else {"type": "function", "function": {"name": "say"}}
+    body = _chat(real_vllm, messages=_user("hello"), tools=[say], tool_choice=tool_choice, max_tokens=24,
+                 temperature=0.0, stream=True, stream_options={"include_usage": True})
+    cut = Reply(tool_calls=(ScriptedCall("say", "{"),), finish_reason="length", completion_tokens=24)
+    with VLLMDouble(fixed_reply(cut), model=real_vllm.model, tokenizer=real_vllm.model,
+                    window=real_vllm.options.max_model_len, wording="clamp", kv_block=BLOCK_SIZE) as double:
+        real, mirror = _both(real_vllm, double, "POST", "/v1/chat/completions", json=body)
+    assert real.status_code == mirror.status_code == 200
+    r, m = _events(real), _events(mirror)
+    # How many argument pieces the whitespace comes in (none, when the "{" is still held back
+    # by the parser at the cut) is the model's business; the rest is the wire's.
+    expected = ["role", "call say", "arguments", "finish length", "usage", "done"]
+    assert _kinds(m) == expected and [k for k in _kinds(r) if k != "arguments"] == [
+        k for k in expected if k != "arguments"], (r, m)
+    for kind in ("role", "call say", "arguments", "finish length", "usage"):
+        ours = [_shape(c) for c in m if c != "[DONE]" and _kinds([c]) == [kind]]
+        theirs = [_shape(c) for c in r if c != "[DONE]" and _kinds([c]) == [kind]]
+        assert all(t == ours[0] for t in theirs), (kind, theirs, ours)
+    arguments = "".join(c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"]
+                        for c in r if c != "[DONE]" and _kinds([c]) == ["arguments"])
+    assert arguments.strip() in ("", "{"), arguments

@@ -7,10 +7,9 @@ cancelled (the anyio cancellation a turn's interrupt uses) is aborted on the ser
 ``vllm:num_requests_running`` gauge returns to 0, no more tokens are generated, and its log
 says the request was aborted.
 
-Not here yet: the same through a live session (a player's "stop" cancelling the turn's call).
-Against random weights it races the turn the player's arrival starts, which that "stop" does
-not cancel (the player did not ask for it); the interrupt itself is tested in
-tests/unit/agent/test_loop.py.
+The same through a live session: an operator's "stop" cancels the turn's call in flight,
+whichever turn it is (the player's arrival starts one that a non-operator's "stop" would not
+cancel: they did not ask for it), and the server aborts that request.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from pathlib import Path
 
 import anyio
 import httpx
@@ -26,8 +26,10 @@ import pytest
 from emil.exceptions import EndpointUnavailable
 from emil.llm.client import OpenAIClient
 from emil.llm.types import ChatRequest
+from emil.recording import RequestRecord, TurnRecord
 from emil.serving.cpu_vllm import CpuVLLMServer
 from emil.serving.metrics import parse_prometheus
+from tests.integration.agent.services import running_world
 
 
 def _metric(server: CpuVLLMServer, name: str) -> float:
@@ -120,3 +122,37 @@ async def test_a_cancelled_call_is_aborted_on_the_server(real_vllm: CpuVLLMServe
     await anyio.sleep(1.0)
     assert _generated(real_vllm) == generated, "the server kept generating after the abort"
     assert took < 10
+
+
+@pytest.mark.timeout(300, func_only=True)
+async def test_an_operators_stop_cancels_the_turns_call_and_the_server_aborts_it(
+    real_vllm: CpuVLLMServer, tmp_path: Path
+) -> None:
+    """In a live session: Emil's calls ask for 6,000 tokens (minutes of decoding on this CPU,
+    end-of-text ignored so random weights cannot end early), and the player, an operator, says
+    "stop" while one is in flight: the turn is interrupted, its call cancelled after the grace,
+    and the server aborts it and generates no more for it."""
+    async with running_world(
+        tmp_path, None, endpoint=real_vllm.base_url, output_reserve=6000, interrupt_grace_s=0.5,
+        operators=["alex"],
+    ) as world:
+        world.session.llm.extra_body["ignore_eos"] = True
+        await world.say("Emil, tell me the longest story you know")
+        await world.wait_for("a turn's request", lambda: any(isinstance(r, RequestRecord) for r in world.records()))
+        with anyio.fail_after(60):
+            while _running(real_vllm) < 1:  # noqa: ASYNC110 - polls the server
+                await anyio.sleep(0.2)
+        aborted = _aborted(real_vllm)
+        await world.say("Emil, stop!")
+        await world.wait_for(
+            "the interrupted turn",
+            lambda: any(isinstance(r, TurnRecord) and r.interrupted for r in world.records()),
+            within=60,
+        )
+        await _until_aborted(real_vllm, aborted + 1)
+        await world.stop_agent()
+        await _until_idle(real_vllm, within=30)
+        records = world.records()
+    turn = next(r for r in records if isinstance(r, TurnRecord) and r.interrupted)
+    assert "model call cancelled" in turn.interrupted_by, turn
+    assert turn.completion_tokens < 6000

@@ -9,12 +9,18 @@ from typing import Any
 import anyio
 import pytest
 
+from emil.agent.world_port import BotWorld
 from emil.events import GameEvent
 from emil.llm.types import ToolCall
+from emil.trust.authority import Authority, Line
+from emil.trust.ledger import Ledger
+from emil.trust.people import People
 from emil.world.bridge import Bot
+from emil.world.guard import Guard
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
+from emil.world.tool import ActionPolicy, Outcome
 from emil.world.wire import BotSettings
 
 
@@ -34,12 +40,49 @@ async def server(anyio_backend: str) -> AsyncIterator[EmbeddedServer]:
         yield srv
 
 
+OPERATORS = frozenset({"Alex"})
+"""The modules' operator: Alex, the player bot. Other names (Steve) ask as ordinary players."""
+
+_WORLDS: dict[int, BotWorld] = {}
+
+
 @pytest.fixture(scope="module")
 async def emil(server: EmbeddedServer) -> AsyncIterator[Bot]:
-    # Alex, the modules' player, is an operator on the bot's side (its own check of attacks and
-    # commands, emil_trust.js); each call's ActionPolicy says whether the call is his order.
-    async with Bot.connect(BotSettings(port=server.port, operators=frozenset({"Alex"}))) as bot:
-        yield bot
+    """The module's Emil, with ONE guard for the module as live play has (one per Emil, its
+    ledger in memory here): the guard sees every event as it arrives, as the live loop's world
+    port does, so it remembers the chests Emil placed; :func:`act` sends calls through it."""
+    guard = Guard(People(operators=OPERATORS), Ledger())
+    async with Bot.connect(BotSettings(port=server.port, operators=OPERATORS)) as bot:
+        emit = bot._emit
+
+        def observed(event: GameEvent) -> None:
+            guard.observe(event)
+            emit(event)
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(bot, "_emit", observed)
+            _WORLDS[id(bot)] = BotWorld(bot, ActionPolicy(operators=OPERATORS), guard=guard)
+            try:
+                yield bot
+            finally:
+                _WORLDS.pop(id(bot), None)
+
+
+def guard_of(emil: Bot) -> Guard:
+    """The module Emil's guard (its ledger, its chat caps)."""
+    guard = _WORLDS[id(emil)].guard
+    assert guard is not None
+    return guard
+
+
+async def act(emil: Bot, call: ToolCall, *requesters: str) -> Outcome:
+    """One tool call as one turn of the live loop: the world port's snapshot (the guard squares
+    its ledger with the inventory), the turn begun on these players' words (none: Emil acts on
+    its own), the call through the module's one guard."""
+    world = _WORLDS[id(emil)]
+    await world.snapshot()
+    await world.begin_turn(Authority(tuple(Line(name, "") for name in sorted(requesters))))
+    return await world.run_tool(call, limit_s=120.0, requesters=frozenset(requesters))
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ server (flying-squid plus Emil's plugin) computes every result. Inventories are 
 server sends them (``synced_inventory`` makes the server resend the whole window), so a result
 that existed only in the client's prediction would fail these tests.
 
-Emil's ``craft`` and ``smelt`` tools run through the tool classes and the bridge (``dispatch``),
-as the agent loop runs them, and Smith's client checks what they left in the world.
+Emil's ``craft`` and ``smelt`` tools run through the module's one guard, the tool classes and the
+bridge (conftest's ``act``), as the agent loop runs them, and Smith's client checks what they left in the world.
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from typing import Any
 import anyio
 import pytest
 
-from emil.world.actions import dispatch
 from emil.world.bridge import Bot
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
-from tests.integration.world.conftest import Y, drain, eventually, tool
+from tests.integration.world.conftest import Y, act, drain, eventually, tool
 
 pytestmark = pytest.mark.slow
 
@@ -99,7 +98,7 @@ async def test_a_forged_click_creates_nothing(server: EmbeddedServer, smith: Pla
 
 async def stock_emil(server: EmbeddedServer, emil: Bot, smith: PlayerBot, at: tuple[float, float], **items: int) -> None:
     """Emil on the spot ``at`` (its chunks loaded) with an empty inventory, then exactly these items."""
-    await dispatch(emil, tool("stop"))
+    await act(emil, tool("stop"))
 
     async def there() -> bool:
         p = (await emil.snapshot()).position
@@ -131,7 +130,7 @@ async def stock_emil(server: EmbeddedServer, emil: Bot, smith: PlayerBot, at: tu
 
 async def fails(emil: Bot, name: str, fragment: str, **arguments: Any) -> str:
     """The tool call fails, saying ``fragment``; its text."""
-    out = await dispatch(emil, tool(name, **arguments))
+    out = await act(emil, tool(name, **arguments))
     assert not out.ok and fragment in out.text, out.text
     return out.text
 
@@ -140,7 +139,7 @@ async def test_craft_tool_mixes_planks_and_places_a_table(server: EmbeddedServer
     await stock_emil(server, emil, smith, (60.5, 0.5), oak_planks=2, birch_planks=1, stick=2, crafting_table=1)
     # two kinds of planks in one recipe (minecraft-data lists the tag one kind at a time), and a
     # 3x3 recipe with no table near: the table comes out of the inventory
-    out = await dispatch(emil, tool("craft", item="wooden_pickaxe"))
+    out = await act(emil, tool("craft", item="wooden_pickaxe"))
     assert out.ok, out.text
     assert out.text.startswith("crafted 1 wooden_pickaxe") and "(placed it there from the inventory)" in out.text
     assert isinstance(out.data, dict) and out.data["used"] == {"oak_planks": 2, "birch_planks": 1, "stick": 2}
@@ -155,9 +154,9 @@ async def test_craft_tool_mixes_planks_and_places_a_table(server: EmbeddedServer
 
 async def test_craft_tool_counts_items_and_uses_the_2x2_grid(server: EmbeddedServer, emil: Bot, smith: PlayerBot) -> None:
     await stock_emil(server, emil, smith, (40.5, -40.5), oak_log=1)
-    out = await dispatch(emil, tool("craft", item="oak_planks", count=4))
+    out = await act(emil, tool("craft", item="oak_planks", count=4))
     assert out.ok and out.text == "crafted 4 oak_planks from 1 oak_log", out.text
-    out = await dispatch(emil, tool("craft", item="stick", count=1))
+    out = await act(emil, tool("craft", item="stick", count=1))
     assert out.ok and out.text.startswith("crafted 4 stick (asked for 1; the recipe makes several at a time)"), out.text
     assert out.data is not None and out.data["table"] is None  # no table anywhere near: the 2x2 grid
     assert (await emil.snapshot()).inventory == {"oak_planks": 2, "stick": 4}
@@ -181,12 +180,12 @@ async def test_smelt_tool_waits_reports_what_still_cooks_and_collects_it(
 ) -> None:
     await stock_emil(server, emil, smith, (40.5, 0.5), furnace=1, raw_iron=2, coal=1)
     # 200 server ticks an item: 12 s see one ingot, the second is still cooking
-    out = await dispatch(emil, tool("smelt", item="raw_iron", count=2, wait_s=12))
+    out = await act(emil, tool("smelt", item="raw_iron", count=2, wait_s=12))
     assert out.ok, out.text
     assert out.text.startswith("got 1 iron_ingot from raw_iron (burned 1 coal) in the furnace at")
     assert "(placed it there from the inventory)" in out.text
     assert "1 raw_iron still cooking there" in out.text and "smelt again there to collect" in out.text
-    out = await dispatch(emil, tool("smelt", item="raw_iron", count=1, wait_s=20))
+    out = await act(emil, tool("smelt", item="raw_iron", count=1, wait_s=20))
     assert out.ok and out.text.startswith("got 1 iron_ingot from raw_iron"), out.text
     assert (await emil.snapshot()).inventory == {"iron_ingot": 2}
 

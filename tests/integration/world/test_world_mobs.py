@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from emil.events import Damage, HostileNearby, Reflex, TimeOfDay, Weather
-from emil.world.actions import dispatch
 from emil.world.bridge import Bot
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
 from tests.integration.world.conftest import (
     Y,
+    act,
     drain,
     eventually,
     give_emil,
@@ -102,7 +102,7 @@ async def test_the_unstuck_reflex_fires_in_a_cage_and_the_goal_resumes(
         return (await emil.snapshot()).model_dump().get("standing_on") == "bedrock"
 
     await eventually(caged, what="the cage reaches Emil's client")
-    out = await dispatch(emil, tool("follow", player="Alex", range=2))
+    out = await act(emil, tool("follow", player="Alex", range=2))
     assert out.ok, out.text
     ref = await next_event(emil, lambda e: isinstance(e, Reflex) and e.reflex == "unstuck", timeout=10)
     assert isinstance(ref, Reflex) and "no progress" in ref.detail
@@ -115,7 +115,7 @@ async def test_the_unstuck_reflex_fires_in_a_cage_and_the_goal_resumes(
         return p is not None and math.hypot(p["x"] - (x + 8.5), p["z"] - (z + 0.5)) < 3.5
 
     await eventually(reached, timeout=15, what="Emil resumes following Alex")
-    assert (await dispatch(emil, tool("stop"))).ok
+    assert (await act(emil, tool("stop"))).ok
 
 
 async def test_time_and_weather_changes_reach_emil(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:

@@ -7,6 +7,7 @@ known spots on the superflat world (ground at y=4, standing at y=5).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import anyio
@@ -22,14 +23,13 @@ from emil.events import (
     Reflex,
     Respawn,
 )
-from emil.world.actions import dispatch
 from emil.world.bridge import Bot
 from emil.world.player import PlayerBot
 from emil.world.server import EmbeddedServer
-from emil.world.tool import ActionPolicy
 from emil.world.wire import ReflexSettings
 from tests.integration.world.conftest import (
     Y,
+    act,
     drain,
     eventually,
     give_emil,
@@ -57,25 +57,25 @@ async def test_chat_and_whisper_reach_emil_as_events(server: EmbeddedServer, emi
 
 async def test_say_and_whisper_reach_the_player(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (4, 0))
-    out = await dispatch(emil, tool("say", text="hello\nAlex"))
+    out = await act(emil, tool("say", text="hello\nAlex"))
     assert out.ok, out.text
-    out = await dispatch(emil, tool("whisper", player="Alex", text="just for you"))
+    out = await act(emil, tool("whisper", player="Alex", text="just for you"))
     assert out.ok, out.text
     async def arrived() -> bool:
         return {"<Emil> hello Alex", "Emil whispers to you: just for you"} <= set(alex.messages())
 
     await eventually(arrived, what="Alex reads both lines")
-    refused = await dispatch(emil, tool("say", text="/op Alex"))
+    refused = await act(emil, tool("say", text="/op Alex"))
     assert not refused.ok and "refused" in refused.text
 
 
 async def test_go_to_coordinates_and_player(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (0, 12))
-    out = await dispatch(emil, tool("go_to", x=10, y=Y, z=0, range=1))
+    out = await act(emil, tool("go_to", x=10, y=Y, z=0, range=1))
     assert out.ok, out.text
     snap = await emil.snapshot()
     assert snap.position is not None and dist(snap.position, 10.5, 0.5) <= 1.8
-    out = await dispatch(emil, tool("go_to", player="Alex", range=2))
+    out = await act(emil, tool("go_to", player="Alex", range=2))
     assert out.ok, out.text
     snap = await emil.snapshot()
     assert snap.position is not None and dist(snap.position, 0.5, 12.5) <= 3
@@ -83,7 +83,7 @@ async def test_go_to_coordinates_and_player(server: EmbeddedServer, emil: Bot, a
 
 async def test_follow_moves_emil_until_stop(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (3, 0))
-    out = await dispatch(emil, tool("follow", player="Alex", range=2))
+    out = await act(emil, tool("follow", player="Alex", range=2))
     assert out.ok, out.text
     await alex.do("goto", x=14, y=Y, z=0)
 
@@ -93,7 +93,7 @@ async def test_follow_moves_emil_until_stop(server: EmbeddedServer, emil: Bot, a
 
     await eventually(caught_up, timeout=15, what="Emil follows Alex past x=9")
     assert (await emil.snapshot()).following == "Alex"
-    out = await dispatch(emil, tool("stop"))
+    out = await act(emil, tool("stop"))
     assert out.ok
     before = (await emil.snapshot()).position
     assert before is not None
@@ -111,7 +111,7 @@ async def test_stop_aborts_a_long_action(server: EmbeddedServer, emil: Bot, alex
     results: list[Any] = []
 
     async def walk() -> None:
-        results.append(await dispatch(emil, tool("go_to", x=150, y=Y, z=0)))
+        results.append(await act(emil, tool("go_to", x=150, y=Y, z=0)))
 
     async def walking() -> bool:
         snap = await emil.snapshot()
@@ -120,7 +120,7 @@ async def test_stop_aborts_a_long_action(server: EmbeddedServer, emil: Bot, alex
     async with anyio.create_task_group() as tg:
         tg.start_soon(walk)
         await eventually(walking, timeout=15, what="Emil on his way")
-        stopped = await dispatch(emil, tool("stop"))
+        stopped = await act(emil, tool("stop"))
         assert stopped.ok and "go_to" in stopped.text
     assert not results[0].ok and "aborted" in results[0].text
     snap = await emil.snapshot()
@@ -145,9 +145,9 @@ async def test_timeout_and_cancellation_abort_the_js_job(server: EmbeddedServer,
 
 async def test_look_at_turns_emil(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (0, 6))
-    assert (await dispatch(emil, tool("look_at", x=10, y=Y, z=0))).ok
+    assert (await act(emil, tool("look_at", x=10, y=Y, z=0))).ok
     yaw_east = (await emil.snapshot()).model_dump()["yaw"]
-    out = await dispatch(emil, tool("look_at", player="Alex"))
+    out = await act(emil, tool("look_at", player="Alex"))
     assert out.ok, out.text
     yaw_alex = (await emil.snapshot()).model_dump()["yaw"]
     assert abs(yaw_east - yaw_alex) > 1.0
@@ -156,7 +156,7 @@ async def test_look_at_turns_emil(server: EmbeddedServer, emil: Bot, alex: Playe
 async def test_dig_and_place_change_the_world(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (5, 0))
     assert await alex.do("block", x=2, y=4, z=2) == "grass_block"
-    out = await dispatch(emil, tool("dig", x=2, y=4, z=2))
+    out = await act(emil, tool("dig", x=2, y=4, z=2))
     assert out.ok and out.text == "dug grass_block at (2, 4, 2)", out.text
 
     async def block_is(x: int, y: int, z: int, name: str) -> bool:
@@ -164,20 +164,20 @@ async def test_dig_and_place_change_the_world(server: EmbeddedServer, emil: Bot,
 
     await eventually(lambda: block_is(2, 4, 2, "air"), what="the dug block gone for Alex")
     await give_emil(server, emil, "cobblestone", 4)
-    out = await dispatch(emil, tool("place", item="cobblestone", x=-2, y=5, z=-2))
+    out = await act(emil, tool("place", item="cobblestone", x=-2, y=5, z=-2))
     assert out.ok and out.text == "placed cobblestone at (-2, 5, -2)", out.text
     await eventually(lambda: block_is(-2, 5, -2, "cobblestone"), what="the placed block there for Alex")
-    occupied = await dispatch(emil, tool("place", item="cobblestone", x=-2, y=5, z=-2))
+    occupied = await act(emil, tool("place", item="cobblestone", x=-2, y=5, z=-2))
     assert not occupied.ok and "occupied by cobblestone" in occupied.text
 
 
 async def test_collect_digs_and_picks_up(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (20, 20), (26, 20))
     before = (await emil.snapshot()).inventory.get("dirt", 0)
-    out = await dispatch(emil, tool("collect", block="grass_block", count=2))
+    out = await act(emil, tool("collect", block="grass_block", count=2))
     assert out.ok, out.text
     assert (await emil.snapshot()).inventory.get("dirt", 0) == before + 2
-    missing = await dispatch(emil, tool("collect", block="diamond_ore", count=1, max_distance=16))
+    missing = await act(emil, tool("collect", block="diamond_ore", count=1, max_distance=16))
     assert not missing.ok and missing.text == "collect failed: no diamond_ore within 16 blocks"
 
 
@@ -192,7 +192,7 @@ async def test_give_moves_items_to_the_player(server: EmbeddedServer, emil: Bot,
     await place(server, emil, alex, (40, -20), (46, -20))  # untouched ground
     await give_emil(server, emil, "oak_log", 5)
     had = (await alex.do("inventory")).get("oak_log", 0)
-    out = await dispatch(emil, tool("give", player="Alex", item="oak_log", count=2))
+    out = await act(emil, tool("give", player="Alex", item="oak_log", count=2))
     assert out.ok, out.text
     async def received() -> bool:
         return bool((await alex.do("inventory")).get("oak_log", 0) >= had + 2)
@@ -207,7 +207,7 @@ async def test_equip_and_eat(server: EmbeddedServer, emil: Bot, alex: PlayerBot)
     try:
         await give_emil(server, emil, "iron_sword")
         await give_emil(server, emil, "bread", 2)
-        out = await dispatch(emil, tool("equip", item="iron_sword"))
+        out = await act(emil, tool("equip", item="iron_sword"))
         assert out.ok, out.text
         assert (await emil.snapshot()).held == "iron_sword"
         await server.command("food Emil 8")
@@ -216,7 +216,7 @@ async def test_equip_and_eat(server: EmbeddedServer, emil: Bot, alex: PlayerBot)
             return (await emil.snapshot()).food == 8
 
         await eventually(hungry, what="Emil's food at 8")
-        out = await dispatch(emil, tool("eat", item="bread"))
+        out = await act(emil, tool("eat", item="bread"))
         assert out.ok and out.text.startswith("ate bread: food 8 -> "), out.text
         snap = await emil.snapshot()
         assert snap.food is not None and snap.food > 8 and snap.inventory.get("bread") == 1
@@ -236,22 +236,6 @@ async def test_eat_reflex_when_hungry(server: EmbeddedServer, emil: Bot, alex: P
     await eventually(fed, what="food above 5")
 
 
-async def test_attack_tool_needs_an_operator_and_hurts(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
-    # Runs before the self-defence test: after Emil's defend reflex has fought Alex, this attack
-    # landed 0 hits in 3 s (seen 2026-12-02, not yet explained; noted in the closing note).
-    await place(server, emil, alex, (0, 0), (3, 0))
-    refused = await dispatch(emil, tool("attack", target="Alex"), ActionPolicy(requesters=frozenset({"Alex"})))
-    assert not refused.ok and "operator" in refused.text
-    op = ActionPolicy(requesters=frozenset({"Alex"}), operators=frozenset({"Alex"}))
-    out = await dispatch(emil, tool("attack", target="Alex", duration_s=3), op)
-    assert out.ok and "it is still alive" in out.text, out.text
-
-    async def hurt() -> bool:
-        return bool((await alex.do("health"))["health"] < 20)
-
-    await eventually(hurt, what=f"Alex hurt by Emil (the tool said: {out.text})")
-
-
 async def test_damage_event_and_self_defence(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (2, 0))
     await alex.do("attack", name="Emil")
@@ -265,9 +249,77 @@ async def test_damage_event_and_self_defence(server: EmbeddedServer, emil: Bot, 
     await eventually(hit_back, what="Alex hurt by Emil's counter-attack")
 
 
+async def test_attack_tool_needs_an_operator_and_hurts(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    # Alex first hits Emil (the test does not rely on the self-defence test before it); place()
+    # then waits for the defend reflex's fight to end, and the order must fight on its own. It
+    # used to land 0 or 1 hit: the reflex's watch stopped whatever fight mineflayer-pvp was in
+    # when its window ran out, and pvp's follow range left a knocked-back Alex out of reach.
+    await place(server, emil, alex, (0, 0), (2, 0))
+    await alex.do("attack", name="Emil")
+    await next_event(emil, lambda e: isinstance(e, Reflex) and e.reflex == "defend")
+    await place(server, emil, alex, (0, 0), (3, 0))
+    refused = await act(emil, tool("attack", target="Alex"), "Steve")  # an ordinary player asks
+    assert not refused.ok and "operator" in refused.text
+    out = await act(emil, tool("attack", target="Alex", duration_s=4), "Alex")  # the operator orders it
+    assert out.ok and "it is still alive" in out.text, out.text
+    assert hits(out.text) >= 3, out.text  # about one a half-second when the chase works
+
+    async def hurt() -> bool:
+        return bool((await alex.do("health"))["health"] < 20)
+
+    await eventually(hurt, what=f"Alex hurt by Emil (the tool said: {out.text})")
+
+
+async def test_an_attack_ordered_while_emil_defends_himself_fights_on(
+    server: EmbeddedServer, emil: Bot, alex: PlayerBot
+) -> None:
+    """The operator orders the attack while the defend reflex still fights Alex: the order takes
+    the fight over, and it goes on after the reflex is done (the reflex's watch used to stop it
+    at the end of its 6 s window, with the order still running)."""
+    await place(server, emil, alex, (0, 0), (2, 0))
+    await alex.do("attack", name="Emil")
+    await next_event(emil, lambda e: isinstance(e, Reflex) and e.reflex == "defend")
+    results: list[Any] = []
+
+    async def order() -> None:
+        results.append(await act(emil, tool("attack", target="Alex", duration_s=8), "Alex"))
+
+    async def reflex_done() -> bool:
+        snap = await emil.snapshot()
+        return snap.job == "attack" and not ((snap.model_extra or {}).get("reflexes") or {}).get("defending")
+
+    async def health_at_least(least: float) -> bool:
+        return bool((await alex.do("health"))["health"] >= least)
+
+    async def hurt_again() -> bool:
+        return not await health_at_least(19)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(order)
+        await eventually(reflex_done, timeout=8, what="the order running and the defend reflex done")
+        await server.command("heal Alex")
+        # healed (20, or 19 after a hit since), then hit again: the fight outlived the reflex
+        await eventually(lambda: health_at_least(19), what="Alex healed")
+        await eventually(hurt_again, timeout=6, what="Alex hit again after the reflex was done")
+        # Alex hits back: the ordered fight already has him, so no self-defence pre-empts it
+        drain(emil)
+        await alex.do("attack", name="Emil")
+        await next_event(emil, lambda e: isinstance(e, Damage) and e.attacker == "Alex")
+    out = results[0]
+    assert out.ok and "it is still alive" in out.text, out.text  # not "aborted: self-defence"
+    assert not [e for e in drain(emil) if isinstance(e, Reflex) and e.reflex == "defend"]
+
+
+def hits(text: str) -> int:
+    """The hits an attack tool's result reports ("fought Alex for 4 s, 7 hit(s); ...")."""
+    found = re.search(r"(\d+) hit\(s\)", text)
+    assert found, text
+    return int(found.group(1))
+
+
 async def test_flee_tool_and_low_health_reflex(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (3, 0))
-    out = await dispatch(emil, tool("flee", **{"from": "Alex", "distance": 10}))
+    out = await act(emil, tool("flee", **{"from": "Alex", "distance": 10}))
     assert out.ok, out.text
     snap = await emil.snapshot()
     assert snap.position is not None and dist(snap.position, 3.5, 0.5) > 8
@@ -287,11 +339,11 @@ async def test_queries_report_the_world(server: EmbeddedServer, emil: Bot, alex:
     await place(server, emil, alex, (0, 0), (4, 0))
     had = (await emil.snapshot()).inventory.get("stick", 0)
     await give_emil(server, emil, "stick", 3)
-    inv = await dispatch(emil, tool("inventory"))
+    inv = await act(emil, tool("inventory"))
     assert inv.ok and f"{had + 3} stick" in inv.text, inv.text
-    near = await dispatch(emil, tool("nearby"))
+    near = await act(emil, tool("nearby"))
     assert near.ok and "Alex" in near.text
-    status = await dispatch(emil, tool("status"))
+    status = await act(emil, tool("status"))
     assert status.ok and "health 20.0/20" in status.text and "overworld" in status.text
 
 
@@ -311,4 +363,4 @@ async def test_death_and_respawn_are_events(server: EmbeddedServer, emil: Bot, a
     assert isinstance(await next_event(emil, lambda e: isinstance(e, Respawn)), Respawn)
     snap = await emil.snapshot()
     assert snap.connected and snap.health == 20
-    assert (await dispatch(emil, tool("say", text="I'm back"))).ok
+    assert (await act(emil, tool("say", text="I'm back"))).ok

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from emil.config import Settings
 from emil.events import Chat, Damage, PlayerJoined
 from emil.perception import Perception, PerceptionPolicy
 from emil.trust.npc import HELD_LIMIT, LOOP_STREAK, RUN_RESET_S
@@ -72,6 +73,25 @@ def test_a_speaker_answering_at_once_every_time_becomes_an_npc() -> None:
     p.emil_spoke()
     clock.now += 1
     assert p.add(Chat(sender="Ida", text="Emil, hi"), clock.now).priority == "normal"
+
+
+def test_loop_detection_also_catches_people_in_a_busy_chat_so_it_is_off_by_default() -> None:
+    """Why ``npc_loop_detection`` stays off by default (docs/trust.md): two people greeting Emil
+    in turn, a line every 4 s, each line answered 1.5 s later, are both "instant answerers" (the
+    other's next line comes 2.5 s after Emil's); once taken for NPCs their chat is no longer
+    urgent and starts at most ``npc_turns_per_minute`` turns. Off, nobody is taken for one."""
+    for detect, caught in ((True, {"alice", "bob"}), (False, set())):
+        clock = Clock()
+        p = Perception(PerceptionPolicy(chat_debounce_s=0.0, turns_per_minute=600, npc_loop_detection=detect),
+                       clock=clock)
+        for i in range(2 * LOOP_STREAK + 2):
+            p.add(Chat(sender=("alice", "bob")[i % 2], text="hi Emil"), clock.now)
+            p.take()
+            clock.now += 1.5
+            p.emil_spoke()
+            clock.now += 2.5
+        assert {n for n in ("alice", "bob") if p.is_npc(n)} == caught
+    assert Settings().npc_loop_detection is False
 
 
 def test_the_turn_rate_cap_holds_whatever_starts_turns() -> None:

@@ -18,8 +18,8 @@ from emil.events import (
     PlayerJoined,
 )
 from emil.model.resolve import get_token_counter
-from emil.observation import compose_events
-from emil.perception import Perception, Triaged, format_events
+from emil.observation import compose_events, format_events
+from emil.perception import Perception, Triaged
 
 COUNT = get_token_counter("qwen3.6").count
 

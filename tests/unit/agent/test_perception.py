@@ -24,13 +24,8 @@ from emil.events import (
     UnknownEvent,
     Weather,
 )
-from emil.perception import (
-    Perception,
-    PerceptionPolicy,
-    asks_to_stop,
-    format_observation,
-    format_status,
-)
+from emil.observation import format_observation, format_status
+from emil.perception import Perception, PerceptionPolicy, asks_to_stop
 
 
 @pytest.mark.parametrize(
@@ -209,7 +204,7 @@ def test_lists_in_the_status_word_for_word() -> None:
 
 def test_long_event_text_is_cut_at_its_limit() -> None:
     from emil.events import ActionFinished
-    from emil.perception import describe_event
+    from emil.observation import describe_event
 
     ok = describe_event(ActionFinished(action="collect", ok=True, result="r" * 160))
     assert ok == "action collect finished ok: " + "r" * 160
@@ -251,7 +246,7 @@ def test_a_note_comes_first_in_the_observation() -> None:
     (UnknownEvent(original_kind="teleport", data={"to": 1}), 'teleport: {"to":1}'),
 ])
 def test_every_event_reads_word_for_word(event: GameEvent, line: str) -> None:
-    from emil.perception import describe_event
+    from emil.observation import describe_event
 
     assert describe_event(event) == line
 

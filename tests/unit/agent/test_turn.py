@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from emil.agent.turn import Interrupted, RequestShape, history_call, observation_cap
+from emil.agent.ports import Interrupted
+from emil.agent.request_shape import RequestShape
+from emil.agent.turn import history_call, observation_cap
 from emil.llm.types import ToolCall
 
 TOOLS = [{"type": "function", "function": {"name": "say", "parameters": {"type": "object"}}}]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from emil.model.family import family_by_name
-from emil.model.template import ChatTemplate, TemplateError, content_format, prepare_messages
+from emil.model.prepare import prepare_messages
+from emil.model.template import ChatTemplate, TemplateError, content_format
 
 QWEN36 = family_by_name("qwen3.6")
 SYSTEM = {"role": "system", "content": "You are Emil."}

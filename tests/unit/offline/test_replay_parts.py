@@ -43,9 +43,8 @@ def test_a_live_call_is_judged_by_the_one_validation(name: str, raw: str, proble
 
 def test_a_live_answer_is_set_beside_the_recorded_one() -> None:
     from emil.llm.types import Timings, Usage
-    from emil.replay.engine import ReplayReport
     from emil.replay.live import compare_live
-    from emil.replay.report import format_report
+    from emil.replay.report import ReplayReport, format_report
 
     recorded = Completion(
         tool_calls=[ToolCall(id="a", name="look_around", raw_arguments='{"radius": 8}', arguments={"radius": 8})],

@@ -27,6 +27,7 @@ from emil.llm.client import parse_tool_call
 from emil.llm.types import ChatRequest, Completion, ToolCall, Usage
 from emil.model.family import DEFAULT_FAMILY, family_by_name
 from emil.recording import (
+    CONFIRMED_COMMAND,
     EventRecord,
     HeaderRecord,
     ObservationRecord,
@@ -61,7 +62,8 @@ class GuardedWorld:
     async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
         self.words.append(words)
         if any(line.speaker == "bob" and line.text == "yes" for line in words.lines):
-            return [Outcome(True, CONFIRMED, {"command": "/time set day", "confirmed_by": "bob"}, rule="command")]
+            return [Outcome(True, CONFIRMED, {"command": "/time set day", "code": "k7", "confirmed_by": "bob"},
+                            rule="command")]
         return []
 
     async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
@@ -145,8 +147,10 @@ def test_live_turns_hear_their_words_and_record_who_asked(played: tuple[Path, Gu
     records = read_recording(path).records
     results = [r for r in records if isinstance(r, ToolResultRecord)]
     confirmed = [r for r in results if r.step == 0]
-    assert [(r.text, r.requested_by, r.rule, r.arguments) for r in confirmed] == [
-        (CONFIRMED, ["bob"], "command", {"text": "/time set day"})]
+    # recorded as what it is: a command (not a say the model wrote), the operator who confirmed
+    # it as its requester, the confirmation it answered
+    assert [(r.name, r.text, r.requested_by, r.rule, r.arguments) for r in confirmed] == [
+        (CONFIRMED_COMMAND, CONFIRMED, ["bob"], "command", {"command": "/time set day", "confirmation": "k7"})]
     said = [r for r in results if r.step > 0]
     assert [(r.requested_by, r.rule) for r in said] == [(["bob"], "say"), (["bob"], "say")]
     assert said[0].text == "say done"

@@ -65,7 +65,7 @@ async def test_replay_counting_as_another_family_does_not_calibrate_on_the_recor
     """The sample was counted as Qwen3.6; its usage numbers are Qwen3.6 tokens. Replayed as
     Qwen3 (``--tokenizer Qwen/Qwen3-8B``), they must not calibrate Qwen3 predictions: that read
     every request as 159-204 tokens short against a real Qwen3 server that counted exactly."""
-    from emil.replay.engine import ReplayOptions
+    from emil.replay.report import ReplayOptions
 
     with caplog.at_level(logging.WARNING, logger="emil.context.manager"):
         report = await replay_file(SAMPLE, options=ReplayOptions(tokenizer="Qwen/Qwen3-8B"))

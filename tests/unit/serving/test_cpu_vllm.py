@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from emil.serving import cpu_vllm
+from emil.serving import cpu_env, cpu_vllm
 from emil.serving.cpu_vllm import (
     PINNED,
     REMOVED,
@@ -146,7 +146,7 @@ def test_a_full_disk_is_refused_before_anything_is_installed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env = CpuVLLMEnv(tmp_path / "env")
-    monkeypatch.setattr(cpu_vllm, "_free_bytes", lambda _path: 2 * 1024**3)
+    monkeypatch.setattr(cpu_env, "_free_bytes", lambda _path: 2 * 1024**3)
     fake = FakePip(env)
     with pytest.raises(InstallError) as caught:
         install(env, runner=fake)

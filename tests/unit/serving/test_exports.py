@@ -9,7 +9,9 @@ import pytest
 
 MODULES = [
     "emil.serving.bench",
+    "emil.serving.bench_report",
     "emil.serving.checkpoint",
+    "emil.serving.cpu_env",
     "emil.serving.cpu_vllm",
     "emil.serving.failures",
     "emil.serving.kv",
@@ -17,6 +19,7 @@ MODULES = [
     "emil.serving.metrics",
     "emil.serving.profile",
     "emil.serving.safetensors_header",
+    "emil.serving.tiny_model",
     "emil.serving.toolcheck",
 ]
 

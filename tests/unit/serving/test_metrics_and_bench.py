@@ -14,13 +14,15 @@ from emil.serving.bench import (
     RequestSample,
     ServerInfo,
     Target,
+    profile_mismatches,
+    summarize,
+    warnings_for,
+)
+from emil.serving.bench_report import (
     compare_table,
     load_report,
     methodology_differences,
-    profile_mismatches,
     report_json,
-    summarize,
-    warnings_for,
 )
 from emil.serving.metrics import MetricsSnapshot, parse_prometheus
 
