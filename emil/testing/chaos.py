@@ -271,6 +271,14 @@ class Rig:
                     if isinstance(r, EventRecord) and r.event.get("kind") == "chat"}
         return sum(1 for line in self.said if line not in recorded)
 
+    async def settled_lost(self, within: float = 10.0) -> int:
+        """:meth:`lost` once the lines still in flight had ``within`` seconds to arrive: a
+        flood's last lines reach Emil after another player's answer on a loaded machine."""
+        with anyio.move_on_after(within):
+            while self.lost():  # noqa: ASYNC110 - the recording is written by another process
+                await anyio.sleep(0.2)
+        return self.lost()
+
     @contextlib.asynccontextmanager
     async def another_player(self, name: str) -> AsyncIterator[PlayerBot]:
         async with PlayerBot(self.server.port, name) as other:

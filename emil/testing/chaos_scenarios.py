@@ -47,7 +47,7 @@ async def _answered_after(rig: Rig, fault: str, did: str, t0: float, within: flo
     """Probe; the recovery time runs from the fault (``t0``, monotonic) to the answer."""
     latency = await rig.probe(within=within)
     recover = None if latency is None else time.monotonic() - t0
-    return ScenarioResult(fault, did if latency is not None else "no answer", recover, rig.lost(),
+    return ScenarioResult(fault, did if latency is not None else "no answer", recover, await rig.settled_lost(),
                           ok=latency is not None, detail=detail)
 
 
@@ -115,7 +115,7 @@ async def _hang_then_hit(rig: Rig) -> ScenarioResult:
     interrupted = [r for r in rig.records() if isinstance(r, TurnRecord) and "model call cancelled" in r.interrupted_by]
     ok = latency is not None and bool(interrupted) and latency < 5.0
     return ScenarioResult("hung call, then Emil is hit", "cancelled the call after the grace, new turn answered",
-                          latency, rig.lost(), ok, {"cancelled_turns": len(interrupted)})
+                          latency, await rig.settled_lost(), ok, {"cancelled_turns": len(interrupted)})
 
 
 async def _flood(rig: Rig) -> ScenarioResult:
@@ -155,7 +155,7 @@ async def _storm(rig: Rig) -> ScenarioResult:
     interrupted = sum(r.interrupted for r in turns)
     ok = latency is not None and interrupted <= 2
     return ScenarioResult("one player spams Emil's name 50/s", "answered the other player; interrupted at most once per interval",
-                          latency, rig.lost(), ok, {"turns": len(turns), "interrupted": interrupted})
+                          latency, await rig.settled_lost(), ok, {"turns": len(turns), "interrupted": interrupted})
 
 
 async def _special_tokens(rig: Rig) -> ScenarioResult:
@@ -166,7 +166,7 @@ async def _special_tokens(rig: Rig) -> ScenarioResult:
     leaked = [r for r in _since(rig.records(), wall) if isinstance(r, MessageRecord) and r.origin != "system"
               and any(s in json.dumps(r.openai, ensure_ascii=False) for s in ("<|im_start|>", "<|im_end|>", "<think>"))]
     return ScenarioResult("control tokens typed in chat", "neutralised before the prompt, answered", latency,
-                          rig.lost(), latency is not None and not leaked, {"leaked_messages": len(leaked)})
+                          await rig.settled_lost(), latency is not None and not leaked, {"leaked_messages": len(leaked)})
 
 
 async def _world_back(rig: Rig, since: float, within: float = 60.0) -> None:

@@ -3,7 +3,7 @@
 // chest with mineflayer's own openContainer (the chest at the given coordinates, or the nearest
 // within 32 blocks), move the named items with window.deposit / window.withdraw, and say what
 // did not fit (the chest, or the inventory, is full) and what was not there.
-const { abortable, blockPos, itemByName, countOf, reach, nearestBlock, serverView } = require('./emil_act_common')
+const { abortable, blockPos, itemByName, countOf, reach, nearestBlock, nearbyLoaded, serverView } = require('./emil_act_common')
 
 const CHESTS = ['chest', 'trapped_chest']
 const SEARCH_RADIUS = 32
@@ -37,6 +37,7 @@ function chestBlocks (bot, block) {
 // The chest a store or take would use, without opening it (the Python guard checks its owner).
 async function findChest (ctl, args) {
   const bot = ctl.bot
+  await nearbyLoaded(bot, new AbortController().signal, SEARCH_RADIUS)
   const block = locateChest(ctl, args || {})
   return {
     chest: blockPos(block.position),
@@ -47,6 +48,7 @@ async function findChest (ctl, args) {
 
 async function openChest (ctl, at, signal) {
   const bot = ctl.bot
+  await nearbyLoaded(bot, signal, SEARCH_RADIUS)
   const block = locateChest(ctl, at)
   const above = bot.blockAt(block.position.offset(0, 1, 0))
   if (above && above.boundingBox === 'block' && !above.transparent) {

@@ -92,12 +92,16 @@ function nearestBlock (bot, names, radius) {
   return bot.findBlock({ matching: ids, maxDistance: radius })
 }
 
-// Wait (at most 3 s) for the chunks around the bot: right after a teleport or a respawn the
-// server has not sent them yet, and every block there reads as unknown.
-async function nearbyLoaded (bot, signal) {
+// Wait (at most 3 s) for the chunks around the bot, out to `radius` blocks: right after a
+// teleport or a respawn the server has not sent them yet, every block there reads as unknown,
+// and a search would answer "none within" for a block that is there.
+async function nearbyLoaded (bot, signal, radius = 16) {
+  const steps = []
+  for (let d = -radius; d < radius; d += 16) steps.push(d)
+  steps.push(radius)
   const loaded = () => {
     const p = bot.entity.position
-    for (const dx of [-16, 0, 16]) for (const dz of [-16, 0, 16]) if (!bot.blockAt(p.offset(dx, 0, dz))) return false
+    for (const dx of steps) for (const dz of steps) if (!bot.blockAt(p.offset(dx, 0, dz))) return false
     return true
   }
   for (let waited = 0; !loaded() && waited < 3000; waited += 100) await sleep(100, signal)

@@ -5,7 +5,7 @@
 // then waits up to `wait_s` for the morning: the night passes once every player sleeps. Still
 // asleep then, it says so and leaves Emil in bed; the next long job (or stop) gets Emil up. Woken,
 // it reports the clock as it was at the wake, and whether that was still night.
-const { abortable, blockPos, countOf, goto, free, solid, placeAt, sleep: pause } = require('./emil_act_common')
+const { abortable, blockPos, countOf, goto, free, solid, placeAt, nearbyLoaded, sleep: pause } = require('./emil_act_common')
 
 const SEARCH_RADIUS = 32
 const COLORS = ['white', 'orange', 'magenta', 'light_blue', 'yellow', 'lime', 'pink', 'gray', 'light_gray', 'cyan', 'purple', 'blue', 'brown', 'green', 'red', 'black']
@@ -67,6 +67,7 @@ async function lieDownAndWait (ctl, waitS, signal, sleepers) {
   if (!bot.isSleeping) {
     if (!night(bot)) throw new Error(`it is day (time ${bot.time.timeOfDay}): beds work only at night (from ${NIGHT_FROM}) or in a thunderstorm`)
     const ids = BEDS.map((b) => bot.registry.blocksByName[b].id)
+    await nearbyLoaded(bot, signal, SEARCH_RADIUS)
     const beds = bot.findBlocks({ matching: ids, maxDistance: SEARCH_RADIUS, count: 32 }).map((p) => bot.blockAt(p)).filter(Boolean)
     bed = beds.find((b) => !bot.parseBedMetadata(b).occupied) || null
     if (!bed) {

@@ -9,7 +9,7 @@ const { bestFood } = require('./emil_reflexes')
 const trust = require('./emil_trust')
 
 const {
-  aborted, abortable, sleep, playerEntity, round1, pos, itemByName, countOf, goto, placeAt
+  aborted, abortable, sleep, playerEntity, round1, pos, itemByName, countOf, goto, placeAt, nearbyLoaded
 } = require('./emil_act_common')
 const { craft, smelt } = require('./emil_act_crafting')
 const { build } = require('./emil_act_build')
@@ -98,6 +98,7 @@ const ACTIONS = {
     const before = countOf(bot, dropName)
     let dug = 0
     const skipped = new Set()
+    await nearbyLoaded(bot, signal, radius)
     while (dug < want) {
       aborted(signal)
       const found = bot.findBlocks({ matching: info.id, maxDistance: radius, count: 64 })

@@ -92,3 +92,40 @@ def test_open_questions_are_bounded() -> None:
     conf.ask("/b", frozenset({"Olga"}))
     conf.ask("/c", frozenset({"Olga"}))
     assert first.code not in conf.pending and len(conf.pending) == 2
+
+
+class ScriptedRng:
+    """randrange answers from a script; records the bound it was asked for."""
+
+    def __init__(self, *answers: int) -> None:
+        self.answers = list(answers)
+        self.bounds: list[int] = []
+
+    def randrange(self, stop: int) -> int:
+        self.bounds.append(stop)
+        return self.answers.pop(0)
+
+
+def test_codes_are_four_digits_and_a_taken_code_is_drawn_again() -> None:
+    rng = ScriptedRng(9999, 9999, 9999, 42)
+    conf = Confirmations(clock=Clock(), rng=rng)  # type: ignore[arg-type]
+    first = conf.ask("/a", frozenset({"Olga"}))
+    second = conf.ask("/b", frozenset({"Olga"}))  # 9999 is taken twice, then 0042
+    assert (first.code, second.code) == ("9999", "0042")
+    assert rng.bounds == [10000] * 4  # codes 0000-9999: four digits, every one possible
+
+
+def test_a_question_expires_at_its_ttl_exactly() -> None:
+    clock = Clock()
+    conf = Confirmations(ttl_s=60, clock=clock, rng=random.Random(3))
+    p = conf.ask("/time set day", frozenset({"Olga"}))
+    clock.now += 60
+    assert conf.confirmed([Line("Olga", f"confirm {p.code}")], PEOPLE) == []
+    assert conf.pending == {}
+
+
+def test_a_strangers_line_before_an_operators_confirmation_does_not_hide_it() -> None:
+    conf = Confirmations(clock=Clock(), rng=random.Random(4))
+    p = conf.ask("/time set day", frozenset({"Olga"}))
+    got = conf.confirmed([Line("Mallory", f"confirm {p.code}"), Line("Olga", f"confirm {p.code}")], PEOPLE)
+    assert [(x.code, who) for x, who in got] == [(p.code, "Olga")]

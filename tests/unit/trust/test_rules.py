@@ -84,3 +84,20 @@ def test_the_docs_table_is_the_code_table() -> None:
     start = doc.index("<!-- rules table: generated from emil/trust/rules.py -->") + len("<!-- rules table: generated from emil/trust/rules.py -->")
     end = doc.index("<!-- end of rules table -->")
     assert doc[start:end].strip() == rules_markdown(), "docs/trust.md's table differs: paste rules_markdown() in"
+
+
+def test_a_row_for_nobody_refuses_everyone_and_says_so() -> None:
+    row = next(r for r in RULES if Who.NOBODY in r.who)
+    for asked in ({"Olga"}, {"Tess"}, set()):
+        v = decide(row.id, asked, PEOPLE)
+        assert v.allowed is False and v.rule == row.id
+        assert v.why == f"nobody may order that ({row.target})"
+
+
+def test_a_trusted_row_admits_trusted_players_and_operators_only() -> None:
+    # No row of today's table names trusted players alone; the check a row would get is this one.
+    from emil.trust.rules import _satisfies
+
+    who = (Who.TRUSTED,)
+    assert _satisfies("Tess", who, PEOPLE, None) and _satisfies("Olga", who, PEOPLE, None)
+    assert not _satisfies("carl", who, PEOPLE, None) and not _satisfies("tess", who, PEOPLE, None)
