@@ -197,7 +197,7 @@ async def test_give_moves_items_to_the_player(server: EmbeddedServer, emil: Bot,
     async def received() -> bool:
         return bool((await alex.do("inventory")).get("oak_log", 0) >= had + 2)
 
-    await eventually(received, timeout=8, what="Alex holds the logs")
+    await eventually(received, timeout=8, what=f"Alex holds the logs (the tool said: {out.text})")
     assert (await emil.snapshot()).inventory.get("oak_log", 0) == 3
 
 

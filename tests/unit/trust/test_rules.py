@@ -101,3 +101,15 @@ def test_a_trusted_row_admits_trusted_players_and_operators_only() -> None:
     who = (Who.TRUSTED,)
     assert _satisfies("Tess", who, PEOPLE, None) and _satisfies("Olga", who, PEOPLE, None)
     assert not _satisfies("carl", who, PEOPLE, None) and not _satisfies("tess", who, PEOPLE, None)
+
+
+@pytest.mark.parametrize(("asked", "why"), [
+    (set(), "nobody asked for it in this turn, and only an operator may"),
+    ({"carl", "dave"}, "only an operator may ask for that, and carl, dave asked"),
+    ({"0lga", "OLGA"}, "only an operator may ask for that, and 0lga, OLGA asked "
+                       "(0lga is not the operator Olga; OLGA is not the operator Olga)"),
+])
+def test_a_refusal_says_who_asked_and_who_may_word_for_word(asked: set[str], why: str) -> None:
+    # The words go back to the model and are whispered to the players who asked.
+    v = decide("attack.player", asked, PEOPLE)
+    assert v.allowed is False and v.why == why
