@@ -3,7 +3,7 @@
 
     python3 tools/bench_recall.py [--hours 24] [--seeds 1,2,3] [--budgets 8000,16000,36000]
         [--window 65536] [--output-reserve 6144] [--memory-tokens 2000] [--recall-tokens 300]
-        [--per-kind 3] [--cut 12] [--timing-lines 40000] [--timing-only] [--jobs N] [--json]
+        [--per-kind 3] [--wordings main|heldout] [--setups digest,notes,notes+summaries,all] [--cut 12] [--timing-lines 40000] [--timing-only] [--jobs N] [--json]
 
 The synthetic day (emil.offline.synthetic: Emil's real prompt, tools, perception, tool results,
 notes and archive; scripted players and a scripted Emil) with --per-kind facts of each kind said
@@ -26,6 +26,7 @@ per turn that searches over the day's last 3 hours with an archive of --timing-l
 
 from __future__ import annotations
 
+import argparse
 import json
 import multiprocessing
 import os
@@ -45,7 +46,7 @@ from emil.context.budget import Budget
 from emil.model.family import DEFAULT_FAMILY
 from emil.model.resolve import get_token_counter
 from emil.offline.day_recall import SETUPS, Setup, restart_recall, retrieval_times, run_day
-from emil.offline.facts import KINDS
+from emil.offline.facts import KINDS, WORDINGS
 from emil.offline.recall import WHERE
 from emil.offline.simulate import BudgetPoint
 from emil.offline.summaries import SummaryModel
@@ -54,6 +55,14 @@ from emil.testing.reducer import REDUCER_LABEL, reducer_summary_text
 
 _DAYS: dict[tuple[int, bool], SyntheticDay] = {}
 """The generated days, set before the pool forks (inherited, never pickled)."""
+
+
+def _setups(text: str) -> list[Setup]:
+    chosen = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [v for v in chosen if v not in SETUPS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"setups are {', '.join(SETUPS)}; got {text!r}")
+    return [v for v in SETUPS if v in chosen]
 
 
 def _ints(text: str) -> list[int]:
@@ -94,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-tokens", type=positive_int, default=2000, help="bound of the notes block (the setting's default)")
     parser.add_argument("--recall-tokens", type=positive_int, default=300, help="bound of the recalled lines per turn (the setting's default)")
     parser.add_argument("--per-kind", type=positive_int, default=3, help="facts of each kind said in a day (3)")
+    parser.add_argument("--wordings", choices=WORDINGS, default="main",
+                        help="which wordings the facts are said in (main; heldout: the second set, kept out of tuning)")
+    parser.add_argument("--setups", type=_setups, default=list(SETUPS),
+                        help=f"which memory setups to run ({','.join(SETUPS)}; all four by default)")
     parser.add_argument("--cut", type=positive_float, default=12.0, help="hours before the restart (12)")
     parser.add_argument("--timing-lines", type=positive_int, default=40000, help="archive size for the retrieval time (40000)")
     parser.add_argument("--timing-only", action="store_true", help="only the retrieval time per turn at the end of the day")
@@ -110,9 +123,9 @@ def main(argv: list[str] | None = None) -> int:
             for plant in (True, False):
                 folder = Path(scratch) / f"{seed}-{'said' if plant else 'null'}"
                 _DAYS[(seed, plant)] = synthetic_day(args.hours, seed=seed, data_dir=folder, memory_tokens=args.memory_tokens,
-                                                     per_kind=args.per_kind, plant=plant)
+                                                     per_kind=args.per_kind, plant=plant, wordings=args.wordings)
         jobs = [(seed, plant, args.window, args.output_reserve, budget, setup, args.recall_tokens)
-                for budget in args.budgets for setup in SETUPS for seed in args.seeds for plant in (True, False)]
+                for budget in args.budgets for setup in args.setups for seed in args.seeds for plant in (True, False)]
         if args.jobs > 1 and "fork" in multiprocessing.get_all_start_methods():
             with ProcessPoolExecutor(max_workers=args.jobs, mp_context=multiprocessing.get_context("fork")) as pool:
                 results = list(pool.map(_one, jobs))
@@ -121,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         timings = [retrieval_times(_DAYS[(seed, True)], counter, lines=args.timing_lines,
                                    recall_tokens=args.recall_tokens) for seed in args.seeds]
     restarts = {(seed, plant): restart_recall(cut_hours=args.cut, seed=seed, counter=counter, memory_tokens=args.memory_tokens,
-                                              recall_tokens=args.recall_tokens, plant=plant, per_kind=args.per_kind)
+                                              recall_tokens=args.recall_tokens, plant=plant, per_kind=args.per_kind,
+                                              wordings=args.wordings)
                 for seed in args.seeds for plant in (True, False)}
     if args.json:
         print(json.dumps(_as_json(args, results, restarts, timings), indent=2))
@@ -133,34 +147,40 @@ def main(argv: list[str] | None = None) -> int:
 def _timing_only(args: Any, counter: Any) -> int:
     with tempfile.TemporaryDirectory(prefix="emil-bench-recall-") as scratch:
         timings = [retrieval_times(synthetic_day(args.hours, seed=seed, data_dir=Path(scratch) / str(seed),
-                                                 memory_tokens=args.memory_tokens, per_kind=args.per_kind),
+                                                 memory_tokens=args.memory_tokens, per_kind=args.per_kind,
+                                                 wordings=args.wordings),
                                    counter, lines=args.timing_lines, recall_tokens=args.recall_tokens)
                    for seed in args.seeds]
     if args.json:
-        print(json.dumps({"retrieval": [{"seed": s, "lines": t.lines, "turns": t.turns, "median_ms": t.median_ms,
-                                         "p95_ms": t.p95_ms} for s, t in zip(args.seeds, timings, strict=True)]}, indent=2))
+        print(json.dumps({"retrieval": [_timing_json(s, t) for s, t in zip(args.seeds, timings, strict=True)]}, indent=2))
     else:
         print(_timing_line(timings))
     return 0
 
 
+def _timing_json(seed: int, t: Any) -> dict[str, Any]:
+    return {"seed": seed, "lines": t.lines, "turns": t.turns, "median_ms": t.median_ms, "p95_ms": t.p95_ms,
+            "cpu_median_ms": t.cpu_median_ms, "cpu_p95_ms": t.cpu_p95_ms}
+
+
 def _timing_line(timings: list[Any]) -> str:
     return (f"retrieval per turn that searches, over the day's last 3 hours: {_span([t.median_ms for t in timings], '.2f')} ms "
-            f"median, {_span([t.p95_ms for t in timings], '.2f')} ms p95 with an archive of "
-            f"{_span([float(t.lines) for t in timings], ',.0f')} lines ({_span([float(t.turns) for t in timings], '.0f')} turns)")
+            f"median, {_span([t.p95_ms for t in timings], '.2f')} ms p95 (CPU time of the search: "
+            f"{_span([t.cpu_median_ms for t in timings], '.2f')} ms median, {_span([t.cpu_p95_ms for t in timings], '.2f')} ms p95) "
+            f"with an archive of {_span([float(t.lines) for t in timings], ',.0f')} lines "
+            f"({_span([float(t.turns) for t in timings], '.0f')} turns)")
 
 
 def _as_json(args: Any, results: list[tuple[int, bool, int, Setup, BudgetPoint]], restarts: dict[tuple[int, bool], Any],
              timings: list[Any]) -> dict[str, Any]:
     return {
         "hours": args.hours, "seeds": args.seeds, "memory_tokens": args.memory_tokens, "recall_tokens": args.recall_tokens,
-        "per_kind": args.per_kind, "summaries": REDUCER_LABEL,
+        "per_kind": args.per_kind, "wordings": args.wordings, "summaries": REDUCER_LABEL,
         "runs": [{"seed": s, "null": not plant, "budget": b, "setup": setup, **p.to_json()} for s, plant, b, setup, p in results],
         "restart": [{"seed": s, "null": not plant, "cut_hours": r.cut_hours, "first": r.first.share, "asked": r.asked.share,
                      "first_by_kind": r.first.by_kind, "asked_by_kind": r.asked.by_kind, "missing_asked": list(r.asked.missing),
                      "notes_tokens": r.notes_tokens} for (s, plant), r in restarts.items()],
-        "retrieval": [{"seed": s, "lines": t.lines, "turns": t.turns, "median_ms": t.median_ms, "p95_ms": t.p95_ms}
-                      for s, t in zip(args.seeds, timings, strict=True)],
+        "retrieval": [_timing_json(s, t) for s, t in zip(args.seeds, timings, strict=True)],
     }
 
 
@@ -171,7 +191,7 @@ def _print(args: Any, results: list[tuple[int, bool, int, Setup, BudgetPoint]], 
 
     planted = max((p.planted for *_k, p in results), default=0)
     print(f"synthetic day: {args.hours:g} h, seeds {','.join(map(str, args.seeds))}, {planted} facts said in conversation "
-          f"({len(KINDS)} kinds x {args.per_kind}), window {args.window}, output reserve {args.output_reserve}, "
+          f"({len(KINDS)} kinds x {args.per_kind}, {args.wordings} wordings), window {args.window}, output reserve {args.output_reserve}, "
           f"notes {args.memory_tokens} and recall {args.recall_tokens} tokens")
     print(f"summaries: {REDUCER_LABEL}, timed at 4,000 tok/s prefill and 50 tok/s decode; ranges over the seeds; "
           "(null) = the same day with nothing said")
@@ -184,7 +204,7 @@ def _print(args: Any, results: list[tuple[int, bool, int, Setup, BudgetPoint]], 
     print(head)
     print("-" * len(head))
     for budget in args.budgets:
-        for setup in SETUPS:
+        for setup in args.setups:
             said, null = pts(budget, setup, True), pts(budget, setup, False)
             where = "/".join(_span([float(p.found.get(w, 0)) for p in said], ".0f") for w in WHERE)
             summ = [p for p in said if p.summary_requests]
@@ -204,7 +224,7 @@ def _print(args: Any, results: list[tuple[int, bool, int, Setup, BudgetPoint]], 
     print(kinds_head)
     print("-" * len(kinds_head))
     for budget in args.budgets:
-        for setup in ("notes+summaries", "all"):
+        for setup in [x for x in SETUPS[2:] if x in args.setups]:
             said = pts(budget, setup, True)
             cells = []
             for k in KINDS:

@@ -79,10 +79,13 @@ COMMIT_S = 1.0
 BATCH = 64
 """Lines are committed together: at most COMMIT_S after the first of them, at BATCH lines, and at
 each turn's start (one disk sync for a burst of chat instead of one per line)."""
-COMMON_SHARE = 0.02
+COMMON_SHARE = 0.005
 COMMON_MIN = 200
 """A word in more than COMMON_SHARE of the lines, and in more than COMMON_MIN of them, is common:
 it searches nothing on its own (:meth:`Archive.search`)."""
+MAX_TERMS = 4
+"""A search ranks by at most this many words, the rarest of its selective ones: a long chat
+line's fifth-rarest word adds matches to rank, not meaning."""
 
 Kind = Literal["chat", "whisper", "event", "said", "tool", "note"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
@@ -371,7 +374,7 @@ class Archive:
         skip = set(exclude)
         who = {w for name in names for w in words(name)}
         try:
-            selective = self._selective(wanted)
+            selective = self._selective(wanted, pair=[w for w in wanted if w not in who])
             if not selective and newest_if_common:
                 every = " AND ".join(fts_query([w]) for w in wanted)
                 rows = self._ranked([every], limit=limit, before=before, kinds=kinds, skip=skip, newest=True)
@@ -387,35 +390,40 @@ class Archive:
             found += self._search_pending(set(wanted), limit - len(found), before, skip, kinds)
         return found
 
-    def _selective(self, terms: Sequence[str]) -> list[str]:
-        """The terms that are not common (see :meth:`search`); the rarest two together when
-        every term is common but they meet in few lines."""
+    def _selective(self, terms: Sequence[str], *, pair: Sequence[str]) -> list[str]:
+        """The :data:`MAX_TERMS` rarest terms that are not common (see :meth:`search`); the
+        first two of ``pair`` together when every term is common but they meet in few lines
+        (not the names of the players searched about: they are in thousands of lines, and
+        their meeting costs a scan of both)."""
         total = self._total()
         cap = max(COMMON_MIN, int(total * COMMON_SHARE))
-        df = {t: self._df(t, total) for t in terms}
-        present = sorted((n, t) for t, n in df.items() if n > 0)
-        selective = [t for n, t in present if n <= cap]
+        df = {t: self._df(t, total, cap) for t in terms}
+        selective = [t for n, t in sorted((n, t) for t, n in df.items() if 0 < n <= cap)][:MAX_TERMS]
+        present = [t for t in pair if df.get(t, 0) > 0]
         if selective or len(present) < 2:
             return selective
-        pair = f"{fts_query([present[0][1]])} AND {fts_query([present[1][1]])}"
-        return [pair] if self._docs(pair) <= cap else []
+        both = f"{fts_query([present[0]])} AND {fts_query([present[1]])}"
+        return [both] if self._docs(both, cap) <= cap else []
 
-    def _df(self, term: str, total: int) -> int:
-        """Lines holding ``term``. A common word's count is cached until the archive grew by a
-        twentieth (it stays common; counting it costs up to a millisecond); a rare word is
-        counted each time (cheap, and it may just have been said)."""
+    def _df(self, term: str, total: int, cap: int) -> int:
+        """Lines holding ``term``, counted up to ``cap + 1`` (more: common). That a word is
+        common is remembered until the archive grew by a twentieth (it stays common); a rare
+        word is counted each time (cheap, and it may just have been said)."""
         known = self._dfs.get(term)
         if known is not None and total <= known[1] * 1.05 + 20:
-            return known[0]
-        n = self._docs(fts_query([term]))
+            return max(known[0], cap + 1)
+        n = self._docs(fts_query([term]), cap)
         if n > COMMON_MIN:
             if len(self._dfs) >= 4096:
                 self._dfs.clear()
             self._dfs[term] = (n, total)
         return n
 
-    def _docs(self, query: str) -> int:
-        return int(self._conn.execute("SELECT COUNT(*) FROM lines_fts WHERE lines_fts MATCH ?", (query,)).fetchone()[0])
+    def _docs(self, query: str, cap: int) -> int:
+        """Lines matching ``query``, counted up to ``cap + 1``: whether a word is common needs
+        no more, and a common word's full count would read its whole posting list."""
+        sql = "SELECT COUNT(*) FROM (SELECT 1 FROM lines_fts WHERE lines_fts MATCH ? LIMIT ?)"
+        return int(self._conn.execute(sql, (query, cap + 1)).fetchone()[0])
 
     def _ranked(self, terms: Sequence[str], *, limit: int, before: float | None, kinds: Sequence[Kind] | None,
                 skip: set[int], newest: bool = False) -> list[tuple[int, float, Kind, str | None, str | None, str, float]]:

@@ -13,12 +13,14 @@ said once outranks the tenth "come here". No phrase is known in advance: it is w
 
 When the notes do not fit ``max_tokens``, lines are chosen by priority and the rest left out:
 unfinished goals, the newest :data:`OWN_NOTES` notes Emil wrote about itself, the players
-present (in the latest snapshot: whom Emil is about to talk to) and their :data:`PRESENT_QUOTES`
-most telling quotes, then the other players (most recently seen first: a short line each, with
-at most three kinds of items and the oldest and newest open promise) and places (newest first)
-in turn, one of each, then the rest of the quotes (the most telling first, whoever said them)
-and the places left in turn, two quotes to a place, so that a day of many places does not push
-out the players and what they said (or the reverse), then finished goals.
+present (in the latest snapshot: whom Emil is about to talk to) with their :data:`PRESENT_QUOTES`
+most telling quotes when these say more than the median quote, then the other players (most
+recently seen first: a short line each, with at most two kinds of items and the newest open
+promise) and places (newest first) in turn, one of each, then the rest of the quotes (the most
+telling first, whoever said them; a player present's count :data:`PRESENT_WEIGHT` times as
+much) and the places left in turn, two quotes to a place, so that a day of many places does not
+push out the players and what they said (or the reverse), then finished goals. A quote that
+only gives a place the places section has from the same player is not quoted again.
 Words with nothing in them ("lol", "ok") are not quoted. What is left out is
 still in the database and in the archive; only the prompt is bounded.
 """
@@ -26,6 +28,8 @@ still in the database and in the archive; only the prompt is bounded.
 from __future__ import annotations
 
 import math
+import re
+import statistics
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -45,10 +49,11 @@ NOTES_HEADER = (
 
 _DONE_GOALS = 3
 OWN_NOTES = 6
-PRESENT_QUOTES = 8
+PRESENT_QUOTES = 2
 """Quotes of each player present that come with them, before the other players' lines."""
-_PROMISED = 1
-_ITEMS = 3
+PRESENT_WEIGHT = 1.5
+"""How much more a quote of a player present counts than the same quote of a player away."""
+_ITEMS = 2
 _QUOTES_CONSIDERED = 300
 _SHORTEST_LINE = 6
 """No line of the block is shorter than this many tokens: with less room left, rendering stops."""
@@ -77,10 +82,22 @@ def telling(notes: Sequence[Note]) -> dict[int, float]:
     }
 
 
-def _items(notes: Sequence[Note]) -> str:
+_NUMBERS = re.compile(r"-?\d+")
+
+
+def _restates_a_place(n: Note, told: set[tuple[str, str]]) -> bool:
+    """Whether quote ``n`` only names a place its speaker told: its three numbers are the place
+    note's, and it has no other word a place line lacks (at most five others, no other number)."""
+    numbers = _NUMBERS.findall(n.detail)
+    if len(numbers) != 3 or (n.subject, ",".join(numbers)) not in told:
+        return False
+    return len(set(words(_NUMBERS.sub(" ", n.detail))) - STOP_WORDS) <= 5
+
+
+def _items(notes: Sequence[Note], most: int = _ITEMS) -> str:
     ordered = sorted(notes, key=lambda x: (-x.count, x.detail))
-    shown = ", ".join(f"{n.count} {as_data(n.detail, 40)}" for n in ordered[:_ITEMS])
-    more = len(ordered) - _ITEMS
+    shown = ", ".join(f"{n.count} {as_data(n.detail, 40)}" for n in ordered[:most])
+    more = len(ordered) - most
     return shown + (f" and {more} more kind{'s' if more > 1 else ''}" if more > 0 else "")
 
 
@@ -92,16 +109,16 @@ def _player_line(name: str, notes: Sequence[Note], *, present: bool = False) -> 
     if by["gave_me"]:
         parts.append(f"gave you {_items(by['gave_me'])}")
     if by["i_gave"]:
-        parts.append(f"you gave them {_items(by['i_gave'])}")
+        parts.append(f"you gave them {_items(by['i_gave'], 1)}")
     if by["hit_me"]:
         hits = sum(n.count for n in by["hit_me"])
         parts.append(f"hit you {hits} time{'s' if hits != 1 else ''} (last {_when(max(n.last_t for n in by['hit_me']))})")
     open_promises = sorted((n for n in by["promised"] if n.note != "kept"), key=lambda x: (x.last_t, x.id))
     if open_promises:
-        # The oldest one still open (the easiest to forget) and the newest: not yet kept.
-        shown = list(dict.fromkeys([*open_promises[:1], *open_promises[-_PROMISED:]]))
-        promised = ", ".join(f'"{as_data(n.detail, 70)}"' for n in shown)
-        parts.append(f"you promised (not yet kept) {promised}")
+        # The newest one not yet kept; the older ones stay in the notes and the archive.
+        more = len(open_promises) - 1
+        parts.append(f'you promised (not yet kept) "{as_data(open_promises[-1].detail, 48)}"'
+                     + (f" and {more} more" if more else ""))
     return f"- {as_data(name, 32)}{' (here now)' if present else ''}: " + "; ".join(parts)
 
 
@@ -161,13 +178,21 @@ def render_notes(
     finished = _newest((g for g in goals if g not in unfinished), _DONE_GOALS)
     seen = sorted(players.items(), key=lambda kv: (kv[0] not in present, -max(n.last_t for n in kv[1]), kv[0]))
     rank = {name: i for i, (name, _ns) in enumerate(seen)}
-    quotes = [n for _name, ns in seen for n in ns if n.topic in QUOTED]
+    told = {(p.told_by, p.detail) for p in places if p.told_by}
+    # A quote that only gives a place the places section already has from that player
+    # ("my chest is at 12 64 -7") would say it twice: the place line is shorter.
+    quotes = [n for _name, ns in seen for n in ns if n.topic in QUOTED and not _restates_a_place(n, told)]
     score = telling(quotes)
-    # Words with nothing in them ("lol", "ok", "hey all") are not quoted at all.
-    ranked = sorted((n for n in quotes if score[n.id] > 0), key=lambda n: (-score[n.id], -n.last_t, n.id))
-    first: list[Note] = []  # the players present: their most telling quotes, with them
-    for name in sorted(present):
-        first += [n for n in ranked if n.subject == name][:PRESENT_QUOTES]
+    # Words with nothing in them ("lol", "ok", "hey all") are not quoted at all. The players
+    # present count for more (PRESENT_WEIGHT): what they said is likelier to matter now, but
+    # their small talk does not push out what the others said that tells something.
+    weight = {n.id: score[n.id] * (PRESENT_WEIGHT if n.subject in present else 1.0) for n in quotes}
+    ranked = sorted((n for n in quotes if score[n.id] > 0), key=lambda n: (-weight[n.id], -n.last_t, n.id))
+    # Each player present brings their PRESENT_QUOTES most telling quotes along, when these
+    # say more than the median quote: before the other players' lines.
+    middle = statistics.median(weight[n.id] for n in ranked) if ranked else 0.0
+    first = [n for name in sorted(present) for n in [n for n in ranked if n.subject == name][:PRESENT_QUOTES]
+             if weight[n.id] > middle]
     chosen = {n.id for n in first}
     # More quotes than any block holds would only be counted to be left out: the best few hundred.
     later = [n for n in ranked if n.id not in chosen][:_QUOTES_CONSIDERED]

@@ -24,10 +24,16 @@ import random
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-__all__ = ["KINDS", "FactKind", "SaidFact", "said_facts"]
+__all__ = ["KINDS", "WORDINGS", "FactKind", "SaidFact", "Wordings", "said_facts"]
 
 FactKind = Literal["name", "nickname", "rule", "code", "place", "request", "promise", "direction", "opinion", "joke"]
 KINDS: tuple[FactKind, ...] = get_args(FactKind)
+Wordings = Literal["main", "heldout"]
+WORDINGS: tuple[Wordings, ...] = get_args(Wordings)
+"""``main``: the wordings the benchmark reports first; ``heldout``: a second set, written once
+before the memory code was tuned against ``main`` and never looked at fact by fact while tuning
+(its own sentences, nouns, mobs, items, jokes and questions), reported apart as "held-out
+wordings" (docs/memory.md)."""
 
 _SYLLABLES = ("ka", "zu", "mi", "ro", "vek", "tal", "bri", "dho", "quin", "sar", "lum", "pex", "or", "yth", "gral", "fen")
 _PLACE_NOUNS = ("gazebo", "lighthouse", "observatory", "treehouse", "dock", "forge", "library", "windmill",
@@ -150,16 +156,101 @@ def _joke(w: _Words, rng: random.Random) -> int:
     return int(w._fresh(lambda: str(rng.randrange(len(_JOKES)))))
 
 
-def said_facts(*, seed: int, speakers: list[str], per_kind: int = 2, bot_name: str = "Emil") -> list[SaidFact]:
-    """``per_kind`` facts of every kind, by ``speakers`` (drawn at random), worded at random,
-    half of them said to Emil by name (seeded: the same seed gives the same facts)."""
-    rng = random.Random(f"facts-{seed}")
+# The held-out wordings (see WORDINGS): other sentences, other nouns, other questions.
+_H_PLACE_NOUNS = ("tavern", "shrine", "stable", "quarry", "fortress", "harbour", "bakery", "mill", "arena", "igloo",
+                  "outpost", "crypt", "ranch", "monastery", "boathouse", "tollhouse")
+_H_ITEMS = ("cobwebs", "kelp", "bamboo", "obsidian", "copper ingots", "clay balls", "feathers", "ink sacs",
+            "rabbit hides", "iron nuggets", "quartz", "cocoa beans", "sponges", "dripstone", "mangrove logs", "candles")
+_H_MOBS = ("dolphins", "pandas", "camels", "frogs", "ocelots", "wolves", "horses", "squids", "witches", "vexes",
+           "blazes", "endermites", "hoglins", "polar bears", "silverfish", "guardians")
+_H_JOKES = (
+    ("Why did the chicken join a band? It already had the drumsticks.", "had the drumsticks", "chicken"),
+    ("Why did the villager bring a ladder to the market? He heard the prices were through the roof.",
+     "prices were through the roof", "villager"),
+    ("What do cows read over breakfast? The moos paper.", "moos paper", "cows"),
+    ("Why can't the wither keep a secret? Three heads means three big mouths.", "three big mouths", "wither"),
+    ("What did the ocean say to the boat? Nothing, it just waved.", "it just waved", "ocean"),
+    ("What music does an iron golem like best? Heavy metal, turned up loud.", "heavy metal", "golem"),
+    ("Why did the dolphin cross the beach? To get to the other tide.", "the other tide", "dolphin"),
+    ("What do you call a sheep covered in chocolate? A candy baa.", "candy baa", "sheep"),
+)
+_RELATIVES = ("uncle", "aunt", "neighbour", "roommate")
+
+
+def _one_heldout(kind: FactKind, speaker: str, w: _Words, rng: random.Random) -> tuple[str, tuple[str, ...], str]:
+    """(statement, probe, question) of one fact of ``kind``, in the held-out wordings."""
+    r = rng.randrange(3)
+    if kind == "nickname":
+        nick = w.invented()
+        said = (f"everyone around here knows me as {nick}", f"just say {nick} when you talk to me, not my username",
+                f"{nick} is what I go by on this server")[r]
+        return said, (nick,), rng.choice(("what name did I ask you to use for me?", "what do people here call me?"))
+    if kind == "name":
+        name, who = w.invented(), rng.choice(_RELATIVES)
+        said = (f"{name} is coming online later tonight, they're my {who}", f"say hi to {name} for me, my {who}",
+                f"my {who} {name} helped me build the wall last week")[r]
+        return said, (name,), f"who did I say my {who} was?"
+    if kind == "rule":
+        word, colour = w.invented(), rng.choice(_COLOURS)
+        said = (f"nobody touches the {colour} chest by the {word} stairs except me, okay?",
+                f"the {word} shed stays locked after dark, that's how it works here",
+                f"only I get to use the furnaces in {word} tower, sorry")[r]
+        topic = ("chest by the stairs", "shed", "furnaces")[r]
+        return said, (word,), f"what did I tell you about the {topic}?"
+    if kind == "code":
+        code = w.number(1000, 99999)
+        said = (f"pin for my shop door: {code}", f"if the lever panel asks, the number is {code}",
+                f"{code} opens the trapdoor to my basement")[r]
+        topic = ("pin for the shop door", "number for the lever panel", "trapdoor number")[r]
+        return said, (code,), f"I forgot the {topic}, what was it?"
+    if kind == "place":
+        noun = w.pick(_H_PLACE_NOUNS)
+        x, y, z = w.number(-2999, 2999), str(rng.randint(60, 90)), w.number(-2999, 2999)
+        said = (f"there's a {noun} I made near {x} {y} {z}", f"coords for my {noun}: {x} {y} {z}",
+                f"{x} {y} {z}, that's where you'll find the {noun}")[r]
+        return said, (x, z), f"what were the coordinates of the {noun}?"
+    if kind == "request":
+        item, n = w.pick(_H_ITEMS), str(rng.randint(11, 63))
+        purpose = ("for the roof", "as a birthday gift", "because I'm decorating")[r]
+        said = (f"when you have time, get me {n} {item} please, I need them {purpose}",
+                f"{n} {item} would really help me out, it's {purpose}",
+                f"any chance you could gather {n} {item}? it's {purpose}")[r]
+        return said, (item, n), f"did you get the stuff I needed {purpose}?"
+    if kind == "promise":
+        item, n = w.pick(_H_ITEMS), str(rng.randint(2, 9))
+        said = (f"tomorrow I'll bring you {n} {item}, I swear", f"you'll get {n} {item} from me next time I'm online",
+                f"I owe you {n} {item}, won't forget it")[r]
+        return said, (item, n), "what do I owe you again?"
+    if kind == "direction":
+        place, landmark = w.pick(_H_PLACE_NOUNS), w.invented()
+        said = (f"getting to my {place} is easy: cross the bridge, pass the {landmark} statue, first left",
+                f"head south past the {landmark} pond and you'll reach my {place}",
+                f"climb {landmark} ridge and you'll see my {place} down below")[r]
+        return said, (landmark,), f"what was the way to my {place}?"
+    if kind == "opinion":
+        thing = w.pick(_H_MOBS)
+        said = (f"{thing} are adorable, I could watch them all day", f"ugh, {thing} again. worst mob ever",
+                f"nothing beats {thing} in this game if you ask me")[r]
+        return said, (thing,), "which mob did I say I feel strongly about?"
+    joke, punch, subject = _H_JOKES[int(w._fresh(lambda: str(rng.randrange(len(_H_JOKES)))))]
+    return joke, (punch,), f"what was that {subject} joke you heard from me?"
+
+
+def said_facts(*, seed: int, speakers: list[str], per_kind: int = 2, bot_name: str = "Emil",
+               wordings: Wordings = "main") -> list[SaidFact]:
+    """``per_kind`` facts of every kind, by ``speakers`` (drawn at random), worded at random in
+    one of :data:`WORDINGS`, half of them said to Emil by name (seeded: the same seed gives the
+    same facts)."""
+    if wordings not in WORDINGS:
+        raise ValueError(f"wordings must be one of {', '.join(WORDINGS)}, got {wordings!r}")
+    one = _one if wordings == "main" else _one_heldout
+    rng = random.Random(f"facts-{seed}" if wordings == "main" else f"facts-heldout-{seed}")
     w = _Words(rng)
     out: list[SaidFact] = []
     for kind in KINDS:
         for _ in range(per_kind):
             speaker = rng.choice(speakers)
-            said, probe, question = _one(kind, speaker, w, rng)
+            said, probe, question = one(kind, speaker, w, rng)
             addressed = rng.random() < 0.5
             if addressed:
                 said = f"{bot_name}, {said}"

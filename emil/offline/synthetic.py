@@ -68,7 +68,7 @@ from emil.model.family import DEFAULT_FAMILY
 from emil.model.resolve import get_token_counter
 from emil.model.tokens import TokenCounter
 from emil.offline.content import Piece, message_pieces
-from emil.offline.facts import said_facts
+from emil.offline.facts import Wordings, said_facts
 from emil.offline.recall import PlantedFact
 from emil.offline.sim_people import ROSTER, Happenings
 from emil.offline.sim_policy import ScriptedEmil, Step
@@ -251,12 +251,13 @@ class _Day:
     def __init__(self, seed: int, hours: float, *, start: float, reasoning: bool,
                  store: MemoryStore | None, notes: PinnedNotes | None, notes_every_s: float,
                  counter: TokenCounter, archive: Archive | None = None, plant: bool = True,
-                 per_kind: int = 0) -> None:
+                 per_kind: int = 0, wordings: Wordings = "main") -> None:
         self.rng = random.Random(seed)
         self.start, self.end = start, start + hours * 3600.0
         self.world = SimWorld(random.Random(seed + 1), start)
         self.body = SimBody(self.world)
-        said = said_facts(seed=seed, speakers=[p.name for p in ROSTER], per_kind=per_kind, bot_name=BOT) if per_kind else ()
+        said = said_facts(seed=seed, speakers=[p.name for p in ROSTER], per_kind=per_kind, bot_name=BOT,
+                          wordings=wordings) if per_kind else ()
         self.people = Happenings(self.rng, self.world, start=start, end=self.end, said=said, plant=plant, seed=seed)
         self.archivist = Archivist(archive, bot_name=BOT, clock=lambda: self.world.t) if archive is not None else None
         self.emil = ScriptedEmil(self.rng, self.world)
@@ -348,6 +349,7 @@ def synthetic_day(
     start: float = DAY_START,
     per_kind: int = 3,
     plant: bool = True,
+    wordings: Wordings = "main",
 ) -> SyntheticDay:
     """``hours`` of seeded play (see the module doc).
 
@@ -356,7 +358,7 @@ def synthetic_day(
     ``memory_tokens`` of ``tokenizer`` at most every ``notes_every_s`` game seconds, when the
     notes changed (live renders between turns; a sweep only needs the block a trim would take).
     ``per_kind`` facts of each kind are said in conversation (0: none); ``plant=False`` is the
-    null run."""
+    null run; ``wordings``: which of :data:`emil.offline.facts.WORDINGS` they are said in."""
     if hours <= 0:
         raise ValueError(f"--synthetic-hours must be positive, got {hours}")
     with tempfile.TemporaryDirectory(prefix="emil-day-") as scratch:
@@ -367,7 +369,8 @@ def synthetic_day(
             counter = get_token_counter(tokenizer)
             pinned = PinnedNotes(store, max_tokens=memory_tokens, tokens_of=counter.count) if memory_tokens > 0 else None
             day = _Day(seed, hours, start=start, reasoning=reasoning, store=store, notes=pinned,
-                       notes_every_s=notes_every_s, counter=counter, archive=archive, plant=plant, per_kind=per_kind)
+                       notes_every_s=notes_every_s, counter=counter, archive=archive, plant=plant, per_kind=per_kind,
+                       wordings=wordings)
             if pinned is not None and day.learner is not None:
                 learner = day.learner
                 pinned.present = lambda: learner.present

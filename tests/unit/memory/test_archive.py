@@ -189,3 +189,24 @@ def test_a_file_that_is_not_an_archive_is_a_configuration_error(tmp_path: Path) 
     (tmp_path / "x.sqlite3").replace(tmp_path / ARCHIVE_FILE)
     with pytest.raises(MemoryStoreError, match="not Emil's archive"):
         Archive.open(tmp_path)
+
+
+def test_a_search_ranks_by_its_rarest_words_and_counts_a_common_one_no_further_than_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(archive_mod, "COMMON_MIN", 20)
+    a = Archive.open(tmp_path, now=DAY, durable=False)
+    a.import_lines([archive_mod.Line(i, DAY + i, "chat", "gus", None, f"bring me wood please {i}") for i in range(1, 200)])
+    a.import_lines([archive_mod.Line(1000 + i, DAY + 1000 + i, "chat", "hana", None, f"hello there {i}") for i in range(60)])
+    a.add(DAY + 299, "chat", "my wood is wet", speaker="hana")
+    a.add(DAY + 300, "chat", "zork quib flarn mizzle wibber", speaker="eli")
+    a.add(DAY + 301, "chat", "wibber alone", speaker="eli")
+    assert a.search(["zork"])  # what waits is flushed to the index by a search
+    assert a._docs('"wood"', 20) == 21  # 199 lines hold it; counting stops past the cap
+    # Five rare words: the search ranks by the four rarest; "wibber" (in two lines) is the fifth.
+    assert a._selective(["zork", "quib", "flarn", "mizzle", "wibber"], pair=[]) == ["flarn", "mizzle", "quib", "zork"]
+    # Every word common: a player's name searched about never joins the pair (thousands of lines).
+    assert a._selective(["wood", "hana"], pair=["wood"]) == []  # (they meet in one line)
+    assert a._selective(["bring", "wood"], pair=["bring", "wood"]) == []  # they meet in 199 lines: common too
+    assert {x.text for x in a.search(["wood", "wibber"], names=["gus"])} == {"zork quib flarn mizzle wibber", "wibber alone"}
+    a.close()

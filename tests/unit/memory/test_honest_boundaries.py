@@ -35,3 +35,16 @@ def test_the_reducer_does_not_know_the_days_wording() -> None:
 
     for word in (*facts._PLACE_NOUNS, *facts._RARE_ITEMS, *facts._OPINION_THINGS):  # none of the generator's words
         assert f'"{word}"' not in text and f"'{word}'" not in text
+
+
+def test_the_memory_code_names_none_of_the_generators_words() -> None:
+    """What memory keeps is chosen by generic features (word rarity, repeats, who is present),
+    never by the benchmark's words, in either set of wordings."""
+    from emil.offline import facts
+
+    vocabulary = {w for w in (*facts._PLACE_NOUNS, *facts._RARE_ITEMS, *facts._OPINION_THINGS, *facts._H_PLACE_NOUNS,
+                              *facts._H_ITEMS, *facts._H_MOBS, *facts._RELATIVES, "nickname", "gazebo", "vault")}
+    for path in sorted((ROOT / "emil" / "memory").rglob("*.py")):
+        text = path.read_text(encoding="utf-8").lower()
+        named = {w for w in vocabulary if f'"{w}"' in text or f"'{w}'" in text}
+        assert not named, f"{path.relative_to(ROOT)} names {sorted(named)}"

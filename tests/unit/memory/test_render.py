@@ -136,3 +136,36 @@ def test_the_vocabulary_neutraliser_runs_before_counting(tmp_path: Path) -> None
     block = render_notes(store.notes(), max_tokens=150, tokens_of=COUNTER.count, neutralise=widen)
     assert block is not None and "a\u2060" in block and COUNTER.count(block) <= 150
     store.close()
+
+
+def test_small_talk_of_the_players_present_does_not_push_out_what_the_others_told(tmp_path: Path) -> None:
+    store = MemoryStore.open(tmp_path)
+    t = 1_700_000_000.0
+    chatter = ("bring me wood please", "can you get me some stone?", "come here", "follow me", "nice build!",
+               "anyone seen diamonds around here?", "it's getting dark", "meet me at spawn later")
+    for who in ("alex", "bob", "cy"):  # present, chatting all day
+        for i, line in enumerate(chatter):
+            store.learn(Fact(about="player", subject=who, topic="asked", detail=f"Emil, {line}"), t=t + i)
+    store.learn(Fact(about="player", subject="dee", topic="said", detail="call me Quibzor from now on"), t=t - 9000)
+    store.learn(Fact(about="player", subject="eve", topic="asked", detail="Emil, my vault combination is 3406"), t=t - 8000)
+    block = render_notes(store.notes(), max_tokens=400, tokens_of=COUNTER.count, present=frozenset({"alex", "bob", "cy"}))
+    assert block is not None and COUNTER.count(block) <= 400
+    assert "Quibzor" in block and "3406" in block  # said once, away now, and still there
+    assert "- alex (here now):" in block
+    store.close()
+
+
+def test_a_quote_that_only_gives_a_place_already_listed_is_not_quoted_twice(tmp_path: Path) -> None:
+    store = MemoryStore.open(tmp_path)
+    store.learn(Fact(about="player", subject="alex", topic="asked", detail="Emil, my chest is at 12 64 -7"), t=1e9)
+    store.learn(Fact(about="place", subject="chest", topic="at", detail="12,64,-7", told_by="alex"), t=1e9)
+    store.learn(Fact(about="player", subject="alex", topic="said", detail="the old lighthouse is at -2093, 89, 1992"), t=1e9)
+    store.learn(Fact(about="player", subject="bob", topic="said", detail="alex's chest is at 12 64 -7, full of loot"), t=1e9)
+    store.learn(Fact(about="player", subject="alex", topic="asked", detail="Emil, my chest is at 12 64 -7, code 4471"), t=1e9)
+    block = render_notes(store.notes(), max_tokens=800, tokens_of=COUNTER.count)
+    assert block is not None
+    assert "- chest at 12,64,-7 (alex said so)" in block and "my chest is at 12 64 -7\"" not in block
+    assert "lighthouse is at -2093, 89, 1992" in block  # no place line says it
+    assert "full of loot" in block  # someone else's words about it are theirs
+    assert "code 4471" in block  # a quote that says more than where
+    store.close()

@@ -4,6 +4,7 @@ sweep as live (append-only kept), the asked measure, the restart."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from emil.context.budget import Budget
 from emil.model.resolve import get_token_counter
 from emil.offline.day_recall import restart_recall, retrieval_times, run_day
-from emil.offline.facts import KINDS, said_facts
+from emil.offline.facts import KINDS, WORDINGS, Wordings, said_facts
 from emil.offline.recall import PlantedFact, recall
 from emil.offline.summaries import SummaryModel
 from emil.offline.synthetic import synthetic_day
@@ -22,21 +23,35 @@ COUNTER = get_token_counter("qwen3.6")
 ROSTER = ["alex", "bella", "cody", "dana", "eli", "fay", "gus", "hana"]
 
 
-def test_every_kind_is_said_in_several_wordings_each_probe_its_own_and_no_question_holds_its_probe() -> None:
-    facts = [f for seed in range(6) for f in said_facts(seed=seed, speakers=ROSTER, per_kind=3)]
+@pytest.mark.parametrize("wordings", WORDINGS)
+def test_every_kind_is_said_in_several_wordings_each_probe_its_own_and_no_question_holds_its_probe(wordings: Wordings) -> None:
+    facts = [f for seed in range(6) for f in said_facts(seed=seed, speakers=ROSTER, per_kind=3, wordings=wordings)]
     assert Counter(f.kind for f in facts) == dict.fromkeys(KINDS, 18)
     for kind in KINDS:
         shapes = {" ".join(w for w in f.text.split() if not any(p.lower() in w.lower() for p in f.probe))[:25]
                   for f in facts if f.kind == kind}
         assert len(shapes) >= 2, kind  # more than one wording
     for seed in range(6):
-        day = said_facts(seed=seed, speakers=ROSTER, per_kind=3)
+        day = said_facts(seed=seed, speakers=ROSTER, per_kind=3, wordings=wordings)
         for f in day:
             assert all(p.lower() in f.text.lower() for p in f.probe)
             assert not all(p.lower() in f.question.lower() for p in f.probe)  # asked without the probe
             others = [g for g in day if g is not f]
-            assert not any(all(p.lower() in g.text.lower() for p in f.probe) for g in others)  # only its fact
-    assert said_facts(seed=3, speakers=ROSTER) == said_facts(seed=3, speakers=ROSTER)  # seeded
+            # only its fact (probes match as whole words, as emil.offline.recall matches them)
+            assert not any(all(re.search(rf"(?<!\w){re.escape(p.lower())}(?!\w)", g.text.lower()) for p in f.probe)
+                           for g in others)
+    assert said_facts(seed=3, speakers=ROSTER, wordings=wordings) == said_facts(seed=3, speakers=ROSTER, wordings=wordings)
+
+
+def test_the_held_out_wordings_share_no_sentence_with_the_main_ones() -> None:
+    def shape(text: str) -> str:
+        return " ".join(w for w in text.lower().split() if w.isalpha() and len(w) > 3)
+
+    main = {shape(f.text) for seed in range(6) for f in said_facts(seed=seed, speakers=ROSTER, per_kind=3)}
+    held = {shape(f.text) for seed in range(6) for f in said_facts(seed=seed, speakers=ROSTER, per_kind=3, wordings="heldout")}
+    assert not main & held
+    with pytest.raises(ValueError, match="wordings"):
+        said_facts(seed=1, speakers=ROSTER, wordings="other")  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +96,7 @@ def test_the_restart_and_the_retrieval_time(days: dict[bool, object], tmp_path: 
     assert null.first.share == null.asked.share == 0
     times = retrieval_times(days[True], COUNTER, lines=3000)  # type: ignore[arg-type]
     assert times.lines >= 3000 and times.turns > 10 and 0 < times.median_ms <= times.p95_ms
+    assert 0 < times.cpu_median_ms <= times.cpu_p95_ms
 
 
 def test_a_probe_is_a_whole_word() -> None:
