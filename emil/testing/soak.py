@@ -195,8 +195,13 @@ async def play_soak(
     decode_tps: float | None = None,
     endpoint: str | None = None,
     tool_choice: ToolChoice | None = None,
+    until: Callable[[list[Record]], bool] | None = None,
 ) -> SoakResult:
     """Start everything, let the players play for ``duration_s``, stop everything.
+
+    ``until``: stop as soon as the recording so far satisfies it (checked every second;
+    ``duration_s`` is then the bound): a test that needs something to have happened waits for
+    it, not for a time that a loaded machine may not be enough for.
 
     ``decode_tps``: the double's simulated decode rate (None: answers at once); a slower model
     gives the players' hits time to interrupt its calls. ``endpoint``: a real vLLM's base URL
@@ -225,7 +230,11 @@ async def play_soak(
                     tg.start_soon(session.agent.run)
                     for i, name in enumerate(PLAYERS):
                         tg.start_soon(_run_player, name, i, server, s, result, random.Random(rng.random()))
-                    await anyio.sleep(duration_s)
+                    if until is None:
+                        await anyio.sleep(duration_s)
+                    else:
+                        while not until(list(read_recording(recording).records)):  # noqa: ASYNC110 - the recording is a file
+                            await anyio.sleep(1.0)
                     tg.cancel_scope.cancel()
             session.agent.stop()
             if session.memory is not None:
