@@ -369,6 +369,11 @@ class Agent:
 
     # --- the model ----------------------------------------------------------------------
 
+    @property
+    def waiting_for_model(self) -> bool:
+        """A model call is in flight (what an urgent event would cancel after the grace)."""
+        return self._call_scope is not None
+
     async def _call_model(self, assemble: Assembler, on_event: Callable[[RecoveryEvent], None]) -> Completion:
         """One model call with recovery (the completer waits out outages). An urgent event
         cancels it after the grace (:class:`Interrupted`); failures propagate to the turn."""

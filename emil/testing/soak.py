@@ -166,9 +166,28 @@ class _Player:
         e = self.emil
         await self.say(f"hey {e}, you look weak")
         await self.pause(2, 5)
+        await self.while_emil_thinks()
         order: JsonValue = {"requesters": [self.name], "attack": e}  # its own order (docs/trust.md)
         await self._act("hits Emil", "attack", {"target": e, "duration_s": 4, "authority": order})  # 1 s can end before the first swing
         await self.pause(6, 12)
+
+    async def while_emil_thinks(self, within: float = 20.0) -> None:
+        """A griefer's timing: wait (at most ``within`` s) until Emil has just sent a model call
+        in a turn that is not already about this player's blows, so the first hit lands while
+        Emil waits for the answer and tests the interrupt that cancels a model call (a hit
+        between turns only starts one)."""
+        agent = self.result.session.agent if self.result.session else None
+        if agent is None:
+            return
+
+        def calling() -> bool:
+            return agent.waiting_for_model and f"damage:{self.name}" not in agent.interrupts.turn_keys
+
+        with anyio.move_on_after(within):
+            while calling():  # noqa: ASYNC110 - the agent runs in this process; no event to wait on
+                await anyio.sleep(0.02)
+            while not calling():  # noqa: ASYNC110
+                await anyio.sleep(0.02)
 
     async def dana(self) -> None:
         await self.say("anyone around?")

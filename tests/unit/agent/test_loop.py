@@ -397,3 +397,21 @@ async def test_a_failed_preparation_is_logged_and_the_session_goes_on(
     rec.close()
     assert len(stats.turns) == 1 and requests
     assert "between-turns preparation failed (RuntimeError: summary endpoint said no)" in caplog.text
+
+
+async def test_waiting_for_model_is_true_only_while_a_call_is_in_flight(tmp_path: Path) -> None:
+    seen: list[bool] = []
+    agent: Agent | None = None
+
+    def brain(req: ChatRequest) -> Completion:
+        assert agent is not None
+        seen.append(agent.waiting_for_model)
+        return answer(content="ok")
+
+    agent, world, _, _, rec = _agent(tmp_path, brain)
+    assert not agent.waiting_for_model
+    await world.send.send(Chat(sender="alex", text="Emil?"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    rec.close()
+    assert seen == [True] and not agent.waiting_for_model
