@@ -123,11 +123,15 @@ class ManagedContext:
         """The trim ladder's between-turns step over the history as it stands."""
         await self.manager.prepare(self.history, llm=self.llm)
 
-    def check_fits(self, *, notes_bound: int = 0, recall_bound: int = 0) -> None:
+    def check_fits(self, *, notes_bound: int = 0, recall_bound: int = 0) -> str | None:
         """Startup check: system prompt + tool specs + a short observation fit the budget, with
         room for the pinned notes block at its bound (``notes_bound`` tokens: it grows as Emil
         learns, up to that) and the lines recalled into an observation at theirs
-        (``recall_bound``)."""
+        (``recall_bound``). A BudgetError when they do not; when they fit but leave the
+        conversation less than two trims' worth of room (a trim frees ``1 - low_water`` of the
+        budget), the warning to give: the prompt will trim every few requests, and each trim
+        prefills everything after the tool specs again (measured at 8,000 tokens: one request
+        in eleven, docs/memory.md)."""
         probe = History().start_turn(Message.observation("[events]\n- alex says: hello"))
         notes = max(notes_bound, self.manager.count(replace(probe, notes=self.history.notes)) - self.manager.count(probe))
         pinned = self.manager.count(probe) + notes + recall_bound
@@ -141,6 +145,15 @@ class ManagedContext:
                 f"(system prompt + tool specs + one observation{extra}); "
                 "raise the window or lower output_reserve" + lower
             )
+        room, freed = budget - pinned, budget - int(budget * self.manager.budget.low_water)
+        if room >= 2 * freed:
+            return None
+        extra = (f" + memory notes {notes}" if notes else "") + (f" + recalled lines {recall_bound}" if recall_bound else "")
+        lower = (", memory_tokens" if notes else "") + (" or recall_tokens" if recall_bound else "")
+        return (f"prompt budget {budget}: system prompt + tool specs + one observation{extra} take {pinned}, "
+                f"leaving {room} tokens for the conversation, less than two trims' worth (a trim frees {freed}, "
+                f"1 - low_water of the budget); the prompt will trim every few requests, each trim prefilling "
+                f"everything after the tool specs again; raise the window or lower output_reserve{lower}")
 
 
 def session_context(

@@ -210,7 +210,8 @@ async def open_session(
                 notes = memory.pinned(max_tokens=s.memory_tokens, tokens_of=model.counter.count, neutralise=neutralise)
                 context = build_context(s, model.family, model.budget, tools, llm=llm, notes=notes,
                                         summaries=memory.summariser(s, record=recorder.write),
-                                        notes_bound=s.memory_tokens, recall_bound=s.recall_tokens)
+                                        notes_bound=s.memory_tokens, recall_bound=s.recall_tokens,
+                                        warn_crowded=True)
                 recall = memory.turn_recall(max_tokens=s.recall_tokens, tokens_of=model.counter.count,
                                             neutralise=neutralise, since=context.history_since)
                 memory_tools = memory.tools(tokens_of=model.counter.count, neutralise=neutralise)

@@ -178,7 +178,7 @@ def build_context(
     s: Settings, family: ModelFamily, budget: Budget, tools: list[dict[str, Any]],
     *, history: History | None = None, llm: OpenAIClient | None = None,
     notes: NotesSource | None = None, summaries: SummarySource | None = None, notes_bound: int = 0,
-    recall_bound: int = 0,
+    recall_bound: int = 0, warn_crowded: bool = False,
 ) -> ManagedContext:
     """The session's context (:func:`~emil.agent.context_port.session_context`, with the system
     prompt rendered from prompts/), after checking that the pinned prompt fits (BudgetError).
@@ -189,14 +189,17 @@ def build_context(
     ``summarise`` rung's summariser (emil.memory.summariser). ``notes_bound``: the tokens the
     fit check keeps for the notes block (it grows as Emil learns, up to ``memory_tokens``);
     ``recall_bound``: the tokens it keeps for the lines recalled into an observation
-    (``recall_tokens``)."""
+    (``recall_tokens``). ``warn_crowded``: log the fit check's warning when the pinned parts
+    leave the conversation little room (once per session: not in the preflight)."""
     tool_names = [t["function"]["name"] for t in tools]
     system_prompt = load_system_prompt(
         s.prompts_dir, name=s.bot_name, tools=tool_names, operators=s.operators, allow_commands=s.allow_commands
     )
     context = session_context(s, family=family, budget=budget, system_prompt=system_prompt, tools=tools,
                               history=history, llm=llm, notes=notes, summaries=summaries)
-    context.check_fits(notes_bound=notes_bound, recall_bound=recall_bound)
+    crowded = context.check_fits(notes_bound=notes_bound, recall_bound=recall_bound)
+    if crowded is not None and warn_crowded:
+        _log.warning("%s", crowded)
     return context
 
 
@@ -357,7 +360,7 @@ def build_agent(
     if context is None:
         context = build_context(s, model.family, model.budget, tools, history=history, llm=model.llm,
                                 notes=notes, summaries=summaries,
-                                notes_bound=s.memory_tokens if notes is not None else 0)
+                                notes_bound=s.memory_tokens if notes is not None else 0, warn_crowded=True)
     recorder.write(header_record(s, model, context, session_id))
     if history is not None:
         for message in history.messages():

@@ -36,6 +36,18 @@ def test_the_start_check_still_stops_a_budget_that_cannot_work() -> None:
         ManagedContext(manager, manager.system_prompt, []).check_fits()
 
 
+def test_the_start_check_warns_when_the_pinned_parts_crowd_out_the_conversation() -> None:
+    # window 4096 - reserve 1024 - margin 256: a prompt budget of 2816; a trim frees 564 (20%)
+    ctx = _context(4096, 1024)
+    assert ctx.check_fits(notes_bound=1000) is None  # about 1,770 left: more than two trims' worth
+    warning = ctx.check_fits(notes_bound=1500, recall_bound=200)
+    assert warning is not None
+    pinned = ctx.prompt_budget - int(warning.split("leaving ")[1].split(" ")[0])
+    assert f"take {pinned}," in warning and "memory notes 1500 + recalled lines 200" in warning
+    assert "a trim frees 564" in warning and "lower output_reserve, memory_tokens or recall_tokens" in warning
+    assert 2816 - pinned < 2 * 564 <= 2816 - (pinned - 500)  # the boundary: 500 fewer notes would not warn
+
+
 def test_count_text_counts_what_would_be_sent() -> None:
     ctx = _context(4096, 1024)
     assert ctx.count_text("<|im_start|>") > 1  # neutralised first: never one control token
