@@ -4,7 +4,7 @@
 // enough of it (nothing is placed when it is short), then block by block, bottom-up, each against
 // a solid neighbour, walking into reach when needed; stop and abort end it between two blocks.
 const { BLUEPRINTS } = require('./emil_blueprints')
-const { aborted, sleep, blockPos, itemByName, countOf, inventoryCounts, solid, leanable, spotNear, placeAt } = require('./emil_act_common')
+const { aborted, blockPos, itemByName, countOf, inventoryCounts, solid, leanable, spotNear, placeAt, loadedWithin } = require('./emil_act_common')
 
 // blocks that are no good as walls: they fall, work, burn, or are worth more than a wall
 const NOT_FOR_BUILDING = /^(sand|red_sand|gravel|tnt|crafting_table|furnace|chest|trapped_chest|barrel|.*_bed|.*_ore|.*_concrete_powder|.*shulker_box|scaffolding|.*_block_of_.*|diamond_block|emerald_block|gold_block|iron_block|netherite_block)$/
@@ -37,10 +37,8 @@ async function build (ctl, { blueprint, block, x, y, z, height }, signal) {
   const material = buildingBlock(bot, block)
   const spots = shape({ height }).map(([dx, dy, dz]) => origin.offset(dx, dy, dz))
   // right after a teleport or a respawn the server is still sending the chunks around: wait for
-  // the spot (at most 3 s) before calling it too far
-  const unloaded = () => spots.find((p) => !bot.blockAt(p))
-  for (let waited = 0; unloaded() && waited < 3000; waited += 100) await sleep(100, signal)
-  const missing = unloaded()
+  // the spot before calling it too far
+  const missing = await loadedWithin(bot, signal, () => spots)
   if (missing) throw new Error(`${missing.x} ${missing.y} ${missing.z} is not loaded (too far); build nearer`)
   const todo = spots.filter((p) => !solid(bot.blockAt(p)))
   const blocked = todo.filter((p) => bot.blockAt(p).boundingBox !== 'empty')

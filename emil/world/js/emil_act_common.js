@@ -92,19 +92,26 @@ function nearestBlock (bot, names, radius) {
   return bot.findBlock({ matching: ids, maxDistance: radius })
 }
 
-// Wait (at most 3 s) for the chunks around the bot, out to `radius` blocks: right after a
-// teleport or a respawn the server has not sent them yet, every block there reads as unknown,
-// and a search would answer "none within" for a block that is there.
+// Wait (at most 3 s) until the chunks of `points()` are loaded: right after a teleport or a
+// respawn the server has not sent them yet (flying-squid sends them one by one), every block
+// there reads as unknown. Returns the first point still not loaded (undefined: all are).
+async function loadedWithin (bot, signal, points) {
+  const missing = () => points().find((p) => !bot.blockAt(p))
+  for (let waited = 0; missing() && waited < 3000; waited += 100) await sleep(100, signal)
+  return missing()
+}
+
+// The chunks around the bot, out to `radius` blocks: a search would otherwise answer "none
+// within" for a block that is there.
 async function nearbyLoaded (bot, signal, radius = 16) {
   const steps = []
   for (let d = -radius; d < radius; d += 16) steps.push(d)
   steps.push(radius)
-  const loaded = () => {
+  const around = () => {
     const p = bot.entity.position
-    for (const dx of steps) for (const dz of steps) if (!bot.blockAt(p.offset(dx, 0, dz))) return false
-    return true
+    return steps.flatMap((dx) => steps.map((dz) => p.offset(dx, 0, dz)))
   }
-  for (let waited = 0; !loaded() && waited < 3000; waited += 100) await sleep(100, signal)
+  await loadedWithin(bot, signal, around)
 }
 
 // mineflayer clicks without waiting for the server (1.17+): before reporting what a window
@@ -201,6 +208,7 @@ module.exports = {
   goto,
   reach,
   nearestBlock,
+  loadedWithin,
   nearbyLoaded,
   serverView,
   solid,
