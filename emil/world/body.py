@@ -165,9 +165,10 @@ class Give(Tool):
 
 
 class Attack(Tool):
-    """Fight a mob (by type, e.g. zombie) or a player. Attacking players needs an operator's order.
+    """Fight a mob (by type, e.g. zombie) or a player. Attacking players needs an operator's order."""
 
-    The guard (emil.world.guard) decides which it is: rows attack.* of the rule table."""
+    # The guard (emil.world.guard) decides which it is: rows attack.* of the rule table. (Not in
+    # the docstring: the docstring is the description the model reads.)
 
     tool_name: ClassVar[str] = "attack"
     job: ClassVar[bool] = True

@@ -86,6 +86,8 @@ def test_specs_are_derived_from_the_models() -> None:
         fn = spec["function"]
         cls = TOOLS[fn["name"]]
         assert fn["description"] == (cls.__doc__ or "").strip()
+        # what the model reads: one paragraph, no module paths or rule-table notes for developers
+        assert "\n" not in fn["description"] and "emil." not in fn["description"], fn["name"]
         props = fn["parameters"]["properties"]
         assert set(props) == {f.alias or n for n, f in cls.model_fields.items()}
         assert "title" not in json.dumps(fn["parameters"])
