@@ -96,6 +96,10 @@ class ManagedContext:
         """Game time of the oldest event the history holds verbatim (None: no history yet)."""
         return self.history.oldest_event_time()
 
+    def notes_text(self) -> str | None:
+        """The pinned notes block the prompt holds now (None: no block)."""
+        return self.history.notes.content if self.history.notes is not None else None
+
     def count_text(self, text: str) -> int:
         """Tokens of ``text`` in the served vocabulary (sizing an observation before it is added)."""
         return self.manager.counter.count(self.neutralise(text))

@@ -213,7 +213,8 @@ async def open_session(
                                         notes_bound=s.memory_tokens, recall_bound=s.recall_tokens,
                                         warn_crowded=True)
                 recall = memory.turn_recall(max_tokens=s.recall_tokens, tokens_of=model.counter.count,
-                                            neutralise=neutralise, since=context.history_since)
+                                            neutralise=neutralise, since=context.history_since,
+                                            pinned=context.notes_text)
                 memory_tools = memory.tools(tokens_of=model.counter.count, neutralise=neutralise)
                 async with Bot.connect(bot_settings(s), on_outage=outages) as bot:
                     world = memory.world(BotWorld(bot, action_policy(s), guard=guard_for(s), memory=memory_tools))

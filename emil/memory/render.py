@@ -27,6 +27,7 @@ still in the database and in the archive; only the prompt is bounded.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import statistics
@@ -40,7 +41,7 @@ from emil.memory.notes import Note
 from emil.memory.retrieval import STOP_WORDS
 from emil.memory.untrusted import as_data
 
-__all__ = ["NOTES_HEADER", "QUOTED", "render_notes", "telling"]
+__all__ = ["NOTES_HEADER", "QUOTED", "quoted_in", "render_notes", "telling"]
 
 NOTES_HEADER = (
     "[notes] What you remember from earlier, kept across restarts. Players' words are quoted "
@@ -128,6 +129,27 @@ def _pairs(lines: list[Candidate]) -> list[list[Candidate]]:
 
 def _quote_line(n: Note) -> str:
     return f'  - {QUOTED[n.topic]}: "{as_data(n.detail, 200)}" ({time.strftime("%H:%M", time.gmtime(n.last_t))})'
+
+
+_PLAYER_LINE = re.compile(r"- (.+?)(?: \(here now\))?: last seen ")
+_QUOTE_LINE = re.compile(r'  - (?:' + "|".join(map(re.escape, QUOTED.values())) + r'): "(.*)" \(\d\d:\d\d\)')
+
+
+@functools.lru_cache(maxsize=4)  # the block changes only at trims; callers ask every turn
+def quoted_in(block: str | None) -> frozenset[tuple[str, str]]:
+    """The (player, quote) pairs a rendered block shows, as :func:`render_notes` wrote them
+    (the player's name and words made safe, a clipped quote without its ellipsis): what
+    retrieval need not recall again while this block is in the prompt."""
+    pairs: set[tuple[str, str]] = set()
+    player: str | None = None
+    for line in (block or "").splitlines():
+        if (m := _PLAYER_LINE.match(line)) is not None:
+            player = m.group(1)
+        elif (q := _QUOTE_LINE.fullmatch(line)) is not None and player is not None:
+            pairs.add((player, q.group(1).removesuffix("…")))
+        elif not line.startswith("  "):
+            player = None
+    return frozenset(pairs)
 
 
 def _place_line(n: Note) -> str:

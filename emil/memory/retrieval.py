@@ -7,9 +7,11 @@ players' names; a turn with no content words (a join, a hit, a sunset) recalls n
 pinned notes already say who a player is, and a query of names alone ranks lines by length,
 not by meaning. The archive ranks with bm25 (:meth:`emil.memory.archive.Archive.search`).
 
-Left out: lines still verbatim in the prompt (newer than the oldest event the history holds)
-and lines an earlier turn still in the history already recalled; near-duplicates (a flood
-repeating itself) are kept once.
+Left out: lines still verbatim in the prompt (newer than the oldest event the history holds),
+lines an earlier turn still in the history already recalled, and lines the pinned notes block
+in the prompt already quotes under the same player (``pinned``, from
+:func:`emil.memory.render.quoted_in`: half the lines a synthetic day recalled were such
+repeats); near-duplicates (a flood repeating itself) are kept once.
 
 The block (:meth:`Recollection.block`) is bounded by ``recall_tokens`` of the session's exact
 counter and placed at the end of the turn's opening observation: it becomes part of that turn,
@@ -24,7 +26,7 @@ current turn, never a recalled line).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,6 +160,16 @@ def render_lines(
     return None, []
 
 
+def _quoted(line: Line, pinned: Collection[tuple[str, str]]) -> bool:
+    """Whether the notes block quotes ``line`` under its player already (a quote clipped by the
+    block counts when the line begins with it)."""
+    who = line.target if line.kind == "note" else line.speaker
+    if not who or line.kind not in ("chat", "whisper", "note"):
+        return False
+    name, text = as_data(who, 32), as_data(line.text, 600)
+    return any(player == name and quote and text.startswith(quote) for player, quote in pinned)
+
+
 @dataclass
 class Recollection:
     """The per-turn retrieval of one session (see the module doc).
@@ -179,18 +191,22 @@ class Recollection:
     """Wall time of the last :meth:`block` (search and rendering)."""
 
     def block(self, topic: Topic, *, since: float | None, now: float, turn_t: float | None = None,
-              keep: bool = True) -> str | None:
+              keep: bool = True, pinned: Collection[tuple[str, str]] = ()) -> str | None:
         """The recalled lines for a turn about ``topic``; ``since``: the game time of the oldest
         event still verbatim in the history (None: no history yet); ``turn_t``: this turn's
         game time (default ``now``); ``keep=False``: a look only (the lines are not marked as
-        shown, e.g. a benchmark's probe turn that never joins the history)."""
+        shown, e.g. a benchmark's probe turn that never joins the history); ``pinned``: the
+        (player, quote) pairs the notes block in the prompt shows (:func:`emil.memory.render.quoted_in`),
+        not recalled again."""
         started = time.perf_counter()
         try:
-            return self._block(topic, since=since, now=now, turn_t=now if turn_t is None else turn_t, keep=keep)
+            return self._block(topic, since=since, now=now, turn_t=now if turn_t is None else turn_t, keep=keep,
+                               pinned=pinned)
         finally:
             self.last_seconds = time.perf_counter() - started
 
-    def _block(self, topic: Topic, *, since: float | None, now: float, turn_t: float, keep: bool) -> str | None:
+    def _block(self, topic: Topic, *, since: float | None, now: float, turn_t: float, keep: bool,
+               pinned: Collection[tuple[str, str]]) -> str | None:
         if self.max_tokens <= 0:
             return None
         terms = query_terms(topic, bot_name=self.bot_name)
@@ -201,6 +217,8 @@ class Recollection:
             self._shown = {i: t for i, t in self._shown.items() if t >= since}
         found = self.archive.search(terms, names=sorted(topic.speakers), limit=self.candidates,
                                     before=since if since is not None else turn_t, exclude=self._shown)
+        if pinned:
+            found = [line for line in found if not _quoted(line, pinned)]
         text, shown = render_lines(found, header=RECALL_HEADER, max_tokens=self.max_tokens, tokens_of=self.tokens_of,
                                    now=now, bot_name=self.bot_name, neutralise=self.neutralise)
         if keep:

@@ -26,6 +26,7 @@ from emil.memory.archivist import Archivist
 from emil.memory.learn import Learner
 from emil.memory.lock import LOCK_FILE
 from emil.memory.pinned import PinnedNotes
+from emil.memory.render import quoted_in
 from emil.memory.retrieval import Recollection, topic_of
 from emil.memory.store import DB_FILE, MemoryStore
 from emil.memory.summariser import Summariser
@@ -76,18 +77,24 @@ class Memory:
         return self.recollection
 
     def turn_recall(self, *, max_tokens: int, tokens_of: Callable[[str], int], since: Callable[[], float | None],
-                    neutralise: Callable[[str], str] | None = None,
+                    neutralise: Callable[[str], str] | None = None, pinned: Callable[[], str | None] = lambda: None,
                     clock: Callable[[], float] = time.time) -> Callable[[list[GameEvent], Mapping[str, Any] | None], str | None]:
         """The agent loop's per-turn retrieval: a turn's events and snapshot -> its recalled
         block (None: nothing). ``since``: the game time of the oldest event the history still
-        holds verbatim (what is older may be recalled)."""
+        holds verbatim (what is older may be recalled); ``pinned``: the notes block the prompt
+        holds now (what it quotes is not recalled again)."""
         recollection = self.recall(max_tokens=max_tokens, tokens_of=tokens_of, neutralise=neutralise)
         name = self.learner.bot_name
+        parsed: list[tuple[str | None, frozenset[tuple[str, str]]]] = [(None, frozenset())]
 
         def recall(events: list[GameEvent], snapshot: Mapping[str, Any] | None) -> str | None:
             now = clock()
             topic = topic_of(events, snapshot, bot_name=name)
-            return recollection.block(topic, since=since(), now=now, turn_t=min((e.t for e in events), default=now))
+            block = pinned()
+            if block != parsed[0][0]:  # the block changes only at trims: parsed once per block
+                parsed[0] = (block, quoted_in(block))
+            return recollection.block(topic, since=since(), now=now, turn_t=min((e.t for e in events), default=now),
+                                      pinned=parsed[0][1])
 
         return recall
 

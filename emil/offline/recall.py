@@ -19,6 +19,7 @@ from typing import Literal
 
 from emil.context.history import History, Message
 from emil.events import Chat
+from emil.memory.render import quoted_in
 from emil.memory.retrieval import RECALL_HEADER, Recollection, Topic
 from emil.observation import describe_event
 
@@ -137,6 +138,7 @@ def asked_recall(history: History, planted: Iterable[PlantedFact], *, at: float,
     facts = [f for f in planted if f.question and f.t <= at]
     base = prompt_lines(history) if facts else {}
     since = history.oldest_event_time()
+    pinned = quoted_in(history.notes.content if history.notes is not None else None)
     found: Counter[str] = Counter()
     missing: list[str] = []
     kinds: dict[str, list[int]] = {}
@@ -145,7 +147,7 @@ def asked_recall(history: History, planted: Iterable[PlantedFact], *, at: float,
         block = None
         if recollection is not None:
             topic = Topic(chat=(fact.question,), speakers=frozenset({fact.speaker}), present=frozenset({fact.speaker}))
-            block = recollection.block(topic, since=since, now=at, turn_t=at, keep=False)
+            block = recollection.block(topic, since=since, now=at, turn_t=at, keep=False, pinned=pinned)
         lines = dict(base)
         lines["verbatim"] = [*base["verbatim"], line.lower()]
         lines["recalled"] = [*base["recalled"], *(x.lower() for x in (block or "").splitlines())]

@@ -26,6 +26,7 @@ from emil.context.manager import ContextManager
 from emil.context.rungs import RefreshNotes, Summarise
 from emil.exceptions import BudgetError
 from emil.memory.archive import Archive
+from emil.memory.render import quoted_in
 from emil.memory.retrieval import Recollection
 from emil.memory.summary import note_lines
 from emil.model.family import ModelFamily
@@ -339,7 +340,8 @@ async def _run(
                 message = step.message
                 if recollection is not None and step.topic is not None and message.event_time is not None:
                     t = message.event_time
-                    block = recollection.block(step.topic, since=history.oldest_event_time(), now=t, turn_t=t)
+                    block = recollection.block(step.topic, since=history.oldest_event_time(), now=t, turn_t=t,
+                                               pinned=quoted_in(history.notes.content if history.notes else None))
                     recall_times.append((t, recollection.last_seconds))
                     if block:
                         message = message.with_changes(content=f"{message.content}\n\n{block}")

@@ -162,3 +162,25 @@ def test_a_recall_that_fails_costs_its_lines_not_the_turn(tmp_path: Path) -> Non
     observation = next(r for r in records if isinstance(r, ObservationRecord))
     assert observation.recalled is None
     assert world.requesters == [frozenset({"bella"})], "the turn went on and acted"
+
+
+def test_a_turn_does_not_recall_what_the_notes_block_in_the_prompt_already_quotes(tmp_path: Path) -> None:
+    counter = family_by_name(DEFAULT_FAMILY).tokenizer()
+    t = 1_700_000_000.0
+    with open_memory(tmp_path, bot_name="Emil", durable=False) as memory:
+        secret = Chat(sender="dana", text="the gate code is 4471, don't share it", t=t)
+        memory.archivist.observe(secret)
+        memory.archivist.observe(Chat(sender="gus", text="gate code changed? ask dana", t=t + 60))
+        shown: list[str | None] = [None]
+        since: list[float | None] = [None]
+        recall = memory.turn_recall(max_tokens=300, tokens_of=counter.count, since=lambda: since[0],
+                                    pinned=lambda: shown[0], clock=lambda: t + 3600)
+        ask = [Chat(sender="bella", text="Emil, what is the gate code?", t=t + 3600)]
+        before = recall(ask, None)
+        assert before is not None and "dana said" in before and "gus said" in before
+        memory.learner.observe(secret)
+        since[0] = t + 3650  # the turn that recalled them has left the history: they may come again
+        shown[0] = memory.pinned(max_tokens=2000, tokens_of=counter.count).text()
+        assert shown[0] is not None and "4471" in shown[0]
+        after = recall([Chat(sender="bella", text="Emil, the gate code again?", t=t + 3700)], None)
+        assert after is not None and "gus said" in after and "dana said" not in after

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emil.memory import NOTES_HEADER, Fact, MemoryStore, as_data, render_notes
+from emil.memory.render import quoted_in
 from emil.model.resolve import get_token_counter
 
 COUNTER = get_token_counter("qwen3.6")
@@ -81,6 +82,25 @@ def test_what_players_said_is_shown_by_how_much_it_says_not_by_how_new(tmp_path:
     for i, line in enumerate(quotes):  # every quote sits under its player's line
         if line.startswith("  - "):
             assert quotes[i - 1].startswith(("- ", "  - "))
+    store.close()
+
+
+def test_quoted_in_reads_back_every_quote_under_its_player(tmp_path: Path) -> None:
+    store = MemoryStore.open(tmp_path)
+    t = 1_700_000_000.0
+    long = "the vault under the old mill opens with 3406 " + "and then you pull the lever twice " * 8
+    store.learn(Fact(about="player", subject="bob", topic="said", detail=long), t=t)
+    store.learn(Fact(about="player", subject="cy", topic="asked", detail="Emil, call me Ziggy from now on"), t=t + 1)
+    store.learn(Fact(about="player", subject="cy", topic="gave_me", detail="bread", count=2), t=t + 2)
+    store.learn(Fact(about="place", subject="chest", topic="at", detail="1,2,3", told_by="cy"), t=t + 3)
+    block = render_notes(store.notes(), max_tokens=800, tokens_of=COUNTER.count, present=frozenset({"cy"}))
+    assert block is not None and "(here now)" in block
+    pairs = quoted_in(block)
+    assert ("cy", "Emil, call me Ziggy from now on") in pairs
+    (bob,) = [q for who, q in pairs if who == "bob"]
+    assert long.startswith(bob) and len(bob) < len(long)  # clipped in the block, without its ellipsis
+    assert len(pairs) == 2  # places and item lines are not quotes
+    assert quoted_in(None) == frozenset() and quoted_in("players:\n  - said: \"orphan\" (10:00)") == frozenset()
     store.close()
 
 

@@ -61,6 +61,21 @@ def test_lines_still_verbatim_or_recalled_by_a_turn_in_the_history_are_not_repea
     assert r.block(ask, since=DAY + 3650, now=DAY + 3800) is not None  # that turn left the history: recalled again
 
 
+def test_a_line_the_notes_block_already_quotes_under_its_player_is_not_recalled(tmp_path: Path) -> None:
+    a = _archive(tmp_path)
+    a.add(DAY + 300, "chat", "the gate code is 4471 too, I heard", speaker="gus")
+    r = Recollection(a, max_tokens=300, tokens_of=COUNT)
+    ask = Topic(chat=("what's the gate code",))
+    pinned = {("dana", "Emil, the gate code is 4471")}
+    block = r.block(ask, since=None, now=DAY + 3600, keep=False, pinned=pinned)
+    assert block is not None and "dana" not in block and "gus said" in block  # gus's own words still come
+    assert r.block(ask, since=None, now=DAY + 3600, keep=False, pinned={("gus", "Emil, the gate code is 4471")}) is not None
+    clipped = r.block(ask, since=None, now=DAY + 3600, keep=False, pinned={("dana", "Emil, the gate"), ("gus", "the gate")})
+    assert clipped is None  # a quote the block clipped covers the line it begins
+    full = r.block(ask, since=None, now=DAY + 3600, keep=False)
+    assert full is not None and "dana said" in full and "gus said" in full
+
+
 def test_the_block_obeys_its_bound_and_keeps_the_best_lines(tmp_path: Path) -> None:
     a = Archive.open(tmp_path, now=DAY)
     for i in range(200):
