@@ -93,13 +93,16 @@ def test_quoted_in_reads_back_every_quote_under_its_player(tmp_path: Path) -> No
     store.learn(Fact(about="player", subject="cy", topic="asked", detail="Emil, call me Ziggy from now on"), t=t + 1)
     store.learn(Fact(about="player", subject="cy", topic="gave_me", detail="bread", count=2), t=t + 2)
     store.learn(Fact(about="place", subject="chest", topic="at", detail="1,2,3", told_by="cy"), t=t + 3)
+    keeper = "lighthouse_keeper_of_the_northern_isles"  # the block shows 32 characters of it
+    store.learn(Fact(about="player", subject=keeper, topic="said", detail="tours start at noon"), t=t + 4)
     block = render_notes(store.notes(), max_tokens=800, tokens_of=COUNTER.count, present=frozenset({"cy"}))
     assert block is not None and "(here now)" in block
     pairs = quoted_in(block)
     assert ("cy", "Emil, call me Ziggy from now on") in pairs
     (bob,) = [q for who, q in pairs if who == "bob"]
     assert long.startswith(bob) and len(bob) < len(long)  # clipped in the block, without its ellipsis
-    assert len(pairs) == 2  # places and item lines are not quotes
+    assert (as_data(keeper, 32), "tours start at noon") in pairs  # the name as retrieval writes it too
+    assert len(pairs) == 3  # places and item lines are not quotes
     assert quoted_in(None) == frozenset() and quoted_in("players:\n  - said: \"orphan\" (10:00)") == frozenset()
     store.close()
 
@@ -189,3 +192,58 @@ def test_a_quote_that_only_gives_a_place_already_listed_is_not_quoted_twice(tmp_
     assert "full of loot" in block  # someone else's words about it are theirs
     assert "code 4471" in block  # a quote that says more than where
     store.close()
+
+
+def test_every_kind_of_line_reads_as_written(tmp_path: Path) -> None:
+    # The block's exact words for each kind of note (what the model reads): items by count with
+    # the rest counted, hits summed with the newest time, the newest open promise, places newest
+    # first (a death's cause and count, a respawn, a place someone named or Emil saw), unfinished
+    # goals before finished ones, Emil's own notes; the player present first.
+    t = 1_700_000_000.0
+    s = MemoryStore.open(tmp_path)
+    s.learn(Fact(about="player", subject="alex", topic="gave_me", detail="bread", count=3), t=t)
+    s.learn(Fact(about="player", subject="alex", topic="gave_me", detail="torch", count=5), t=t + 1)
+    s.learn(Fact(about="player", subject="alex", topic="gave_me", detail="apple", count=1), t=t + 2)
+    s.learn(Fact(about="player", subject="alex", topic="i_gave", detail="oak_log", count=10), t=t + 3)
+    s.learn(Fact(about="player", subject="alex", topic="i_gave", detail="coal", count=2), t=t + 4)
+    s.learn(Fact(about="player", subject="alex", topic="promised", detail="I'll bring you 10 wheat tomorrow, alex."), t=t + 5)
+    s.learn(Fact(about="player", subject="alex", topic="promised", detail="I will build you a shelter, alex, promise."), t=t + 6)
+    s.learn(Fact(about="player", subject="alex", topic="asked", detail="Emil, my vault combination is 3406"), t=t + 7)
+    s.learn(Fact(about="player", subject="bob", topic="hit_me"), t=t + 8)
+    s.learn(Fact(about="player", subject="cy", topic="hit_me", count=2), t=t + 9)
+    s.learn(Fact(about="player", subject="cy", topic="hit_me", count=1), t=t + 600)
+    s.learn(Fact(about="player", subject="cy", topic="said", detail="the nether portal is behind the waterfall"), t=t + 601)
+    s.learn(Fact(about="place", subject="chest", topic="at", detail="10,64,-5", told_by="alex"), t=t + 10)
+    s.learn(Fact(about="place", subject="farm", topic="at", detail="-3,70,12"), t=t + 11)
+    s.learn(Fact(about="place", subject="death", topic="at", detail="3,60,7", note="killed by zombie"), t=t + 12)
+    s.learn(Fact(about="place", subject="death", topic="at", detail="3,60,7", note="fell"), t=t + 13)
+    s.learn(Fact(about="place", subject="death", topic="at", detail="8,12,9"), t=t + 13.5)
+    s.learn(Fact(about="place", subject="respawn", topic="at", detail="0,64,0"), t=t + 14)
+    s.set_goal_status('collect {"block":"oak_log","count":5} for alex', "interrupted", t=t + 15)
+    s.set_goal_status("smelt raw_iron", "active", t=t + 16)
+    s.set_goal_status("build shelter", "done", t=t + 17)
+    s.learn(Fact(about="self", subject="emil", topic="note", detail="alex likes to trade torches"), t=t + 18, source="model")
+    block = render_notes(s.notes(), max_tokens=2000, tokens_of=COUNTER.count, present=frozenset({"cy"}))
+    assert block == "\n".join([
+        NOTES_HEADER,
+        "players:",
+        "- cy (here now): last seen 2023-11-14 22:23 UTC; hit you 3 times (last 2023-11-14 22:23 UTC)",
+        '  - said: "the nether portal is behind the waterfall" (22:23)',
+        "- bob: last seen 2023-11-14 22:13 UTC; hit you 1 time (last 2023-11-14 22:13 UTC)",
+        "- alex: last seen 2023-11-14 22:13 UTC; gave you 5 torch, 3 bread and 1 more kind; you gave them 10 oak_log"
+        ' and 1 more kind; you promised (not yet kept) "I will build you a shelter, alex, promise." and 1 more',
+        '  - asked you: "Emil, my vault combination is 3406" (22:13)',
+        "places:",
+        "- you respawned at 0,64,0 (last 2023-11-14 22:13 UTC)",
+        "- you died at 8,12,9, 2023-11-14 22:13 UTC",
+        "- you died at 3,60,7 (fell), 2023-11-14 22:13 UTC; 2 deaths there",
+        "- farm at -3,70,12 (you saw it)",
+        "- chest at 10,64,-5 (alex said so)",
+        "your goals:",
+        "- active: smelt raw_iron (2023-11-14 22:13 UTC)",
+        '- interrupted: collect {"block":"oak_log","count":5} for alex (2023-11-14 22:13 UTC)',
+        "- done: build shelter (2023-11-14 22:13 UTC)",
+        "your own notes (remember):",
+        '- "alex likes to trade torches"',
+    ])
+    s.close()

@@ -19,6 +19,7 @@ from emil.memory.retrieval import (
     query_terms,
     render_lines,
 )
+from emil.memory.untrusted import as_data
 from emil.model.resolve import get_token_counter
 
 DAY = 1_779_948_000.0
@@ -76,6 +77,32 @@ def test_a_line_the_notes_block_already_quotes_under_its_player_is_not_recalled(
     assert full is not None and "dana said" in full and "gus said" in full
 
 
+def test_what_the_notes_block_quotes_is_matched_as_the_block_writes_it(tmp_path: Path) -> None:
+    a = Archive.open(tmp_path, now=DAY)
+    long_name = "lighthouse_keeper_of_the_northern_isles"  # longer than the 32 characters a block shows
+    long_text = "the lighthouse key is under the third stone " + "past the old pier and the broken boat " * 8
+    a.add(DAY + 10, "whisper", "the lighthouse code is 5150", speaker="dana")
+    a.add(DAY + 20, "note", "fay keeps the lighthouse spare key", speaker="Emil", target="fay")
+    a.add(DAY + 30, "chat", long_text, speaker="gus")
+    a.add(DAY + 40, "chat", "lighthouse tours start at noon", speaker=long_name)
+    a.add(DAY + 50, "event", "the lighthouse lamp went out", speaker="hana")
+    pinned = {
+        ("dana", "the lighthouse code is 5150"),
+        ("fay", "fay keeps the lighthouse spare key"),  # a note: under the player it is about
+        ("gus", as_data(long_text, 200).removesuffix("…")),  # the block clips a quote at 200
+        (as_data(long_name, 32), "lighthouse tours start at noon"),  # as the player line shows it
+        ("hana", "the lighthouse lamp went out"),  # an event's text is not a quote: still recalled
+    }
+    r = Recollection(a, max_tokens=600, tokens_of=COUNT)
+    ask = Topic(chat=("anything about the lighthouse?",))
+    block = r.block(ask, since=None, now=DAY + 3600, keep=False, pinned=pinned)
+    assert block is not None
+    lines = block.splitlines()[1:]
+    assert len(lines) == 1 and "lamp went out" in lines[0], lines
+    full = r.block(ask, since=None, now=DAY + 3600, keep=False)
+    assert full is not None and len(full.splitlines()) == 6  # the header and all five lines
+
+
 def test_the_block_obeys_its_bound_and_keeps_the_best_lines(tmp_path: Path) -> None:
     a = Archive.open(tmp_path, now=DAY)
     for i in range(200):
@@ -119,6 +146,21 @@ def test_each_kind_reads_as_who_did_what() -> None:
     assert fmt("tool", "Emil") == "- 2026-05-28 07:00 you did: x"
     assert fmt("note", "Emil", "gus") == '- 2026-05-28 07:00 your note about gus: "x"'
     assert fmt("event", None) == "- 2026-05-28 07:00 x"
+    assert fmt("whisper", "bella", "dana") == '- 2026-05-28 07:00 bella whispered to dana: "x"'  # overheard
+    assert fmt("whisper", "bella", None) == '- 2026-05-28 07:00 bella whispered to you: "x"'
+    assert fmt("note", "Emil", None) == '- 2026-05-28 07:00 your note: "x"'
+    long = "a_name_far_longer_than_any_minecraft_name"
+    assert fmt("chat", long).startswith(f"- 2026-05-28 07:00 {long[:31]}… said")  # names clipped like the notes block's
+    assert fmt("said", "Emil", long).startswith(f"- 2026-05-28 07:00 you said to {long[:31]}…:")
+    # the block's own rendering knows Emil's name: its chat reads as what "you" said
+    block, _ = render_lines([Line(1, DAY, "chat", "Emil", None, "on my way")], header=RECALL_HEADER, max_tokens=100,
+                            tokens_of=COUNT, now=DAY)
+    assert block is not None and block.endswith('you said: "on my way"')
+
+
+def test_query_words_are_content_words_once_then_names() -> None:
+    topic = Topic(chat=("Dana, the XP farm: the xp farm near DANA gate",), speakers=frozenset({"Dana"}))
+    assert query_terms(topic, bot_name="Emil") == ["xp", "farm", "near", "gate", "dana"]
 
 
 @settings(max_examples=40, deadline=None)
