@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emil.context.untrusted import Neutraliser
+from emil.events import Chat, PlayerJoined, TimeOfDay
 from emil.memory.archive import Archive, Line
 from emil.memory.retrieval import (
     RECALL_HEADER,
@@ -18,6 +19,7 @@ from emil.memory.retrieval import (
     format_line,
     query_terms,
     render_lines,
+    topic_of,
 )
 from emil.memory.untrusted import as_data
 from emil.model.resolve import get_token_counter
@@ -156,6 +158,44 @@ def test_each_kind_reads_as_who_did_what() -> None:
     block, _ = render_lines([Line(1, DAY, "chat", "Emil", None, "on my way")], header=RECALL_HEADER, max_tokens=100,
                             tokens_of=COUNT, now=DAY)
     assert block is not None and block.endswith('you said: "on my way"')
+
+
+def test_a_turn_is_about_its_chat_its_players_and_emils_job() -> None:
+    events = [
+        Chat(t=DAY, sender="alex", text="where is the mine?"),
+        Chat(t=DAY + 1, sender="Emil", text="I am collecting logs"),  # Emil's own words: not a topic
+        PlayerJoined(t=DAY + 2, username="bob"),
+        PlayerJoined(t=DAY + 3, username="Emil"),
+        TimeOfDay(t=DAY + 4, phase="dusk", time_of_day=13000),
+    ]
+    snapshot = {"players": [{"name": "cy"}, {"name": "Emil"}, {"name": 7}, "dana"], "job": "collect oak_log",
+                "following": "alex"}
+    assert topic_of(events, snapshot, bot_name="Emil") == Topic(
+        chat=("where is the mine?",), speakers=frozenset({"alex"}), present=frozenset({"bob", "cy"}),
+        goal="collect oak_log alex",
+    )
+    assert topic_of([], {"job": "", "following": None}, bot_name="Emil") == Topic()
+    assert topic_of([], None, bot_name="Emil") == Topic()
+
+
+def test_a_search_ranks_the_speakers_lines_first_and_shows_their_names_as_written(tmp_path: Path) -> None:
+    a = Archive.open(tmp_path, now=DAY)
+    for i in range(20):  # more matching lines than the candidates asked for: who said it decides
+        a.add(DAY + i, "chat", f"mine entrance {i}", speaker="gus")
+    a.add(DAY + 30, "chat", "I think my mine entrance is somewhere past the big old oak tree by the lake", speaker="dana")
+    r = Recollection(a, max_tokens=1000, tokens_of=COUNT, candidates=3)
+    ask = Topic(chat=("the mine entrance?",), speakers=frozenset({"dana"}))
+    block = r.block(ask, since=None, now=DAY + 3600, keep=False)
+    assert block is not None and 'dana said: "I think my mine entrance' in block
+    anyone = r.block(Topic(chat=("the mine entrance?",)), since=None, now=DAY + 3600, keep=False)
+    assert anyone is not None and "dana" not in anyone  # asked by no one in particular: the best matches
+    a.add(DAY + 40, "chat", "I found the mine entrance", speaker="Emil")
+    mine = r.block(Topic(chat=("found entrance",)), since=DAY + 45, now=DAY + 3600, keep=False)
+    assert mine is not None and 'you said: "I found the mine entrance"' in mine  # Emil's own line reads as its own
+    older = r.block(Topic(chat=("found entrance",)), since=DAY + 35, now=DAY + 3600, keep=False)
+    assert older is not None and "I found" not in older  # newer than the history's oldest event: in the prompt
+    off = Recollection(a, max_tokens=0, tokens_of=COUNT)
+    assert off.block(Topic(chat=("the mine entrance?",)), since=None, now=DAY + 3600) is None  # recall_tokens 0
 
 
 def test_query_words_are_content_words_once_then_names() -> None:
