@@ -225,8 +225,3 @@ class Recollection:
             for line in shown:
                 self._shown[line.id] = turn_t
         return text
-
-    def forget(self, ids: Iterable[int]) -> None:
-        """Lines no longer in the prompt (a replay, a reset history) may be recalled again."""
-        for i in ids:
-            self._shown.pop(i, None)
