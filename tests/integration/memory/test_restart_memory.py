@@ -4,8 +4,9 @@ Real embedded server, real bots, the real loop and context manager; the LLM is t
 vLLM-dialect double with a SCRIPTED brain (not a model). Session 1: the player names a chest
 location, tosses Emil bread and tells it the gate code in passing. Session 2, on the same
 data_dir: the pinned notes block of its very first request (read back from its recording) holds
-the chest and the bread, and when the player asks for "the code for the gate" the observation of
-that turn ends with the line from the archive that holds it, quoted with who said it.
+the chest, the bread and the gate code quoted under the player; when the player asks for "the
+code for the gate", that turn's observation ends with lines recalled from the first session's
+archive, quoted with who said them, and does not repeat the code the notes block already quotes.
 """
 
 from __future__ import annotations
@@ -79,5 +80,8 @@ async def test_a_second_session_remembers_the_first_ones_player_and_place(tmp_pa
     assert "chest at 12,64,-7 (alex said so" in notes["content"]
     asked = next(m for _r, ms in messages_for_request(read_recording(recording).records) for m in ms
                  if "code for the gate" in str(m.get("content")))
+    assert '  - said: "by the way, the gate code is 4471"' in notes["content"]  # under alex's line
     assert asked["role"] == "user" and RECALL_HEADER in asked["content"], asked
-    assert 'alex said: "by the way, the gate code is 4471"' in asked["content"]
+    recalled = asked["content"].split(RECALL_HEADER)[1]
+    assert 'alex said: "Emil, my chest is at 12 64 -7"' in recalled  # the first session's archive
+    assert "4471" not in recalled  # the notes block in the same prompt already quotes it
