@@ -85,16 +85,13 @@ class Memory:
         holds now (what it quotes is not recalled again)."""
         recollection = self.recall(max_tokens=max_tokens, tokens_of=tokens_of, neutralise=neutralise)
         name = self.learner.bot_name
-        parsed: list[tuple[str | None, frozenset[tuple[str, str]]]] = [(None, frozenset())]
 
         def recall(events: list[GameEvent], snapshot: Mapping[str, Any] | None) -> str | None:
             now = clock()
             topic = topic_of(events, snapshot, bot_name=name)
-            block = pinned()
-            if block != parsed[0][0]:  # the block changes only at trims: parsed once per block
-                parsed[0] = (block, quoted_in(block))
+            # quoted_in is cached per block text: the block changes only at trims
             return recollection.block(topic, since=since(), now=now, turn_t=min((e.t for e in events), default=now),
-                                      pinned=parsed[0][1])
+                                      pinned=quoted_in(pinned()))
 
         return recall
 
