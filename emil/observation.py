@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -64,6 +65,8 @@ __all__ = [
     "format_observation",
     "format_status",
     "format_status_line",
+    "private_call",
+    "without_whispers",
 ]
 
 _CHAT_KEEP = (8, 4, 2, 1)
@@ -214,6 +217,31 @@ def _fmt_num(v: Any) -> str:
 def _short(value: Any, limit: int = 160) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_WHISPERED = re.compile(r'^(?P<head>(?:- )?(?:\(!\) )?[A-Za-z0-9_]{1,16}) whispers to you: ".*$', re.M)
+PRIVATE_WORDS = "(private words, left out)"
+
+
+def without_whispers(text: str) -> str:
+    """``text`` (observation lines) with the words of every whisper to Emil left out, who
+    whispered kept: what a memory that every player's turns read (the memory note, a summary)
+    may hold of a whisper. The words stay in their own turn and in the archive, which gives
+    them back only to the player who whispered them."""
+    return _WHISPERED.sub(rf"\g<head> whispered to you {PRIVATE_WORDS}", text)
+
+
+def private_call(name: str, arguments: str) -> str | None:
+    """Emil's call as a shared memory may tell it, when its words were for one player only
+    (``whisper``): to whom, not what; None for every other call."""
+    if name != "whisper":
+        return None
+    try:
+        args = json.loads(arguments)
+    except (ValueError, RecursionError):
+        args = None
+    to = args.get("player") if isinstance(args, dict) else None
+    return f"whispered to {to if isinstance(to, str) else 'a player'} {PRIVATE_WORDS}"
 
 
 def describe_event(event: GameEvent) -> str:

@@ -40,7 +40,7 @@ import re
 import sqlite3
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
@@ -141,10 +141,37 @@ class Line:
     target: str | None
     text: str
 
+    @property
+    def private_to(self) -> str | None:
+        """The one player this line is private to, or None (public): a whisper to Emil is its
+        author's, Emil's whisper is its addressee's."""
+        if self.kind == "whisper":
+            return self.speaker or ""
+        if self.kind == "said" and self.target:
+            return self.target
+        return None
+
+    def heard_by(self, audience: Collection[str] | None) -> bool:
+        """Whether this line may be shown to ``audience`` (the players whose words a turn
+        answers; None: the operator, who sees everything): a private line only when its one
+        player is the whole audience."""
+        owner = self.private_to
+        return owner is None or audience is None or set(audience) == {owner}
+
 
 def _clip(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= LINE_CHARS else flat[: LINE_CHARS - 1] + "…"
+
+
+def _audience_sql(audience: Collection[str] | None) -> tuple[str, list[object]]:
+    """:meth:`Line.heard_by` as a WHERE clause over ``lines AS l``."""
+    if audience is None:
+        return "", []
+    players = set(audience)
+    owner = next(iter(players)) if len(players) == 1 else None
+    return (" AND NOT ((l.kind = 'whisper' AND coalesce(l.speaker, '') IS NOT ?)"
+            " OR (l.kind = 'said' AND l.target IS NOT NULL AND l.target != '' AND l.target IS NOT ?))", [owner, owner])
 
 
 class Archive:
@@ -354,6 +381,7 @@ class Archive:
     def search(
         self, terms: Iterable[str], *, names: Iterable[str] = (), limit: int = 20, before: float | None = None,
         exclude: Iterable[int] = (), kinds: Sequence[Kind] | None = None, newest_if_common: bool = False,
+        audience: Collection[str] | None = None,
     ) -> list[Line]:
         """Lines matching the ``terms`` that say something, best first, at most ``limit``.
 
@@ -365,6 +393,8 @@ class Archive:
         verbatim in the prompt is left out); ``exclude``: line ids not wanted (already shown);
         ``kinds``: only these. ``newest_if_common``: when every term is common, the newest lines
         holding all of them instead of nothing (the ``recall`` tool: the model asked).
+        ``audience``: the players the answer is for; whispers between Emil and one player
+        only when that player is the whole audience (:meth:`Line.heard_by`; None: all lines).
         """
         wanted = list(dict.fromkeys(w for term in terms for w in words(term)))
         if not wanted or limit <= 0:
@@ -377,9 +407,11 @@ class Archive:
             selective = self._selective(wanted, pair=[w for w in wanted if w not in who])
             if not selective and newest_if_common:
                 every = " AND ".join(fts_query([w]) for w in wanted)
-                rows = self._ranked([every], limit=limit, before=before, kinds=kinds, skip=skip, newest=True)
+                rows = self._ranked([every], limit=limit, before=before, kinds=kinds, skip=skip, newest=True,
+                                    audience=audience)
             else:
-                rows = self._ranked(selective, limit=limit * 2, before=before, kinds=kinds, skip=skip) if selective else []
+                rows = (self._ranked(selective, limit=limit * 2, before=before, kinds=kinds, skip=skip, audience=audience)
+                        if selective else [])
         except sqlite3.Error as e:
             self._read_failed(e)
             rows = []
@@ -387,7 +419,7 @@ class Archive:
         scored = sorted(rows, key=lambda r: (r[6] * (1.5 if (r[3] or "").lower() in who else 1.0), -r[1]))
         found = [Line(*row[:6]) for row in scored if row[0] not in skip][:limit]
         if self._pending and len(found) < limit:
-            found += self._search_pending(set(wanted), limit - len(found), before, skip, kinds)
+            found += self._search_pending(set(wanted), limit - len(found), before, skip, kinds, audience)
         return found
 
     def _selective(self, terms: Sequence[str], *, pair: Sequence[str]) -> list[str]:
@@ -426,7 +458,8 @@ class Archive:
         return int(self._conn.execute(sql, (query, cap + 1)).fetchone()[0])
 
     def _ranked(self, terms: Sequence[str], *, limit: int, before: float | None, kinds: Sequence[Kind] | None,
-                skip: set[int], newest: bool = False) -> list[tuple[int, float, Kind, str | None, str | None, str, float]]:
+                skip: set[int], newest: bool = False, audience: Collection[str] | None = None,
+                ) -> list[tuple[int, float, Kind, str | None, str | None, str, float]]:
         query = " OR ".join(t if " AND " in t else fts_query([t]) for t in terms)
         sql = (
             "SELECT l.id, l.t, l.kind, l.speaker, l.target, l.text, bm25(lines_fts, 1.0, 2.0) AS score "
@@ -439,6 +472,9 @@ class Archive:
         if kinds is not None:
             sql += f" AND l.kind IN ({','.join('?' * len(kinds))})"
             params += list(kinds)
+        private, private_params = _audience_sql(audience)
+        sql += private
+        params += private_params
         if skip:
             sql += " AND l.id NOT IN (SELECT value FROM json_each(?))"
             params.append(json.dumps(sorted(i for i in skip if i > 0)))
@@ -447,10 +483,12 @@ class Archive:
         return self._conn.execute(sql, params).fetchall()
 
     def _search_pending(self, wanted: set[str], limit: int, before: float | None, skip: set[int],
-                        kinds: Sequence[Kind] | None) -> list[Line]:
+                        kinds: Sequence[Kind] | None, audience: Collection[str] | None = None) -> list[Line]:
         scored = []
         for line in self._pending:
             if line.id in skip or (before is not None and line.t >= before) or (kinds is not None and line.kind not in kinds):
+                continue
+            if not line.heard_by(audience):
                 continue
             hits = len(wanted & set(words(f"{line.text} {line.speaker or ''}")))
             if hits:

@@ -5,9 +5,10 @@ event, every status snapshot and every tool call with its outcome) and writes a 
 store the moment it is learned:
 
 - players: who was here (joins, chat, standing near), what they asked Emil (chat that names
-  Emil, whispers), what they said otherwise (overheard: ``said``), what they gave Emil (items picked up right after that player tossed them),
-  what Emil gave them, who hit Emil, what Emil promised them (its own ``say``/``whisper`` with
-  "I'll", "I will", "I promise"...);
+  Emil), what they whispered to Emil (``whispered``: private, never shown in the notes block,
+  no place learned from it), what they said otherwise (overheard: ``said``), what they gave Emil (items picked up right after that player tossed them),
+  what Emil gave them, who hit Emil, what Emil promised them (its own ``say`` with
+  "I'll", "I will", "I promise"...; a promise whispered stays private, in the archive);
 - places: a place a player names in chat with coordinates ("my chest is at 10 64 -5"), or as
   "here" (their position in the next snapshot), chests, beds, crafting tables and furnaces Emil
   saw, where Emil died and where it respawned;
@@ -56,6 +57,7 @@ _COORDS = re.compile(r"(-?\d{1,8})\s*[, ]\s*(-?\d{1,3})\s*[, ]\s*(-?\d{1,8})")
 _PLACE = re.compile(r"\b(" + "|".join(PLACE_WORDS) + r")s?\b", re.I)
 _HERE = re.compile(r"\b(here|this is)\b", re.I)
 _NAME_CHARS = re.compile(r"^[A-Za-z0-9_]{1,16}$")
+_SENTENCES = re.compile(r"(?<=[.!?])\s+")
 
 
 def _names(text: str, name: str) -> bool:
@@ -107,9 +109,10 @@ class Learner:
                 facts.append(Fact(about="player", subject=event.sender, topic="seen"))
                 addressed = event.whisper or _names(event.text, self.bot_name)
                 self._latest[event.sender] = (addressed, event.text)
-                topic: Topic = "asked" if addressed else "said"
+                topic: Topic = "whispered" if event.whisper else "asked" if addressed else "said"
                 facts.append(Fact(about="player", subject=event.sender, topic=topic, detail=clip(event.text, 160)))
-                facts += self._places_in_chat(event)
+                if not event.whisper:  # a whispered place is that player's secret, not a place for all
+                    facts += self._places_in_chat(event)
             case PlayerJoined() if event.username != self.bot_name and _NAME_CHARS.match(event.username):
                 facts.append(Fact(about="player", subject=event.username, topic="seen"))
             case ItemCollected(from_player=str(giver)) if giver != self.bot_name and _NAME_CHARS.match(giver):
@@ -128,6 +131,22 @@ class Learner:
                 pass
         if facts:
             self.store.learn_many(facts, t=event.t)
+
+    def _promises(self, text: str, requesters: frozenset[str]) -> list[tuple[str, str]]:
+        """(player, the sentence) for each promise in one utterance of Emil's to everyone: a
+        sentence with a promise goes to the requesters it names; else to those the nearest
+        sentence before it names ("Cody! I'll get you dirt."); else to the one whose words it
+        answers (:meth:`_promisee`). "Sure, cody, I'll get you dirt. Sure, eli, I'll get you coal."
+        is two promises, one to each."""
+        out: list[tuple[str, str]] = []
+        named_before: list[str] = []
+        for sentence in _SENTENCES.split(text.strip()):
+            named = [p for p in sorted(requesters) if re.search(rf"(?<!\w){re.escape(p)}(?!\w)", sentence, re.I)]
+            if _PROMISE.search(sentence):
+                to = named or named_before or self._promisee(sentence, requesters)
+                out += [(who, sentence) for who in to if _NAME_CHARS.match(who)]
+            named_before = named or named_before
+        return out
 
     def _promisee(self, promise: str, requesters: frozenset[str]) -> list[str]:
         """Whom a promise naming nobody was made to, among the players who spoke in the turn:
@@ -228,15 +247,10 @@ class Learner:
             self.store.keep_promises(player, item, since=self.clock() - PROMISE_KEPT_WITHIN_S)
         speech = tool.speaks
         text = args.get(speech.text) if speech else None
-        if speech and isinstance(text, str) and _PROMISE.search(text):
-            # To the addressee; else to the requesters the words name; else to the one whose
-            # words it answers (see _promisee).
-            addressee = args.get(speech.to) if speech.to else None
-            named = [p for p in sorted(requesters) if re.search(rf"(?<!\w){re.escape(p)}(?!\w)", text, re.I)]
-            to = [addressee] if isinstance(addressee, str) else named or self._promisee(text, requesters)
-            facts += [
-                Fact(about="player", subject=who, topic="promised", detail=clip(text, 160))
-                for who in to if _NAME_CHARS.match(who)
-            ]
+        if speech and speech.to is None and isinstance(text, str) and _PROMISE.search(text):
+            # (Words to one player are private: a promise whispered is in the archive, recalled
+            # to that player alone, never quoted in the notes block every player's turn reads.)
+            facts += [Fact(about="player", subject=who, topic="promised", detail=clip(sentence, 160))
+                      for who, sentence in self._promises(text, requesters)]
         if facts:
             self.store.learn_many(facts, t=self.clock())

@@ -25,6 +25,7 @@ Topic = Literal[
     "seen",      # player: present (joined, chatted, stood near); detail ""
     "asked",     # player: what they asked Emil (detail: their words)
     "said",      # player: what they said in chat, not to Emil (detail: their words, overheard)
+    "whispered", # player: what they whispered to Emil (detail: their words; private: never in the notes block)
     "promised",  # player: what Emil promised them (detail: Emil's words)
     "gave_me",   # player: gave Emil items (detail: item; count: how many in all)
     "i_gave",    # player: Emil gave them items (detail: item; count: how many in all)

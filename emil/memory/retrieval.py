@@ -11,7 +11,9 @@ Left out: lines still verbatim in the prompt (newer than the oldest event the hi
 lines an earlier turn still in the history already recalled, and lines the pinned notes block
 in the prompt already quotes under the same player (``pinned``, from
 :func:`emil.memory.render.quoted_in`: half the lines a synthetic day recalled were such
-repeats); near-duplicates (a flood repeating itself) are kept once.
+repeats); near-duplicates (a flood repeating itself) are kept once. Whispers are private: a
+whisper to Emil, or Emil's whisper to a player, comes back only in a turn whose words are that
+one player's (:meth:`emil.memory.archive.Line.heard_by`), never where another player speaks.
 
 The block (:meth:`Recollection.block`) is bounded by ``recall_tokens`` of the session's exact
 counter and placed at the end of the turn's opening observation: it becomes part of that turn,
@@ -215,8 +217,10 @@ class Recollection:
         # What a turn still in the history recalled is in the prompt already; older recalls left with their turn.
         if since is not None:
             self._shown = {i: t for i, t in self._shown.items() if t >= since}
+        # Whispers come back only in a turn of the one player they were between (Line.heard_by).
         found = self.archive.search(terms, names=sorted(topic.speakers), limit=self.candidates,
-                                    before=since if since is not None else turn_t, exclude=self._shown)
+                                    before=since if since is not None else turn_t, exclude=self._shown,
+                                    audience=topic.speakers)
         if pinned:
             found = [line for line in found if not _quoted(line, pinned)]
         text, shown = render_lines(found, header=RECALL_HEADER, max_tokens=self.max_tokens, tokens_of=self.tokens_of,

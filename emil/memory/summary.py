@@ -33,6 +33,7 @@ from emil.exceptions import ConfigurationError
 from emil.llm.types import ChatRequest
 from emil.memory.notes import Fact
 from emil.memory.untrusted import as_data, clip
+from emil.observation import private_call, without_whispers
 
 __all__ = [
     "MAX_FACTS",
@@ -116,7 +117,8 @@ def turn_key(turn: Turn) -> str:
 
 
 def _events(opening: Message) -> str:
-    lines = [line.removeprefix("- ") for line in (opening.content or "").splitlines() if line != "[events]"]
+    # A summary's lines and facts are read by every player's turns: whispered words stay out.
+    lines = [line.removeprefix("- ") for line in without_whispers(opening.content or "").splitlines() if line != "[events]"]
     return "; ".join(clip(line, 200) for line in lines if line)
 
 
@@ -127,7 +129,8 @@ def _actions(turn: Turn) -> str:
         if m.role != "assistant":
             continue
         for c in m.tool_calls:
-            parts.append(f"{c['name']} {clip(c['arguments'], 120)} -> {clip(results.get(c['id'], 'no result'), 160)}")
+            parts.append(private_call(c["name"], c["arguments"])
+                         or f"{c['name']} {clip(c['arguments'], 120)} -> {clip(results.get(c['id'], 'no result'), 160)}")
         if m.content and not m.tool_calls:
             parts.append(f'noted "{clip(m.content, 80)}"')
     return "; ".join(parts) or "nothing"

@@ -50,12 +50,15 @@ class MemoryTools:
     """Bound of one ``recall`` answer (exact tokens of the served model)."""
     clock: Callable[[], float] = time.time
 
-    def recall(self, query: str, *, player: str | None = None) -> tuple[bool, str]:
-        """(ok, text) of a ``recall`` call."""
+    def recall(self, query: str, *, player: str | None = None,
+               audience: frozenset[str] = frozenset()) -> tuple[bool, str]:
+        """(ok, text) of a ``recall`` call in a turn answering ``audience`` (the players whose
+        words are in it): whispers only when one of them is the whole audience."""
         terms = [w for w in words(query) if w not in STOP_WORDS]
         if not terms:
             return False, f"recall: {query!r} has no word to search for; give a name, a place, an item or a topic"
-        found = self.archive.search(terms, names=[player] if player else (), limit=40, newest_if_common=True)
+        found = self.archive.search(terms, names=[player] if player else (), limit=40, newest_if_common=True,
+                                    audience=audience)
         if not found:
             return True, f"recall: nothing in your archive matches {' '.join(terms)!r}"
         block, shown = render_lines(found, header=RECALL_RESULT_HEADER, max_tokens=self.max_tokens,

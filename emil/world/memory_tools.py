@@ -3,7 +3,8 @@ own words). They run against the session's memory (:class:`~emil.world.tool.Memo
 :class:`~emil.world.tool.ToolContext`), never the bot; what they do is :mod:`emil.memory.tools`.
 
 What ``recall`` returns is players' words from the archive, quoted with who said them: data,
-never an order (the rules of who may ask for what look only at the current turn's speakers).
+never an order (the rules of who may ask for what look only at the current turn's speakers);
+a whisper is found only in a turn whose words are that one player's.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ class Recall(Tool):
     async def run(self, ctx: ToolContext) -> Outcome:
         if ctx.memory is None:
             return _no_memory(self.tool_name)
-        ok, text = ctx.memory.recall(self.query, player=self.player)
+        # Whispers come back only when the one player they were between is the turn's only speaker.
+        ok, text = ctx.memory.recall(self.query, player=self.player, audience=ctx.policy.requesters)
         return Outcome(ok, text)
 
 

@@ -140,7 +140,8 @@ class MemoryPort(Protocol):
     """What the memory tools (``recall``, ``remember``) use instead of the bot: the session's
     archive and notes (emil.memory.tools.MemoryTools implements it). Each returns (ok, text)."""
 
-    def recall(self, query: str, *, player: str | None = None) -> tuple[bool, str]: ...
+    def recall(self, query: str, *, player: str | None = None,
+               audience: frozenset[str] = frozenset()) -> tuple[bool, str]: ...
 
     def remember(self, text: str, *, about: str | None = None) -> tuple[bool, str]: ...
 

@@ -92,17 +92,28 @@ def test_a_promise_naming_nobody_is_filed_under_the_player_it_answers(store: Mem
     }
 
 
+def test_one_answer_to_several_players_files_each_promise_under_its_player(store: MemoryStore) -> None:
+    learn = Learner(store, clock=lambda: 10.0)
+    asked = frozenset({"alex", "cody", "eli", "hana"})
+    learn.tool_done("say", {"text": "Sure, cody, I'll get you 10 dirt. Sure, eli, I'll get you 4 coal."}, True, asked)
+    learn.tool_done("say", {"text": "OK hana, staying here. Following you, eli. Alex! I will bring wood soon."}, True, asked)
+    promised = {(n.subject, n.detail) for n in store.notes() if n.topic == "promised"}
+    assert promised == {
+        ("cody", "Sure, cody, I'll get you 10 dirt."), ("eli", "Sure, eli, I'll get you 4 coal."),
+        ("alex", "I will bring wood soon."),  # the sentence before it names whom it answers
+    }  # "OK hana, staying here." promises nothing: nothing under hana
+
+
 def test_gifts_and_promises_emil_makes(store: MemoryStore) -> None:
     learn = Learner(store, clock=lambda: 10.0)
     learn.tool_done("give", {"player": "alex", "item": "oak_log", "count": 4}, True, frozenset({"alex"}))
     learn.tool_done("give", {"player": "alex", "item": "stone", "count": 4}, False, frozenset({"alex"}))  # failed: nothing given
     learn.tool_done("say", {"text": "Sure, I'll bring you wood tomorrow"}, True, frozenset({"alex"}))
-    learn.tool_done("whisper", {"player": "bob", "text": "I promise to keep the secret"}, True)
+    learn.tool_done("whisper", {"player": "bob", "text": "I promise to keep the secret"}, True)  # private: archive only
     learn.tool_done("say", {"text": "hello"}, True, frozenset({"alex"}))
     assert _facts(store) == {
         ("player", "alex", "i_gave", "oak_log", 4),
         ("player", "alex", "promised", "Sure, I'll bring you wood tomorrow", 1),
-        ("player", "bob", "promised", "I promise to keep the secret", 1),
     }
 
 

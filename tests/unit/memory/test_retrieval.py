@@ -96,7 +96,7 @@ def test_what_the_notes_block_quotes_is_matched_as_the_block_writes_it(tmp_path:
         ("hana", "the lighthouse lamp went out"),  # an event's text is not a quote: still recalled
     }
     r = Recollection(a, max_tokens=600, tokens_of=COUNT)
-    ask = Topic(chat=("anything about the lighthouse?",))
+    ask = Topic(chat=("anything about the lighthouse?",), speakers=frozenset({"dana"}))  # her whisper may come back
     block = r.block(ask, since=None, now=DAY + 3600, keep=False, pinned=pinned)
     assert block is not None
     lines = block.splitlines()[1:]
