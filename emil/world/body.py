@@ -18,6 +18,7 @@ from pydantic import (
 from emil.world.tool import (
     ITEM_NAME,
     PLAYER_NAME,
+    TARGET_NAME,
     Gives,
     Tool,
     fmt_pos,
@@ -173,7 +174,7 @@ class Attack(Tool):
     tool_name: ClassVar[str] = "attack"
     job: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 40.0
-    target: str = Field(pattern=r"^[A-Za-z0-9_]{1,32}$", description="Mob type or player name")
+    target: str = Field(pattern=TARGET_NAME, description="Mob type or player name")
     duration_s: float = Field(default=10, ge=1, le=30, description="Give up after this many seconds")
 
     def read(self, result: dict[str, Any]) -> str:
@@ -194,7 +195,7 @@ class Flee(Tool):
     tool_name: ClassVar[str] = "flee"
     job: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 40.0
-    from_: str | None = Field(default=None, alias="from", pattern=r"^[A-Za-z0-9_]{1,32}$", description="Mob type or player to run from")
+    from_: str | None = Field(default=None, alias="from", pattern=TARGET_NAME, description="Mob type or player to run from")
     distance: float = Field(default=16, ge=4, le=48, description="How far to run, in blocks")
 
     def read(self, result: dict[str, Any]) -> str:
