@@ -90,7 +90,7 @@ class ManagedContext:
         # every text the model will read, neutralised (the manager's one point); the id stays
         stored = self.manager.admit(message)
         self.history = self.history.start_turn(stored) if new_turn else self.history.append(stored)
-        return stored
+        return self.history.turns[-1][-1]  # as held: a status shown as its change (emil.context.status)
 
     def history_since(self) -> float | None:
         """Game time of the oldest event the history holds verbatim (None: no history yet)."""

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal
 
+from emil.context.status import status_change
+
 __all__ = ["History", "Kind", "Message", "Role", "Turn"]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -36,7 +38,9 @@ class Message:
     ``tool_calls`` items are ``{"id", "name", "arguments"}`` with ``arguments`` a JSON string.
     ``status`` (an Emil extension of the contract) is the live status snapshot riding on an
     observation: rendered after the content, and dropped by the ladder once a newer snapshot
-    supersedes it. ``event_time`` is the unix time of the game event the message carries.
+    supersedes it. A history shows a new turn's status as the change since the status before it
+    (:mod:`emil.context.status`); ``status_full`` is then the whole line (None: ``status`` is
+    whole), shown again when the statuses before it leave (:meth:`History.status_based`). ``event_time`` is the unix time of the game event the message carries.
     ``kind`` defaults from the role (user -> "observation").
     """
 
@@ -50,6 +54,7 @@ class Message:
     event_time: float | None = None
     id: int = field(default_factory=_next_id)
     status: str | None = None
+    status_full: str | None = None
     _wire: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -165,14 +170,46 @@ class History:
     notes: Message | None = None
 
     def append(self, message: Message) -> History:
-        """Add a message to the newest turn (starting one if there is none)."""
+        """Add a message to the newest turn (starting one if there is none); a status it
+        carries is shown as the change since the newest status held (:meth:`start_turn`)."""
         if not self.turns:
             return self.start_turn(message)
-        return replace(self, turns=(*self.turns[:-1], (*self.turns[-1], message)))
+        return replace(self, turns=(*self.turns[:-1], (*self.turns[-1], self._as_change(message))))
 
     def start_turn(self, message: Message) -> History:
-        """Begin a new turn with this message (an observation or chat)."""
-        return replace(self, turns=(*self.turns, (message,)))
+        """Begin a new turn with this message (an observation or chat). Its status, when it has
+        one, is shown as the change since the newest status the history holds
+        (:func:`emil.context.status.status_change`; the whole line kept as ``status_full``);
+        the message as held is ``turns[-1][0]``."""
+        return replace(self, turns=(*self.turns, (self._as_change(message),)))
+
+    def latest_status(self) -> str | None:
+        """The whole line of the newest status held (None: none)."""
+        for turn in reversed(self.turns):
+            for m in reversed(turn):
+                if m.status:
+                    return m.status_full or m.status
+        return None
+
+    def _as_change(self, message: Message) -> Message:
+        if not message.status or message.status_full is not None:
+            return message
+        shown = status_change(self.latest_status(), message.status)
+        if shown == message.status:
+            return message
+        return message.with_changes(status=shown, status_full=message.status, id=message.id)
+
+    def status_based(self) -> History:
+        """This history with its oldest status shown whole: the statuses before it, which its
+        change was read against, have left (a trim; only the ladder calls this)."""
+        for i, turn in enumerate(self.turns):
+            for j, m in enumerate(turn):
+                if m.status:
+                    if m.status_full is None:
+                        return self
+                    whole = m.with_changes(status=m.status_full, status_full=None)
+                    return replace(self, turns=(*self.turns[:i], (*turn[:j], whole, *turn[j + 1 :]), *self.turns[i + 1 :]))
+        return self
 
     def extend(self, messages: Iterable[Message]) -> History:
         """:meth:`append` each message in turn."""

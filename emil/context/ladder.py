@@ -85,7 +85,10 @@ class Trim:
         return self.tokens > self.target
 
     def try_history(self, candidate: History) -> bool:
-        """Make ``candidate`` the trimmed history if it is smaller (measured exactly)."""
+        """Make ``candidate`` the trimmed history if it is smaller (measured exactly). Its
+        oldest status is shown whole first: a rung that removed the statuses before it removed
+        what its change was read against (:meth:`History.status_based`)."""
+        candidate = candidate.status_based()
         tokens = self._measure(candidate)
         if tokens >= self.tokens:
             return False
@@ -95,6 +98,7 @@ class Trim:
     def take(self, candidate: History) -> None:
         """Make ``candidate`` the history whatever its size: a rung that updates rather than
         shrinks (``refresh_notes``); the rungs after it trim what it added."""
+        candidate = candidate.status_based()
         self._take(candidate, self._measure(candidate))
 
     def _take(self, candidate: History, tokens: int) -> None:

@@ -74,7 +74,8 @@ def _without(turn: Turn, field: str) -> Turn | None:
     """The turn with ``field`` (reasoning, status) cleared; None when no message has it."""
     if not any(getattr(m, field) for m in turn):
         return None
-    return tuple(m.with_changes(**{field: None}) if getattr(m, field) else m for m in turn)
+    cleared = {field: None, "status_full": None} if field == "status" else {field: None}
+    return tuple(m.with_changes(**cleared) if getattr(m, field) else m for m in turn)
 
 
 def split_groups(turn: Turn) -> list[tuple[Message, ...]]:

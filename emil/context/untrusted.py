@@ -116,11 +116,13 @@ class Neutraliser:
             for c in message.tool_calls
         )
         name, reasoning, status = self._opt(message.name), self._opt(message.reasoning), self._opt(message.status)
-        if (content, calls, name, reasoning, status) == (
-            message.content, message.tool_calls, message.name, message.reasoning, message.status
+        status_full = self._opt(message.status_full)
+        if (content, calls, name, reasoning, status, status_full) == (
+            message.content, message.tool_calls, message.name, message.reasoning, message.status, message.status_full
         ):
             return message
-        return replace(message, content=content, tool_calls=calls, name=name, reasoning=reasoning, status=status)
+        return replace(message, content=content, tool_calls=calls, name=name, reasoning=reasoning, status=status,
+                       status_full=status_full)
 
     def _opt(self, text: str | None) -> str | None:
         return None if text is None else self(text)

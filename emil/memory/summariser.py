@@ -153,7 +153,7 @@ class Summariser:
         # summary covers more turns than the trim needs to fold, and the horizon shrinks.
         last = len(turns) - 1
         lean = tuple(
-            t if i == last or not any(m.status for m in t) else tuple(m.with_changes(status=None) if m.status else m for m in t)
+            t if i == last or not any(m.status for m in t) else tuple(m.with_changes(status=None, status_full=None) if m.status else m for m in t)
             for i, t in enumerate(turns)
         )
 

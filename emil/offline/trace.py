@@ -249,6 +249,7 @@ def message_from_record(record: MessageRecord) -> Message:
         role=role,
         content=content,
         status=status,
+        status_full=record.status_full if status is not None else None,
         kind=kind,
         tool_calls=tuple(_history_call(c) for c in m.get("tool_calls") or ()),
         tool_call_id=m.get("tool_call_id"),

@@ -105,6 +105,10 @@ class MessageRecord(_Record):
     """Game time (unix seconds) of the oldest event the message carries; for the horizon."""
     openai: dict[str, Any] = Field(default_factory=dict)
     """The message exactly as sent (OpenAI format)."""
+    status_full: str | None = None
+    """An observation whose status the history shows as a change since the status before it:
+    the whole status line (emil.context.status), shown again when a trim removes the ones
+    before it. None: the status, if any, is shown whole."""
 
 
 class EventRecord(_Record):

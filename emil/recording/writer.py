@@ -43,6 +43,8 @@ class _MessageLike(Protocol):
     def kind(self) -> str: ...
     @property
     def event_time(self) -> float | None: ...
+    @property
+    def status_full(self) -> str | None: ...
     def to_openai(self) -> dict[str, Any]: ...
 
 
@@ -178,7 +180,7 @@ class Recorder:
         self.write(
             MessageRecord(
                 ref=ref, id=msg.id, origin=origin, message_kind=msg.kind,
-                event_time=msg.event_time, openai=openai, turn=turn,
+                event_time=msg.event_time, openai=openai, turn=turn, status_full=msg.status_full,
             )
         )
         self._ids[msg.id] = ref

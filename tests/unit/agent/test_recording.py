@@ -35,6 +35,7 @@ class _Msg:
     role: str = "user"
     event_time: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    status_full: str | None = None
 
     def to_openai(self) -> dict[str, Any]:
         return {"role": self.role, "content": self.content, **self.extra}

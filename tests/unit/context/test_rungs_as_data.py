@@ -66,8 +66,9 @@ class PreparedSummary(Rung):
     name = "prepared_summary"
 
     def __init__(self) -> None:
-        self.ready: dict[str, str] = {}
-        """Summary line per turn, by the fingerprint of the turn's opening message."""
+        self.ready: dict[tuple[float | None, str | None], str] = {}
+        """Summary line per turn, by its opening's time and events (the cheap rungs change its
+        status, never them)."""
         self.idle = anyio.Event()
         """Set at the end of each preparation (the loop test waits for it)."""
 
@@ -78,7 +79,7 @@ class PreparedSummary(Rung):
             if room <= 0 or p.llm is None:  # no model offline: those turns get the digest
                 break
             room -= sum(p.tokens_of(m.text) for m in turn)
-            key = turn[0].fingerprint
+            key = (turn[0].event_time, turn[0].content)
             if key not in self.ready:
                 request = ChatRequest(messages=[{"role": "user", "content": turn[0].content or ""}], max_completion_tokens=60)
                 try:
@@ -90,7 +91,7 @@ class PreparedSummary(Rung):
     def apply(self, trim: Trim) -> None:
         while trim.over and len(trim.history.turns) > 1:
             oldest = trim.history.turns[0]
-            line = self.ready.get(oldest[0].fingerprint)
+            line = self.ready.get((oldest[0].event_time, oldest[0].content))
             if line is None:
                 return  # not prepared in time: the fold rung digests it
             if not trim.try_fold(fold_note(trim.history.memory, line, oldest, trim)):

@@ -292,5 +292,5 @@ def test_tune_budget_sets_recorded_and_synthetic_side_by_side(capsys: pytest.Cap
     assert main([str(soak), "--synthetic-hours", "0.5", "--budgets", "4400,6100", "--jobs", "1"]) == 0
     out = capsys.readouterr().out
     assert "side by side: recorded" in out and "recall" in out
-    rows = [line for line in out.splitlines() if line.startswith("  12288    4400 |")]
+    rows = [line for line in out.splitlines() if line.startswith("  12800    4400 |")]
     assert len(rows) == 1 and rows[0].rstrip().endswith("%")
