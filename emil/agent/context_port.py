@@ -135,7 +135,7 @@ class ManagedContext:
         conversation less than two trims' worth of room (a trim frees ``1 - low_water`` of the
         budget), the warning to give: the prompt will trim every few requests, and each trim
         prefills everything after the tool specs again (measured at 8,000 tokens: one request
-        in eleven, docs/memory.md)."""
+        in twenty-two, docs/memory.md)."""
         probe = History().start_turn(Message.observation("[events]\n- alex says: hello"))
         notes = max(notes_bound, self.manager.count(replace(probe, notes=self.history.notes)) - self.manager.count(probe))
         pinned = self.manager.count(probe) + notes + recall_bound

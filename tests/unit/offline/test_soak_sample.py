@@ -1,4 +1,4 @@
-"""The shipped soak sample (regenerate: python tools/soak.py --sample --duration 30 --window 12800):
+"""The shipped soak sample (regenerate: python tools/soak.py --sample --duration 60 --window 12800):
 current schema, several players, a notes block, and every offline tool runs on it."""
 
 from __future__ import annotations
