@@ -149,8 +149,9 @@ class Summariser:
             return 0
         goal = p.target - step
         # What stays, measured as the trim will see it: the cheap collapse_status (before
-        # summarise in the default ladder) leaves only the newest status line. Without this the
-        # summary covers more turns than the trim needs to fold, and the horizon shrinks.
+        # summarise in the default ladder) leaves only the newest status line, shown whole
+        # (status_based). Without this the summary covers more turns than the trim needs to
+        # fold, and the horizon shrinks.
         last = len(turns) - 1
         lean = tuple(
             t if i == last or not any(m.status for m in t) else tuple(m.with_changes(status=None, status_full=None) if m.status else m for m in t)
@@ -158,7 +159,7 @@ class Summariser:
         )
 
         def rest(n: int) -> int:
-            return p.measure(replace(history, turns=lean[n:]))
+            return p.measure(replace(history, turns=lean[n:]).status_based())
 
         lo, hi = 1, last  # never the newest turn
         if rest(hi) > goal:
