@@ -35,7 +35,17 @@ def test_a_change_no_shorter_than_the_line_or_a_line_not_of_fields_is_whole() ->
     assert status_change("[status] unknown", BASE) == BASE  # everything new: no shorter
     twice = "[status] pos 1,2,3 | pos 4,5,6 | time day | inventory: dirt x3 | players near: alex 2m"
     assert status_change(BASE, twice) == twice  # two fields of one key: not read as fields
+    assert status_change(BASE, BASE + " | pos 99,64,-4") == BASE + " | pos 99,64,-4"  # even where a change is short
     assert status_change("no prefix", BASE) == BASE
+    assert status_change(BASE, BASE + "\nmore") == BASE + "\nmore"  # not one line
+    # as long as the line itself ("changed: " costs what "AAAAAA | " saves): whole
+    assert status_change("[status] AAAAAA | q 1", "[status] AAAAAA | q 2") == "[status] AAAAAA | q 2"
+    assert status_change("[status] AAAAAAA | q 1", "[status] AAAAAAA | q 2") == "[status] changed: q 2"
+
+
+def test_a_field_is_keyed_by_its_first_label_whatever_its_value_holds() -> None:
+    before, after = BASE + " | memo: north: 1", BASE + " | memo: south: 1"
+    assert status_change(before, after) == "[status] changed: memo: south: 1"  # no "gone: memo: north"
 
 
 def _fields(line: str) -> dict[str, str]:
