@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from emil.context.history import Kind, Message
+from emil.context.status import STATUS_PREFIX
 from emil.memory.render import NOTES_HEADER
 from emil.memory.retrieval import Topic
 from emil.offline.recall import PlantedFact
@@ -38,7 +39,6 @@ from emil.replay.notes import notes_in
 __all__ = ["SessionTrace", "Step", "message_from_record", "split_status"]
 
 _TURN_STARTERS = frozenset({"observation", "chat"})
-_STATUS_PREFIX = "[status] "
 _KINDS = frozenset({"system", "observation", "chat", "assistant", "tool_result", "memory"})
 _ROLE_KIND: dict[str, Kind] = {"assistant": "assistant", "tool": "tool_result", "system": "system"}
 
@@ -224,9 +224,9 @@ def split_status(text: str) -> tuple[str | None, str | None]:
     status is the last paragraph, starting ``[status]``.
     """
     head, sep, tail = text.rpartition("\n\n")
-    if sep and tail.startswith(_STATUS_PREFIX) and "\n" not in tail:
+    if sep and tail.startswith(STATUS_PREFIX) and "\n" not in tail:
         return head, tail
-    if text.startswith(_STATUS_PREFIX) and "\n" not in text:
+    if text.startswith(STATUS_PREFIX) and "\n" not in text:
         return None, text
     return text, None
 

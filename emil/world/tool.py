@@ -58,7 +58,7 @@ PLAYER_NAME = r"^[A-Za-z0-9_]{1,16}$"
 TARGET_NAME = r"^[A-Za-z0-9_]{1,32}$"
 """The pattern of a mob type or player name argument."""
 _UNSPOKEN_PATTERNS = frozenset({PLAYER_NAME, TARGET_NAME})
-"""Checked on every call, left out of the spec the model reads (:func:`_strip_titles`): the
+"""Checked on every call, left out of the spec the model reads (:func:`_lean_schema`): the
 model writes names as the observation shows them, and 17 tokens each, ten times over, bought
 nothing. An item name's pattern stays: it tells the model ids are lower case with underscores."""
 
@@ -222,7 +222,7 @@ class Tool(BaseModel):
     @classmethod
     def spec(cls) -> dict[str, Any]:
         """The OpenAI tool spec, derived from the fields and the docstring."""
-        params = _compact(_strip_titles(cls.model_json_schema(by_alias=True)))
+        params = _compact(_lean_schema(cls.model_json_schema(by_alias=True)))
         params.setdefault("properties", {})
         return {
             "type": "function",
@@ -261,7 +261,7 @@ class Query(Tool):
         raise NotImplementedError(f"{type(self).__name__} must define answer()")
 
 
-def _strip_titles(schema: Any, *, names: bool = False) -> Any:
+def _lean_schema(schema: Any, *, names: bool = False) -> Any:
     """Drop what costs prompt tokens and tells the model nothing: pydantic's "title" keys,
     ``"additionalProperties": false`` (156 tokens over the 26 tools) and the name patterns
     (:data:`_UNSPOKEN_PATTERNS`, 170). The arguments are checked against the tool class
@@ -273,12 +273,12 @@ def _strip_titles(schema: Any, *, names: bool = False) -> Any:
     "properties" mapping, whose keys are argument names."""
     if isinstance(schema, dict):
         if names:
-            return {k: _strip_titles(v) for k, v in schema.items()}
-        return {k: _strip_titles(v, names=k == "properties") for k, v in schema.items()
+            return {k: _lean_schema(v) for k, v in schema.items()}
+        return {k: _lean_schema(v, names=k == "properties") for k, v in schema.items()
                 if k != "title" and not (k == "additionalProperties" and v is False)
                 and not (k == "pattern" and v in _UNSPOKEN_PATTERNS)}
     if isinstance(schema, list):
-        return [_strip_titles(v) for v in schema]
+        return [_lean_schema(v) for v in schema]
     return schema
 
 
