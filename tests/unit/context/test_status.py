@@ -84,8 +84,10 @@ def test_the_whole_status_can_always_be_read_back(snapshots: list[dict[str, obje
     read: dict[str, str] | None = None
     for snap in snapshots:
         line = format_status_line(snap)
-        history = history.start_turn(Message.observation("[events] none", status=line))
+        added = Message.observation("[events] none", status=line)
+        history = history.start_turn(added)
         held = history.turns[-1][0]
+        assert held.id == added.id  # the message as the caller added it, its status shown as a change
         assert held.status is not None and len(held.status) <= len(line)
         assert (held.status_full or held.status) == line == history.latest_status()
         read = _fields(line) if read is None else _read(read, held.status)
