@@ -6,6 +6,9 @@ Face tokenizer matches added tokens in the raw text, before its NFC normalisatio
 Emil's tiktoken counter normalises first: a special written as ``…|>`` + U+0338 is a control
 token to one and text to the other). :class:`Neutraliser` makes any text safe to render:
 
+- it makes the text valid Unicode (:func:`emil.trust.caps.valid_unicode`: a lone surrogate, which
+  a JSON parser lets through and UTF-8 cannot hold, becomes U+FFFD), so the request, the
+  recording and the count all hold the same text;
 - it normalises to NFC, so the server's raw text and Emil's normalised text are the same
   string (no look-alike that NFC would turn into, or out of, a special token);
 - it breaks every occurrence of every special token by inserting U+2060 WORD JOINER (an
@@ -36,6 +39,7 @@ from dataclasses import replace
 from emil.context.history import Message
 from emil.model.family import FAMILIES
 from emil.model.tokens import TokenCounter
+from emil.trust.caps import valid_unicode
 
 __all__ = ["BREAK", "Neutraliser", "served_specials"]
 
@@ -59,7 +63,8 @@ class Neutraliser:
         self._pattern = re.compile("|".join(re.escape(s) for s in ordered)) if ordered else None
 
     def __call__(self, text: str) -> str:
-        """``text`` as NFC with no special token left in it (the identity on ordinary text)."""
+        """``text`` as valid NFC with no special token left in it (the identity on ordinary text)."""
+        text = valid_unicode(text)
         if not unicodedata.is_normalized("NFC", text):
             text = unicodedata.normalize("NFC", text)
         pattern = self._pattern
@@ -74,9 +79,11 @@ class Neutraliser:
         """Tool-call arguments: JSON whose *decoded* strings are what the template renders.
 
         vLLM parses the arguments before rendering, so ``"\\u003c|im_start|>"`` would reach the
-        template as ``<|im_start|>``. Decoded strings (and keys) are neutralised; when that
-        changes anything the JSON is written anew, otherwise the original text is kept. Text
-        that is not JSON is neutralised as text.
+        template as ``<|im_start|>``, and ``"\\ud800"`` as a lone surrogate. Decoded strings
+        (and keys) are neutralised (a lone surrogate becomes U+FFFD, as
+        :func:`emil.trust.caps.valid_json` writes it); when that changes anything the JSON is
+        written anew, otherwise the original text is kept. Text that is not JSON is neutralised
+        as text.
         """
         try:
             value = json.loads(raw)

@@ -51,7 +51,7 @@ from emil.llm.overflow import extract_error_message, parse_overflow
 from emil.llm.response import StreamAssembler, parse_completion, parse_models
 from emil.llm.tokenize import ServerTokenizeCounter
 from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, ToolChoice, root_url_of
-from emil.trust.caps import AnswerCaps, argument_problem
+from emil.trust.caps import AnswerCaps, argument_problem, valid_json, valid_unicode
 
 __all__ = ["OpenAIClient", "ServedModel", "parse_tool_call"]
 
@@ -76,12 +76,16 @@ class ServedModel:
 def parse_tool_call(call_id: str, name: str, raw_arguments: str | None, caps: AnswerCaps | None = None) -> ToolCall:
     """A tool call as data: parsed arguments, or the raw text and why it does not parse. With
     ``caps``, arguments too long or nested too deep are refused before parsing (only their
-    start is kept), so no size or depth reaches the parser."""
-    raw = raw_arguments if raw_arguments is not None else ""
+    start is kept), so no size or depth reaches the parser. The name and the arguments are made
+    valid Unicode first (:func:`~emil.trust.caps.valid_json`: a lone surrogate, raw or escaped,
+    becomes U+FFFD), so no tool, record or later request gets text UTF-8 cannot hold."""
+    name = valid_unicode(name)
+    raw = valid_unicode(raw_arguments) if raw_arguments is not None else ""
     if caps is not None:
         problem = argument_problem(raw, max_chars=caps.argument_chars, max_depth=caps.argument_depth)
         if problem is not None:
             return ToolCall(id=call_id, name=name, raw_arguments=raw[:200], error=problem)
+    raw = valid_json(raw)
     try:
         parsed = json.loads(raw) if raw.strip() else {}
     except json.JSONDecodeError as exc:

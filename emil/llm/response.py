@@ -5,6 +5,10 @@ before use). Invalid JSON, an HTML page from a proxy, empty ``choices``, a choic
 message, fields of the wrong type, an SSE stream that ends before a choice finishes: each is
 a :class:`~emil.exceptions.ServerFault` carrying the start of the body, never an IndexError or
 AttributeError in the caller. Only the fields Emil reads are checked; extra ones are ignored.
+A lone surrogate anywhere in an answer (``"\\ud800"``: valid JSON to Python, refused by
+pydantic's parser) is not a fault: the text reads with U+FFFD in its place
+(:mod:`emil.trust.caps`), streamed or not, and tool-call names and arguments the same way
+(:func:`emil.llm.client.parse_tool_call`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from emil.exceptions import ServerFault
 from emil.llm.classify import excerpt
 from emil.llm.types import Completion, Timings, ToolCall, Usage
+from emil.trust.caps import valid_loads, valid_unicode
 
 __all__ = ["StreamAssembler", "parse_completion", "parse_models"]
 
@@ -151,7 +156,10 @@ def parse_completion(body: bytes, *, tool_call: ToolCallParser, total_s: float, 
     try:
         wire = _ChatCompletion.model_validate_json(body)
     except ValidationError as e:
-        raise _fault("something that is not a chat completion", e, body) from None
+        lenient = _lenient(body, e)
+        if lenient is None:
+            raise _fault("something that is not a chat completion", e, body) from None
+        wire = lenient
     choice = wire.choices[0]
     message = choice.message
     wire_calls = message.tool_calls or []
@@ -167,6 +175,18 @@ def parse_completion(body: bytes, *, tool_call: ToolCallParser, total_s: float, 
         model=wire.model,
         dropped_tool_calls=len(wire_calls) - len(kept),
     )
+
+
+def _lenient(body: bytes, error: ValidationError) -> _ChatCompletion | None:
+    """The answer again when pydantic's parser refused only what Python's reads: a lone
+    surrogate escaped in the JSON (``"\\ud800"``), made U+FFFD (:func:`~emil.trust.caps.valid_loads`) so
+    nothing downstream holds text UTF-8 cannot encode. None: it is not a completion after all."""
+    if error.errors()[0]["type"] != "json_invalid":
+        return None
+    try:
+        return _ChatCompletion.model_validate(valid_loads(body))
+    except (ValueError, RecursionError):  # not JSON to Python either (ValidationError is one)
+        return None
 
 
 def parse_models(body: bytes) -> list[tuple[str, str | None, int | None]]:
@@ -255,9 +275,10 @@ class StreamAssembler:
                 f"(no finish_reason: a truncated stream); first chunks: {shown}",
                 body=shown,
             )
+        # Joined before they are made valid: a surrogate pair split over two chunks is one character.
         return Completion(
-            content="".join(self.content) if self.content else None,
-            reasoning="".join(self.reasoning) if self.reasoning else None,
+            content=valid_unicode("".join(self.content)) if self.content else None,
+            reasoning=valid_unicode("".join(self.reasoning)) if self.reasoning else None,
             tool_calls=[
                 tool_call(slot.id or f"call_{i}", slot.name, "".join(slot.args))
                 for i, slot in sorted(self.calls.items())

@@ -47,6 +47,7 @@ from typing import Literal, get_args
 
 from emil.memory.dbfile import Trouble, Watched, connect
 from emil.memory.store import MemoryStoreError
+from emil.trust.caps import valid_unicode
 
 __all__ = [
     "ARCHIVE_FILE",
@@ -282,7 +283,9 @@ class Archive:
         :data:`COMMIT_S` (or :data:`BATCH` lines, or at the next :meth:`check`)."""
         if not text.strip():
             return
-        line = Line(self._next_pending, t, kind, speaker, target, _clip(text))
+        # sqlite refuses a lone surrogate (UnicodeEncodeError, the batch stuck): U+FFFD instead
+        speaker, target = (None if v is None else valid_unicode(v) for v in (speaker, target))
+        line = Line(self._next_pending, t, kind, speaker, target, _clip(valid_unicode(text)))
         self._next_pending -= 1
         if not self._pending:
             self._first_pending_at = self._clock()

@@ -34,6 +34,7 @@ from emil.llm.types import ChatRequest
 from emil.memory.notes import Fact
 from emil.memory.untrusted import as_data, clip
 from emil.observation import private_call, without_whispers
+from emil.trust.caps import valid_loads
 
 __all__ = [
     "MAX_FACTS",
@@ -229,7 +230,7 @@ def parse_summary(text: str | None, *, source: str) -> Parsed | str:
     if not text:
         return "empty answer"
     try:
-        summary = FoldedTurnsSummary.model_validate(json.loads(text))
+        summary = FoldedTurnsSummary.model_validate(valid_loads(text))  # \ud800 reads as U+FFFD
     except json.JSONDecodeError as e:
         return f"not JSON ({e.msg} at {e.pos})"
     except RecursionError:

@@ -1,6 +1,7 @@
 """The recording's reader: tolerant of a torn tail, strict about what is a recording at all.
 
-:func:`read_recording` stops at the first line it cannot read and says where;
+:func:`read_recording` stops at the first line it cannot read and says where, and reads a lone
+surrogate escaped in a line (``"\\ud800"``, which no writer of this version leaves) as U+FFFD;
 :func:`check_recording_file` refuses, with the reason, a file that is not an Emil recording
 (before a command line does any work on it).
 """
@@ -23,6 +24,7 @@ from emil.recording.records import (
     RequestRecord,
     parse_record,
 )
+from emil.trust.caps import valid_loads
 
 __all__ = [
     "RecordingRead",
@@ -65,8 +67,8 @@ def read_recording(path: str | Path) -> RecordingRead:
                 continue
             truncated = not raw.endswith(b"\n")
             try:
-                records.append(parse_record(json.loads(raw)))
-            except (ValueError, ValidationError) as e:
+                records.append(parse_record(valid_loads(raw)))
+            except (ValueError, RecursionError, ValidationError) as e:
                 what = "truncated last line" if truncated else "unreadable line"
                 detail = str(e).splitlines()[0][:200]
                 return RecordingRead(records, lineno, f"line {lineno}: {what} ({detail})")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from emil.exceptions import ConfigurationError
 from emil.recording.records import (
@@ -24,6 +25,7 @@ from emil.recording.records import (
     MessageRecord,
     parse_record,
 )
+from emil.trust.caps import valid_json_text
 
 __all__ = [
     "Recorder",
@@ -50,6 +52,14 @@ class _MessageLike(Protocol):
 
 def _canonical(message: Mapping[str, Any]) -> str:
     return json.dumps(message, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _valid_line(record: BaseModel) -> str:
+    """A record whose text UTF-8 cannot encode (a lone surrogate that reached it past the
+    answer's parsing), written with U+FFFD in its place (:func:`valid_json_text`), the same
+    rule as everywhere else: the record is kept, never lost."""
+    valid = RECORD_ADAPTER.validate_python(valid_json_text(RECORD_ADAPTER.dump_python(record)))  # type: ignore[arg-type]
+    return RECORD_ADAPTER.dump_json(valid).decode()
 
 
 class RecordingExists(ConfigurationError):
@@ -157,7 +167,10 @@ class Recorder:
         """Append one record and flush it. Writing to a closed recorder is a no-op."""
         if self._file is None:
             return
-        line = RECORD_ADAPTER.dump_json(record).decode()  # type: ignore[arg-type]
+        try:
+            line = RECORD_ADAPTER.dump_json(record).decode()  # type: ignore[arg-type]
+        except PydanticSerializationError:
+            line = _valid_line(record)
         self._file.write(line + "\n")
         self._file.flush()
         self.records_written += 1

@@ -32,6 +32,18 @@ SYSTEM_FINGERPRINT = "vllm-0.32.0-double"
 __all__ = ["Answering", "Metrics", "SpecDecode"]
 
 
+class _Answer(JSONResponse):
+    """A non-streamed answer as starlette writes it, except that a scripted lone surrogate
+    (``Reply(content="\\ud800")``, which UTF-8 cannot encode) goes out as the JSON escape, as it
+    does in a stream: the double can then answer what a proxy or another server may send."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
 @dataclass(frozen=True)
 class SpecDecode:
     """Simulated speculative decoding: ``k`` drafts per step, each accepted with ``acceptance``
@@ -169,7 +181,7 @@ class Answering:
                                       "function": {"name": n, "arguments": a}}
                                      for i, n, a in calls]
         message[self.reasoning_field] = reasoning
-        return JSONResponse({
+        return _Answer({
             **base,
             "choices": [{"index": 0, "message": message, "logprobs": None,
                          "finish_reason": finish, "stop_reason": None, "token_ids": None,

@@ -9,6 +9,7 @@ functions over it, with a clock passed in.
 - :mod:`emil.trust.rules`: the action rules as one table (rendered into docs/trust.md).
 - :mod:`emil.trust.ledger`: who owns which chest and what Emil holds for whom, kept in data_dir.
 - :mod:`emil.trust.authority`: a turn's words, the command rule, confirmations.
-- :mod:`emil.trust.caps`: rate limits and the size/depth checks of one answer.
+- :mod:`emil.trust.caps`: rate limits, the size/depth checks of one answer, and valid Unicode
+  for text decoded from JSON (a lone surrogate becomes U+FFFD).
 - :mod:`emil.trust.npc`: which chat may start a turn (NPC loops, the turn-rate cap).
 """

@@ -1,22 +1,32 @@
-"""Hard caps on one answer, and the rate limits behind the chat and turn caps.
+"""Hard caps on one answer, valid Unicode for text from outside, and the rate limits behind the
+chat and turn caps.
 
 Checked as data, before anything parses deeper: :func:`argument_problem` measures a tool
 call's raw arguments (length, then JSON nesting depth by one linear scan that never recurses),
 so a call nested thousands of levels deep is one clear tool result, never a RecursionError.
+One rule for text decoded from JSON (the bot's lines, the model's answers, recordings): a lone
+surrogate (the escape ``\\ud800``, which a JSON parser accepts) becomes U+FFFD. UTF-8 cannot
+hold it (the recording, sqlite and a request body would refuse it) and neither can vLLM's
+tokenizer (the real server answers 400 to a prompt holding one, tool-call arguments included,
+which it parses before rendering), while U+FFFD is counted alike by the server and by Emil.
+:func:`valid_unicode` (text), :func:`valid_json_text` (parsed JSON), :func:`valid_loads` (JSON
+text to parse) and :func:`valid_json` (JSON text to keep) apply it.
 :class:`SlidingWindow` counts events within the last window (chat lines a minute) and
 :class:`TokenBucket` spaces out turns.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AnswerCaps", "SlidingWindow", "SpamMeter", "TokenBucket", "argument_problem", "json_depth", "valid_json_text", "valid_unicode"]
+__all__ = ["AnswerCaps", "SlidingWindow", "SpamMeter", "TokenBucket", "argument_problem", "json_depth", "valid_json", "valid_json_text", "valid_loads", "valid_unicode"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,40 @@ def valid_json_text(value: Any) -> Any:
     if isinstance(value, dict):
         return {valid_unicode(k) if isinstance(k, str) else k: valid_json_text(v) for k, v in value.items()}
     return value
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+"""A ``\\uD800``-``\\uDFFF`` escape (or an escaped backslash before ``uD8..``: parsing tells)."""
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def valid_loads(raw: str | bytes) -> Any:
+    """``json.loads(raw)`` with every decoded string made :func:`valid_unicode` (only walked when
+    ``raw`` escapes a surrogate or holds one). Raises what ``json.loads`` raises."""
+    value = json.loads(raw)
+    if isinstance(raw, bytes):
+        clean = _SURROGATE_ESCAPE_BYTES.search(raw) is None  # UTF-8 bytes hold no raw surrogate
+    else:
+        clean = _SURROGATE_ESCAPE.search(raw) is None and valid_unicode(raw) is raw
+    return value if clean else valid_json_text(value)
+
+
+def valid_json(raw: str) -> str:
+    """JSON text (tool-call arguments) whose *decoded* strings are :func:`valid_unicode` too.
+
+    The text itself is made valid; when it escapes a lone surrogate (``{"t": "\\ud800"}``) it is
+    written anew from its valid value (``{"t": "\ufffd"}``), since vLLM renders the decoded
+    value, not the text. Anything else, invalid JSON included, is kept as it is.
+    """
+    raw = valid_unicode(raw)
+    if _SURROGATE_ESCAPE.search(raw) is None:
+        return raw
+    try:
+        value = json.loads(raw)
+        valid = valid_json_text(value)
+    except (ValueError, RecursionError):
+        return raw
+    return raw if valid == value else json.dumps(valid, ensure_ascii=False)
 
 
 @dataclass

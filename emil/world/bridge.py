@@ -43,7 +43,7 @@ from pydantic import JsonValue, ValidationError
 from emil.backoff import Backoff, OutageEvent, Patience
 from emil.events import ErrorEvent, GameEvent, parse_event
 from emil.exceptions import ConfigurationError, EmilError, PatienceExhausted, WorldError
-from emil.trust.caps import valid_json_text
+from emil.trust.caps import valid_json_text, valid_loads
 from emil.world._jsruntime import JsRuntime
 from emil.world.wire import ActionResult, BotSettings, ReflexSettings, Snapshot
 
@@ -286,7 +286,7 @@ class Bot:
 
     def _deliver(self, line: str) -> None:
         try:
-            data = valid_json_text(json.loads(line))
+            data = valid_loads(line)
         except (ValueError, RecursionError):
             _log.warning("bot module sent a line that is not JSON: %.200s", line)
             return
@@ -422,7 +422,7 @@ class Bot:
         self._pending[aid] = pending
         try:
             try:
-                await self._call("start", aid, name, json.dumps(dict(args or {})), job, bridge_timeout=10)
+                await self._call("start", aid, name, json.dumps(valid_json_text(dict(args or {}))), job, bridge_timeout=10)
             except WorldError as exc:
                 return ActionResult(ok=False, error=str(exc))
             with anyio.move_on_after(timeout):
@@ -467,7 +467,7 @@ class Bot:
         except WorldError:
             return Snapshot(connected=False)
         # Names, items and text from the server are made valid Unicode before anything reads them.
-        return Snapshot.model_validate(valid_json_text(json.loads(raw)))
+        return Snapshot.model_validate(valid_loads(raw))
 
     async def set_reflexes(self, reflexes: ReflexSettings) -> None:
         """Switch reflexes on or off while running."""

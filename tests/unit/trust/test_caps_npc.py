@@ -7,7 +7,15 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from emil.trust.caps import SlidingWindow, TokenBucket, argument_problem, json_depth, valid_unicode
+from emil.trust.caps import (
+    SlidingWindow,
+    TokenBucket,
+    argument_problem,
+    json_depth,
+    valid_json,
+    valid_loads,
+    valid_unicode,
+)
 from emil.trust.npc import (
     LOOP_STREAK,
     QUIET_RESET_S,
@@ -61,6 +69,24 @@ def test_valid_unicode_always_encodes(text: str) -> None:
     out = valid_unicode(text)
     out.encode("utf-8")
     assert len(out) <= len(text)
+
+
+def test_valid_json_rewrites_only_what_escapes_a_lone_surrogate() -> None:
+    """Arguments are kept as the model wrote them (spacing, escapes, key order) unless a decoded
+    string holds a lone surrogate; then they are written anew with U+FFFD in its place."""
+    for kept in ['{ "t" :"hi"}', '{"t": "\\ud83d\\ude00 \\u00e9"}', '{"t": "\\\\ud800"}', '{"t": "\\ud800"',
+                 "not json \\ud800", "", '{"b": 1, "a": NaN}']:
+        assert valid_json(kept) == kept
+    assert valid_json('{"t":  "a\\ud800b", "\\udc00": ["\\uDFFF", {"d": "\\ud83d"}]}') == (
+        '{"t": "a\ufffdb", "\ufffd": ["\ufffd", {"d": "\ufffd"}]}'
+    )
+    assert valid_json('{"t": "a\ud800"}') == '{"t": "a\ufffd"}'  # a raw one: the text itself
+
+
+def test_valid_loads_reads_text_and_bytes_by_the_rule() -> None:
+    assert valid_loads(b'{"k\\ud800": ["\\udc00", "\\ud83d\\ude00"]}') == {"k\ufffd": ["\ufffd", "\U0001f600"]}
+    assert valid_loads('["\ud800", "\\ud800"]') == ["\ufffd", "\ufffd"]
+    assert valid_loads('{"t": "\\\\ud800"}') == {"t": "\\ud800"}  # an escaped backslash: six characters
 
 
 def test_sliding_window() -> None:
