@@ -18,7 +18,7 @@ __all__ = ["DEFAULT_POLICY", "EXIT_MEANINGS", "RestartPolicy"]
 
 EXIT_MEANINGS = {
     0: "stopped",
-    1: "a bug (see its log)",
+    1: "a bug: see its log",
     2: "a configuration error",
     3: "a service gone past its patience",
 }

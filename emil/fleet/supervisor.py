@@ -60,8 +60,8 @@ class Npc:
 def _describe(code: int) -> str:
     if code < 0:
         with contextlib.suppress(ValueError):
-            return f"killed by {signal.Signals(-code).name} (a crash)"
-        return f"killed by signal {-code} (a crash)"
+            return f"killed by {signal.Signals(-code).name}: a crash"
+        return f"killed by signal {-code}: a crash"
     return EXIT_MEANINGS.get(code, "a failure")
 
 
@@ -147,12 +147,7 @@ class Supervisor:
 
     async def _keep(self, npc: Npc) -> None:
         while not self._is_stopping():
-            now = time.monotonic()
-            if self._too_many(npc, now):
-                npc.final = f"given up: {self.policy.burst} starts within {self.policy.interval_s:g} s"
-                self._line(f"{npc.name}: {npc.final}; not restarted (see {npc.log})")
-                return
-            npc.starts.append(now)
+            npc.starts.append(time.monotonic())
             code = await self._once(npc)
             npc.exits.append(code)
             if self._is_stopping():
@@ -165,9 +160,13 @@ class Supervisor:
                 last = _last_line(npc.log) if code != 0 else ""
                 self._line(f"{what}; not restarted" + (f": {last}" if last else ""))
                 return
+            if self._too_many(npc, time.monotonic()):
+                npc.final = f"given up: {self.policy.burst} starts within {self.policy.interval_s:g} s"
+                self._line(f"{what}; {npc.final}, not restarted (see {npc.log})")
+                return
             delay = self.policy.delay_s(npc.restarts)
             npc.restarts += 1
-            self._line(f"{what}; restart {npc.restarts} in {delay:g} s")
+            self._line(f"{what}; restart {npc.restarts} in {delay:.3g} s")
             with anyio.move_on_after(delay):
                 await self._stopped.wait()
 
