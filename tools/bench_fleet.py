@@ -163,7 +163,7 @@ async def one_run(server: EmbeddedServer, double: VLLMDouble, n: int, args: argp
         headers = double.request_headers[req0:]
         sup.stop("bench done")
         with anyio.fail_after(120):
-            while any(npc.proc is not None and npc.proc.returncode is None for npc in sup.npcs):
+            while any(npc.proc is not None and npc.proc.returncode is None for npc in sup.npcs):  # noqa: ASYNC110
                 await anyio.sleep(0.3)
         tg.cancel_scope.cancel()
     per_key: Counter[str] = Counter()
