@@ -43,18 +43,15 @@ from emil._bootstrap import use_project_python
 
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
+from typing import TYPE_CHECKING
+
 import anyio
 
 from emil.cli_args import OneLineParser, positive_float, positive_int, positive_ints
-from emil.fleet import Supervisor, check_fleet, live_command
-from emil.fleet.restart import RestartPolicy
-from emil.recording import CompletionRecord, TurnRecord, read_recording
-from emil.testing.brains import AddressedBrain
-from emil.testing.emil_processes import Chat
-from emil.testing.processes import child_env
-from emil.testing.vllm_double import VLLMDouble
-from emil.world.server import EmbeddedServer
-from emil.world.setup import ensure_js_deps
+
+if TYPE_CHECKING:
+    from emil.testing.vllm_double import VLLMDouble
+    from emil.world.server import EmbeddedServer
 
 TICK = 100  # os.sysconf("SC_CLK_TCK") on Linux
 
@@ -124,6 +121,12 @@ def _playing(log: Path, name: str) -> bool:
 
 
 async def one_run(server: EmbeddedServer, double: VLLMDouble, n: int, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    from emil.fleet import Supervisor, check_fleet, live_command
+    from emil.fleet.restart import RestartPolicy
+    from emil.recording import CompletionRecord, TurnRecord, read_recording
+    from emil.testing.emil_processes import Chat
+    from emil.testing.processes import child_env
+
     config, names = _fleet_file(folder, n, double.base_url, server.port)
     plan = check_fleet(config, env={})
     assert plan.ok, plan.problems
@@ -226,6 +229,12 @@ def _fmt(s: dict[str, float] | None, unit: str = "") -> str:
 
 
 async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
+    # imported once the command line parsed: --help and a bad flag stay cheap
+    from emil.testing.brains import AddressedBrain
+    from emil.testing.vllm_double import VLLMDouble
+    from emil.world.server import EmbeddedServer
+    from emil.world.setup import ensure_js_deps
+
     ensure_js_deps(progress=False)
     rows = []
     with contextlib.ExitStack() as stack:

@@ -16,14 +16,13 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-
-import anyio
+from typing import TYPE_CHECKING
 
 from emil.cli_args import OneLineParser
 from emil.exceptions import ConfigurationError
-from emil.fleet.plan import FleetPlan, check_fleet, format_plan
-from emil.fleet.supervisor import Supervisor, live_command
-from emil.fleet.units import UnitOptions, write_units
+
+if TYPE_CHECKING:
+    from emil.fleet.plan import FleetPlan
 
 __all__ = ["cli_main"]
 
@@ -55,6 +54,8 @@ def _parser() -> OneLineParser:
 
 
 def _checked(config: str | None) -> FleetPlan | None:
+    from emil.fleet.plan import check_fleet
+
     try:
         plan = check_fleet(config)
     except ConfigurationError as e:
@@ -73,6 +74,11 @@ def _checked(config: str | None) -> FleetPlan | None:
 def cli_main(argv: Sequence[str]) -> int:
     """``run_emil.py fleet ...``; the exit code."""
     args = _parser().parse_args(list(argv))
+    # what a check needs (templates, tokenizers) is imported once the command line parsed
+    from emil.fleet.plan import format_plan
+    from emil.fleet.supervisor import Supervisor, live_command
+    from emil.fleet.units import UnitOptions, write_units
+
     plan = _checked(args.config)
     if plan is None:
         return EXIT_CONFIG
@@ -98,4 +104,6 @@ def cli_main(argv: Sequence[str]) -> int:
     supervisor = Supervisor({n.name: live_command(config, n.name) for n in plan.npcs}, args.log_dir,
                             say=lambda line: print(line, flush=True))
     print(f"fleet: {len(plan.npcs)} NPCs from {plan.path}; logs in {args.log_dir}/; Ctrl-C stops them all", flush=True)
+    import anyio
+
     return anyio.run(supervisor.run)

@@ -119,17 +119,18 @@ def check_fleet(config_file: str | Path | None = None, *, env: Mapping[str, str]
     if not file.npcs:
         raise ConfigurationError(f"{path} has no [[npc]] tables: a fleet names each NPC in one (docs/fleet.md)")
     plan = FleetPlan(path)
+    places: list[tuple[str, Path, str, int | None, str]] = []
     for table in file.npcs:
         name = table.name
         try:
             loaded = load_settings(env=env, config_file=path, npc=name)
-        except SettingsError as e:
-            plan.problems.extend(Problem(name, p) for p in e.problems)
-            continue
         except ConfigurationError as e:
-            plan.problems.append(Problem(name, " ".join(str(e).split())))
+            problems = e.problems if isinstance(e, SettingsError) else (" ".join(str(e).split()),)
+            plan.problems.extend(Problem(name, p) for p in problems)
+            places.append((name, *_as_written(file.values, table.values, env, path, name)))
             continue
         s = loaded.settings
+        places.append((name, s.data_dir, loaded.sources["data_dir"], _metrics_port(s), s.metrics_address))
         try:
             check_settings(s)
             preflight(s, tool_specs(s.tools_off))
@@ -138,32 +139,46 @@ def check_fleet(config_file: str | Path | None = None, *, env: Mapping[str, str]
             plan.problems.append(Problem(name, " ".join(str(e).split())))
             continue
         plan.npcs.append(NpcPlan(name, loaded, dict(table.values), tokens, why))
-    _shared(plan)
+    _shared(plan, places)
     return plan
 
 
-def _shared(plan: FleetPlan) -> None:
+def _as_written(top: Mapping[str, Any], table: Mapping[str, Any], env: Mapping[str, str], path: Path,
+                name: str) -> tuple[Path, str, int | None, str]:
+    """The data_dir and metrics port of an NPC whose settings did not validate, as its layers
+    write them (so the fleet's own checks still see it)."""
+    data_dir, where = Path(str(Settings.model_fields["data_dir"].default)), "default"
+    for layer, source in ((top, f"file {path}"), (table, f"file {path} [[npc]] {name}")):
+        if isinstance(layer.get("data_dir"), str):
+            data_dir, where = Path(layer["data_dir"]), source
+    if "EMIL_DATA_DIR" in env:
+        data_dir, where = Path(env["EMIL_DATA_DIR"]), "env EMIL_DATA_DIR"
+    port = table.get("metrics_port")
+    port = port if isinstance(port, int) and not isinstance(port, bool) and port > 0 else None
+    return data_dir, where, port, f"port {port}"
+
+
+def _shared(plan: FleetPlan, places: list[tuple[str, Path, str, int | None, str]]) -> None:
     """What one NPC cannot see alone: a data_dir or a metrics port two NPCs would share."""
     dirs: dict[Path, str] = {}
     ports: dict[int, str] = {}
-    for npc in plan.npcs:
-        s = npc.settings
-        where = npc.loaded.sources["data_dir"]
-        key = s.data_dir.expanduser().resolve()
+    for name, data_dir, where, port, address in places:
+        key = data_dir.expanduser().resolve()
         if key in dirs:
-            plan.problems.append(Problem(npc.name, (
-                f"data_dir {s.data_dir} ({where}) is also {dirs[key]}'s: one running Emil per directory; "
-                f"give {npc.name} its own data_dir in its [[npc]] table")))
+            plan.problems.append(Problem(name, (
+                f"data_dir {data_dir} ({where}) is also {dirs[key]}'s: one running Emil per directory; "
+                f"give {name} its own data_dir in its [[npc]] table")))
         else:
-            dirs[key] = npc.name
-        port = _metrics_port(s)
+            dirs[key] = name
         if port is not None:
             if port in ports:
-                plan.problems.append(Problem(npc.name, (
-                    f"metrics_address {s.metrics_address} ({npc.loaded.sources['metrics_address']}) uses port {port}, "
-                    f"as {ports[port]} does; give each NPC its own metrics_port in its [[npc]] table (0 = any free port)")))
+                plan.problems.append(Problem(name, (
+                    f"metrics_address {address} uses port {port}, as {ports[port]} does; give each NPC its own "
+                    "metrics_port in its [[npc]] table (0 = any free port)")))
             else:
-                ports[port] = npc.name
+                ports[port] = name
+    order = {name: i for i, (name, *_) in enumerate(places)}
+    plan.problems.sort(key=lambda p: order.get(p.npc, -1))  # stable: each NPC's lines together, in file order
 
 
 def _short(text: str, width: int = 60) -> str:

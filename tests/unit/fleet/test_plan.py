@@ -61,11 +61,20 @@ def test_every_npcs_problems_and_the_fleets_own(here: Path) -> None:
     plan = check_fleet(path, env={})
     lines = [str(p) for p in plan.problems]
     assert not plan.ok
-    assert [p.npc for p in plan.problems] == ["Bram", "Olaf", "Tilda", "Tilda"], lines
+    assert [p.npc for p in plan.problems] == ["Bram", "Tilda", "Tilda", "Olaf"], lines
     assert lines[0].startswith("Bram: bad setting give_items_per_hour=-3 (file") and "[[npc]] Bram" in lines[0]
-    assert "did you mean 'reflexes'" in lines[1]
-    assert "data_dir d/m" in lines[2] and "also Mira's" in lines[2] and "give Tilda its own data_dir" in lines[2]
-    assert "port 9481, as Mira does" in lines[3] and "metrics_port" in lines[3]
+    assert "data_dir d/m" in lines[1] and "also Mira's" in lines[1] and "give Tilda its own data_dir" in lines[1]
+    assert "port 9481, as Mira does" in lines[2] and "metrics_port" in lines[2]
+    assert "did you mean 'reflexes'" in lines[3]
+
+
+def test_an_npc_that_does_not_validate_still_counts_for_the_fleets_checks(here: Path) -> None:
+    path = here / "f.toml"
+    path.write_text('[[npc]]\nname = "Mira"\ndata_dir = "d/m"\nmetrics_port = 9481\n'
+                    '[[npc]]\nname = "Tilda"\ndata_dir = "d/m"\nmetrics_port = 9481\nreflexs = ["eat"]\n')
+    lines = [str(p) for p in check_fleet(path, env={}).problems]
+    assert len(lines) == 3 and all(line.startswith("Tilda: ") for line in lines), lines
+    assert "also Mira's" in lines[1] and "as Mira does" in lines[2]
 
 
 def test_the_command_prints_one_line_per_problem_and_exits_2(here: Path, capsys: pytest.CaptureFixture[str]) -> None:
