@@ -204,6 +204,9 @@ async def one_run(server: EmbeddedServer, double: VLLMDouble, n: int, args: argp
         "node_idle_cpu_pct": _spread([100 * idle[x][1] for x in names]),
         "python_cpu_ms_per_turn": _spread([1000 * v for v in py_turn]),
         "node_cpu_ms_per_turn": _spread([1000 * v for v in node_turn]),
+        # the Node bot's CPU per turn beyond what it burns idle (physics ticks) over the window
+        "node_cpu_ms_per_turn_net": _spread([1000 * ((cpu3[x][1] - cpu2[x][1]) - idle[x][1] * window) / turns[x]
+                                             for x in names if turns[x]]),
         "turns_per_npc": _spread([float(turns[x]) for x in names]),
         "requests_per_min_per_npc": _spread([per_key[x] * 60 / window for x in names]),
         "requests_per_min_total": round(sum(per_key[x] for x in names) * 60 / window, 1),
@@ -254,6 +257,7 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
                                           ("node_rss_mib", " MiB"), ("node_pss_mib", " MiB"),
                                           ("python_idle_cpu_pct", "%"), ("node_idle_cpu_pct", "%"),
                                           ("python_cpu_ms_per_turn", " ms"), ("node_cpu_ms_per_turn", " ms"),
+                                          ("node_cpu_ms_per_turn_net", " ms"),
                                           ("turns_per_npc", ""), ("requests_per_min_per_npc", ""),
                                           ("turn_latency_s", " s"), ("loop_overhead_s", " s")):
                             print(f"  {key:<26} {_fmt(row[key], unit)}", flush=True)
