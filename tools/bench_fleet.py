@@ -155,7 +155,7 @@ async def one_run(server: EmbeddedServer, double: VLLMDouble, n: int, args: argp
         talk = Chat(("alex", "bella"), names, every_s=60.0 / (args.rate * n))
         req0 = len(double.request_headers)
         tg.start_soon(talk.run, server)
-        await anyio.sleep(2.0)  # the players join
+        await anyio.sleep(5.0)  # the players join, and the turns their joins start pass
         t0 = time.time()
         cpu2 = {name: (p.cpu_s(), nodes[name].cpu_s() if nodes[name] else 0.0) for name, p in pythons.items()}
         await anyio.sleep(args.seconds)

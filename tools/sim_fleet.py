@@ -10,9 +10,10 @@ with a capacity; not vLLM, no model: an AddressedBrain answers only lines naming
 players speak to each NPC ``--rate`` times a minute. The scale-out rig's players and the router
 wrapper are reused (emil.testing.emil_processes, emil.serving.router).
 
-It prints, next to what was measured, what docs/fleet.md's arithmetic predicts: the requests a
-minute each NPC sends at this fleet size and chat rate, each replica's arrival rate (from the
-sessions the router hashed onto it), utilisation and mean queueing wait (M/D/1, for one slot).
+It prints, next to what was measured, what docs/fleet.md's arithmetic predicts: the most
+requests a minute each NPC sends at this fleet size and chat rate, and per replica the arrival
+rate its sessions bring at the fleet's measured per-NPC rate, its utilisation (arrivals x mean
+service time) and its mean queueing wait (M/D/1, for one slot).
 
     python3 tools/sim_fleet.py [--npcs 8] [--replicas 3] [--slots 1] [--service-s 0.25] [--rate 3] [--seconds 60]
 """
@@ -115,8 +116,9 @@ async def simulate(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     predicted = predicted_requests_per_min(args.npcs, args.rate)
     rows = []
     for f in figures:
-        # the arithmetic: this replica's sessions at the predicted per-NPC rate
-        lam = len(f.sessions) * predicted / 60
+        # the arithmetic: this replica's sessions at the fleet's mean per-NPC rate, each request
+        # holding the replica for the mean service time; the wait is M/D/1's
+        lam = len(f.sessions) * per_npc / 60
         rho = lam * f.service_s / args.slots
         rows.append({
             "sessions": f.sessions, "requests": f.requests, "arrivals_per_s": round(f.arrivals_per_s, 3),
