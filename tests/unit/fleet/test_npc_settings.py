@@ -107,3 +107,18 @@ def test_a_name_that_is_no_minecraft_name(tmp_path: Path) -> None:
     path.write_text('[[npc]]\nname = "Old Mira"\n')
     with pytest.raises(SettingsError, match="is not a Minecraft name"):
         load_settings(env={}, config_file=path, npc="Old Mira")
+
+
+def test_live_runs_one_npc_of_the_file(fleet: Path, capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from emil.cli import main
+
+    for key in [k for k in __import__("os").environ if k.startswith("EMIL_")]:
+        monkeypatch.delenv(key)
+    assert main(["--config", str(fleet), "--npc", "Mira", "--print-config"]) == 0
+    out = capsys.readouterr().out
+    assert f"# config file: {fleet}, NPC Mira" in out
+    assert 'persona' in out and f"file {fleet} [[npc]] Mira" in out
+    assert main(["live", "--config", str(fleet)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("emil: ") and "pass --npc NAME" in err and len(err.splitlines()) == 1
