@@ -142,7 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=positive_float, default=60.0, help="length of the measured window (60)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     args = p.parse_args(argv)
+    import logging
+
     from emil.world.setup import ensure_js_deps
+
+    # an NPC stopped with a request in flight is a client gone: not news at the end of a run
+    logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
 
     ensure_js_deps(progress=False)
     with tempfile.TemporaryDirectory() as tmp:

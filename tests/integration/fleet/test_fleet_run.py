@@ -16,6 +16,7 @@ so Olaf exits 2 at start (a configuration error ``fleet check`` cannot see). The
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import signal
 import socket
@@ -60,7 +61,7 @@ def _fleet_file(folder: Path, endpoint: str, mc_port: int, ports: dict[str, int]
 
 
 def _env() -> dict[str, str]:
-    env = child_env({k: v for k, v in __import__("os").environ.items() if not k.startswith("EMIL_")})
+    env = child_env({k: v for k, v in os.environ.items() if not k.startswith("EMIL_")})
     env.update({"PYTHONPATH": str(ROOT), "EMIL_NO_BOOTSTRAP": "1", "PYTHONUNBUFFERED": "1"})
     return env
 
@@ -124,10 +125,10 @@ async def test_a_three_npc_fleet_plays_and_is_supervised(tmp_path: Path) -> None
     # 1. a bad setting in one NPC: its line, exit 2, nothing started
     bad = tmp_path / "bad.toml"
     bad.write_text(EXAMPLE.read_text().replace("metrics_port = 9482", "metrics_port = 9482\ngive_items_per_hour = -1"))
-    done = subprocess.run([*run, "check", "--config", str(bad)], cwd=tmp_path, env=_env(), capture_output=True,
-                          text=True, timeout=60)
+    with anyio.fail_after(60):
+        done = await anyio.run_process([*run, "check", "--config", str(bad)], cwd=tmp_path, env=_env(), check=False)
     assert done.returncode == 2, done
-    assert done.stderr.splitlines()[0].startswith("emil fleet: Bram: bad setting give_items_per_hour=-1 (file")
+    assert done.stderr.decode().splitlines()[0].startswith("emil fleet: Bram: bad setting give_items_per_hour=-1 (file")
     assert not (tmp_path / "data").exists()
 
     ports = {name: free_port() for name in (*PLAYING, "Olaf")}
@@ -194,7 +195,7 @@ async def _play(fleet: _Fleet, mc_port: int, folder: Path, ports: dict[str, int]
 
         # 3. a crash: Bram's Python process killed; restarted, it plays again
         (bram,) = fleet.pids("Bram")
-        __import__("os").kill(bram, signal.SIGKILL)
+        os.kill(bram, signal.SIGKILL)
         await fleet.wait_for("Bram restarted", lambda: len(fleet.pids("Bram")) == 2, 30)
         assert re.search(r"fleet: Bram: exited -9 \(killed by SIGKILL: a crash\); restart 1 in 2 s", fleet.text)
         log = folder / "logs" / "Bram.log"
