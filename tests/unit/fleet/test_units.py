@@ -115,3 +115,20 @@ def test_the_schema_check_can_fail(plan: FleetPlan, tmp_path: Path) -> None:
     job["spec"]["podFailurePolicy"]["rules"][0]["onExitCode"] = job["spec"]["podFailurePolicy"]["rules"][0].pop("onExitCodes")
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(job, "1.31.0", strict=True)
+
+
+def test_names_that_clash_as_kubernetes_names_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from emil.exceptions import ConfigurationError
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "f.toml"
+    path.write_text('[[npc]]\nname = "Mira_A"\ndata_dir = "a"\nmetrics_port = 0\n'
+                    '[[npc]]\nname = "mira-a"\ndata_dir = "b"\nmetrics_port = 0\n')
+    plan = check_fleet(path, env={})
+    assert not plan.ok  # "mira-a" is no Minecraft name: the check says so first
+    path.write_text('[[npc]]\nname = "Mira_A"\ndata_dir = "a"\nmetrics_port = 0\n'
+                    '[[npc]]\nname = "mira_a"\ndata_dir = "b"\nmetrics_port = 0\n')
+    plan = check_fleet(path, env={})
+    assert plan.ok, plan.problems
+    with pytest.raises(ConfigurationError, match="same Kubernetes name"):
+        kubernetes_manifest(plan, _options(tmp_path))
