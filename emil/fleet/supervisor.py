@@ -79,7 +79,7 @@ class Supervisor:
     """Start, watch, restart and stop the NPCs (see the module docstring).
 
     ``npcs`` maps each NPC's name to its command (:func:`live_command`); ``say`` gets each event
-    line; ``env`` and ``cwd`` are the children's.
+    line; ``env`` and ``cwd`` are the children's; ``signals``: SIGINT/SIGTERM stop the fleet.
     """
 
     def __init__(
@@ -91,8 +91,11 @@ class Supervisor:
         say: Callable[[str], None] = print,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        signals: bool = True,
     ) -> None:
         self.policy = policy
+        self.signals = signals
+        """Stop on SIGINT/SIGTERM (``fleet run``); off where the caller owns the signals (a test run)."""
         self.say = say
         self.env = dict(os.environ if env is None else env)
         self.env.setdefault("PYTHONUNBUFFERED", "1")
@@ -113,7 +116,8 @@ class Supervisor:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._stopped = anyio.Event()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._signals)
+            if self.signals:
+                tg.start_soon(self._signals)
             async with anyio.create_task_group() as keepers:
                 for npc in self.npcs:
                     keepers.start_soon(self._keep, npc)

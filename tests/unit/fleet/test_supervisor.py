@@ -46,7 +46,7 @@ def test_exit_2_is_final_3_and_crashes_restart(tmp_path: Path) -> None:
         "Conf": _child(tmp_path, "Conf", "print('emil: configuration error: bad thing; fix it'); sys.exit(2)\n"),
         "Gone": _child(tmp_path, "Gone", "sys.exit(3 if n < 2 else 0)\n"),
         "Crash": _child(tmp_path, "Crash", "os.kill(os.getpid(), signal.SIGKILL) if n < 1 else sys.exit(0)\n"),
-    }, tmp_path / "logs", policy=FAST, say=lines.append)
+    }, tmp_path / "logs", policy=FAST, say=lines.append, signals=False)
     code = anyio.run(_run, sup)
     assert code == 2  # an NPC ended on a configuration error
     assert (_starts(tmp_path, "Conf"), _starts(tmp_path, "Gone"), _starts(tmp_path, "Crash")) == (1, 3, 2)
@@ -61,7 +61,7 @@ def test_exit_2_is_final_3_and_crashes_restart(tmp_path: Path) -> None:
 def test_the_delay_grows_and_a_burst_is_given_up(tmp_path: Path) -> None:
     lines: list[str] = []
     sup = Supervisor({"Bug": _child(tmp_path, "Bug", "sys.exit(1)\n")}, tmp_path / "logs", policy=FAST,
-                     say=lines.append)
+                     say=lines.append, signals=False)
     assert anyio.run(_run, sup) == 1
     assert _starts(tmp_path, "Bug") == FAST.burst
     delays = [float(ln.rsplit(" in ", 1)[1].removesuffix(" s")) for ln in lines if "restart " in ln]
@@ -87,7 +87,7 @@ def test_a_stop_ends_every_child_and_its_group(tmp_path: Path) -> None:
             "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
             "time.sleep(60)\n")
     sup = Supervisor({n: _child(tmp_path, n, body) for n in ("A", "B")}, tmp_path / "logs", policy=FAST,
-                     say=lines.append)
+                     say=lines.append, signals=False)
 
     async def main() -> int:
         async with anyio.create_task_group() as tg:
