@@ -1,4 +1,4 @@
-"""Command line: ``run_emil.py [live|demo|replay|setup|memory] [--print-config] [settings flags]``.
+"""Command line: ``run_emil.py [live|demo|replay|setup|memory|fleet] [--print-config] [settings flags]``.
 
 - ``live`` (default): connect to the configured Minecraft server and vLLM endpoint and play
   until Ctrl-C (which shuts down cleanly and closes the recording).
@@ -7,6 +7,8 @@
 - ``replay FILE...``: offline replay of recordings (emil.replay; its own flags follow).
 - ``setup``: install Emil's JavaScript dependencies from the lockfile (idempotent).
 - ``memory show | forget NAME | export``: Emil's notes that survive a restart (emil.memory.cli).
+- ``fleet check | units | run``: many NPCs from one config file's ``[[npc]]`` tables
+  (emil.fleet.cli); ``live --npc NAME`` runs one of them.
 
 Every problem the operator must fix (bad flag, unreadable config, unknown model...) is one line
 on stderr and exit code 2. ``live`` and ``demo`` end the same way (emil.agent.session): 0 done or
@@ -37,7 +39,7 @@ from emil.exceptions import ConfigurationError, EmilError
 
 __all__ = ["main"]
 
-COMMANDS = ("live", "demo", "replay", "setup", "memory")
+COMMANDS = ("live", "demo", "replay", "setup", "memory", "fleet")
 EXIT_CONFIG = 2
 
 
@@ -62,6 +64,7 @@ def _parser() -> _Parser:
     p.add_argument("--version", action="version", version=f"emil {__version__}")
     p.add_argument("--print-config", action="store_true", help="print every effective setting and its source, then exit")
     p.add_argument("--recording", metavar="PATH", type=Path, help="write the session recording here (default: recording_dir/emil-<time>.jsonl)")
+    p.add_argument("--npc", metavar="NAME", help="run this NPC of the config file's [[npc]] tables (env EMIL_NPC; docs/fleet.md)")
     demo = p.add_argument_group("demo")
     demo.add_argument("--duration", metavar="SECONDS", type=positive_seconds, default=60.0, help="demo length in seconds (default: 60)")
     add_settings_flags(p)
@@ -113,12 +116,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if memory is None:
             return _fail("memory is not part of this build (emil/memory/cli.py missing); update the checkout")
         return memory(args[1:])
+    if args[:1] == ["fleet"]:
+        # check | units | run, each with its own flags (docs/fleet.md).
+        fleet = _hook("emil.fleet.cli", "cli_main")
+        if fleet is None:
+            return _fail("fleet is not part of this build (the emil/fleet package is missing); update the checkout")
+        return fleet(args[1:])
     try:
         ns = _parser().parse_args(args)
     except _UsageError as e:
         return _fail(f"{e} (see run_emil.py --help)")
     try:
-        loaded = load_settings(flags_from_namespace(ns), config_file=ns.config)
+        loaded = load_settings(flags_from_namespace(ns), config_file=ns.config, npc=ns.npc)
     except ConfigurationError as e:
         return _fail(str(e))
     if ns.print_config:

@@ -7,7 +7,9 @@ the dashboard shows is what the recording holds. :func:`serve_metrics` serves th
 
 Naming follows vLLM's ``/metrics`` (the neighbour on the operator's dashboard): an ``emil:``
 prefix, base units in names (``_seconds``, ``_tokens``), counters ending in ``_total``, and
-labels with few values only. Label values that come from data (a tool name the model wrote, a
+labels with few values only. Every sample served carries the NPC's name (``npc="Mira"``, its
+``bot_name``), so a fleet's metrics stay apart on one dashboard (docs/fleet.md); the metrics
+themselves are kept without it. Label values that come from data (a tool name the model wrote, a
 rung or reflex name) are bounded: an unknown tool is ``unknown``, and beyond
 :data:`MAX_LABEL_VALUES` values of one label the rest count as ``other``.
 
@@ -60,12 +62,14 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import start_http_server
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 from pydantic import BaseModel
 
 from emil import __version__
@@ -335,8 +339,26 @@ class MetricsServer:
         self._server.server_close()
 
 
-def serve_metrics(address: str, metrics: Metrics | None = None) -> MetricsServer | None:
+class _Labelled(Collector):
+    """Every sample of ``registry`` with ``labels`` added (the NPC's name): what is served."""
+
+    def __init__(self, registry: CollectorRegistry, labels: Mapping[str, str]) -> None:
+        self.registry = registry
+        self.labels = dict(labels)
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            out = Metric(family.name, family.documentation, family.type, family.unit)
+            for s in family.samples:
+                out.add_sample(s.name, {**self.labels, **s.labels}, s.value, s.timestamp, s.exemplar)
+            yield out
+
+
+def serve_metrics(
+    address: str, metrics: Metrics | None = None, *, labels: Mapping[str, str] | None = None
+) -> MetricsServer | None:
     """Serve ``metrics`` (a new :class:`Metrics` if None) at ``address``; None when ``off``.
+    ``labels`` (``{"npc": bot_name}``) are added to every sample served.
 
     A port already in use is a configuration error (another Emil, or something else, has it).
     """
@@ -345,8 +367,12 @@ def serve_metrics(address: str, metrics: Metrics | None = None) -> MetricsServer
         return None
     host, port = parsed
     metrics = metrics or Metrics()
+    served = metrics.registry
+    if labels:
+        served = CollectorRegistry(auto_describe=False)
+        served.register(_Labelled(metrics.registry, labels))
     try:
-        server, _thread = start_http_server(port, addr=host, registry=metrics.registry)
+        server, _thread = start_http_server(port, addr=host, registry=served)
     except OSError as e:
         raise ConfigurationError(
             f"cannot serve metrics on {address} ({e.strerror}); set metrics_address to a free port, 0 for any, or off"

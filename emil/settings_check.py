@@ -43,7 +43,8 @@ def check_settings(s: Settings, *, recording: Path | None = None) -> None:
             ) from e
     if s.prompts_dir is not None and not s.prompts_dir.is_dir():
         raise ConfigurationError(f"prompts_dir {s.prompts_dir} is not a folder; fix the path or leave prompts_dir on auto")
-    load_system_prompt(s.prompts_dir, name=s.bot_name, tools=[], operators=s.operators, allow_commands=s.allow_commands)
+    load_system_prompt(s.prompts_dir, name=s.bot_name, tools=[], operators=s.operators, allow_commands=s.allow_commands,
+                       persona=s.persona)
     load_summary_prompt(s.prompts_dir, name=s.bot_name, max_tokens=s.summary_max_tokens)
     if s.tokenizer != "auto":
         get_token_counter(s.tokenizer)

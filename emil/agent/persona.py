@@ -28,8 +28,11 @@ def load_system_prompt(
     tools: Sequence[str],
     operators: Sequence[str] = (),
     allow_commands: bool = False,
+    persona: str = "",
 ) -> str:
-    """Render persona + rules; a missing file or template error is a configuration error."""
+    """Render persona + rules; a missing file or template error is a configuration error.
+
+    ``persona`` (the setting): who this NPC is, rendered into persona.md.j2; empty = Emil's own."""
     folder = prompts_dir or DEFAULT_PROMPTS_DIR
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(folder)),
@@ -42,7 +45,8 @@ def load_system_prompt(
         try:
             template = env.get_template(filename)
             parts.append(
-                template.render(name=name, tools=list(tools), operators=list(operators), allow_commands=allow_commands).strip()
+                template.render(name=name, tools=list(tools), operators=list(operators), allow_commands=allow_commands,
+                                persona=persona.strip()).strip()
             )
         except jinja2.TemplateNotFound as e:
             raise ConfigurationError(

@@ -188,7 +188,7 @@ async def open_session(
     tools = tool_specs(s.tools_off)
     preflight(s, tools)
     # Before connecting to anything: a metrics port in use is a configuration error.
-    metrics = serve_metrics(s.metrics_address)
+    metrics = serve_metrics(s.metrics_address, labels={"npc": s.bot_name})  # a fleet's NPCs apart (docs/fleet.md)
     try:
         recorder = Recorder(path, append=s.recording_append)
     except BaseException:

@@ -193,7 +193,8 @@ def build_context(
     leave the conversation little room (once per session: not in the preflight)."""
     tool_names = [t["function"]["name"] for t in tools]
     system_prompt = load_system_prompt(
-        s.prompts_dir, name=s.bot_name, tools=tool_names, operators=s.operators, allow_commands=s.allow_commands
+        s.prompts_dir, name=s.bot_name, tools=tool_names, operators=s.operators, allow_commands=s.allow_commands,
+        persona=s.persona,
     )
     context = session_context(s, family=family, budget=budget, system_prompt=system_prompt, tools=tools,
                               history=history, llm=llm, notes=notes, summaries=summaries)

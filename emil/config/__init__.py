@@ -12,23 +12,35 @@ naming the field, the value, its source and the fix.
 
 from emil.config.load import (
     DEFAULT_CONFIG_FILE,
+    NPC_ENV,
     OTHER_ENV_VARS,
+    ConfigFile,
     LoadedSettings,
+    NpcTable,
+    SettingsError,
     add_settings_flags,
+    config_path,
     flags_from_namespace,
     format_settings,
     load_settings,
+    read_config_file,
 )
 from emil.config.settings import Settings, parse_address
 
 __all__ = [
     "DEFAULT_CONFIG_FILE",
+    "NPC_ENV",
     "OTHER_ENV_VARS",
+    "ConfigFile",
     "LoadedSettings",
+    "NpcTable",
     "Settings",
+    "SettingsError",
     "add_settings_flags",
+    "config_path",
     "flags_from_namespace",
     "format_settings",
     "load_settings",
     "parse_address",
+    "read_config_file",
 ]

@@ -131,6 +131,10 @@ class Settings(BaseModel):
     """Minecraft version the bot speaks; auto = the version the server names in its status ping (it must be one mineflayer supports)."""
     bot_name: str = "Emil"
     """Emil's username on the server; chat naming it is urgent."""
+    persona: str = Field(default="", max_length=4000)
+    """Who this NPC is, in a few sentences of its system prompt ("the village trader: you buy
+    wheat and sell bread..."); empty = Emil's own persona, a friendly helpful companion
+    (prompts/persona.md.j2). Each NPC of a fleet has its own (docs/fleet.md)."""
     operators: tuple[str, ...] = ()
     """Player names allowed operator-only behaviour, exact (comma-separated; docs/trust.md)."""
     trusted_players: tuple[str, ...] = ()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from emil.llm.client import parse_tool_call
@@ -23,6 +23,7 @@ from emil.testing.script import Reply, ScriptedCall, ScriptRequest, last_text
 
 __all__ = [
     "SCRIPTED_PREFIX",
+    "AddressedBrain",
     "ChatLine",
     "DemoBrain",
     "NpcBrain",
@@ -211,6 +212,44 @@ class NpcBrain:
             return self._say(
                 ctx, f"{SCRIPTED_PREFIX}I heard you, {ctx.chat.player}: {ctx.chat.text[:80]}"
             )
+        return None
+
+
+_ME = re.compile(r"\bYou are (?P<name>[A-Za-z0-9_]{1,16}),")
+
+
+@dataclass
+class AddressedBrain(NpcBrain):
+    """SCRIPTED brain (rules, not a model) for a fleet on one server: answers with ``say`` only
+    a line that names the NPC it plays (its name read from the system prompt, "You are Mira,");
+    any other line heard gets a plain note and no tool call (one request, as a model that
+    decides the line is not for it), and an answer never repeats the line it answers (so it
+    names nobody else). ``reply_delay_s`` holds every answer back that long (a model's time)."""
+
+    reply_delay_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.add_rule(self.only_when_named, first=True)
+
+    def __call__(self, request: ScriptRequest) -> Reply:
+        reply = super().__call__(request)
+        return replace(reply, delay_s=reply.delay_s + self.reply_delay_s) if self.reply_delay_s else reply
+
+    def only_when_named(self, ctx: NpcContext) -> Reply | None:
+        """A chat line that does not name this NPC: a note, no tool call."""
+        if ctx.chat is None or ctx.last_role != "user":
+            return None
+        system = next((str(m.get("content", "")) for m in ctx.request.messages if m.get("role") == "system"), "")
+        me = _ME.search(system)
+        if me is not None and not re.search(rf"\b{re.escape(me['name'])}\b", ctx.chat.text, re.I):
+            return Reply(content=f"{SCRIPTED_PREFIX}(not for me)")
+        return None
+
+    def answer_chat(self, ctx: NpcContext) -> Reply | None:
+        """Any other line naming this NPC -> a short answer to its speaker."""
+        if ctx.chat:
+            return self._say(ctx, f"{SCRIPTED_PREFIX}Yes, {ctx.chat.player}.")
         return None
 
 

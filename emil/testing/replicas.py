@@ -5,7 +5,7 @@ own core when the machine has one), their ``/metrics`` (:func:`emil.serving.rout
 the sessions each one's log names (vLLM logs ``Received request chatcmpl-<X-Request-Id>``, and
 Emil's request ids start with its session key), a prefix-cache reset between runs, a kill (a
 crash: SIGKILL to the process group) and a revival. The rest of the rig is
-:mod:`emil.testing.fleet` (the Emils and players) and :mod:`emil.testing.scaleout` (a run).
+:mod:`emil.testing.emil_processes` (the Emils and players) and :mod:`emil.testing.scaleout` (a run).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ The scale-out test (tests/integration/real_vllm/test_scale_out.py) and ``tools/b
 run it. This module is one run of it: :func:`run_mode` starts the router in a mode
 (:data:`MODES`) and fresh Emils, lets the players talk, waits for :func:`quiet` and reads what
 each replica's counters did (:class:`ModeRun`). Its parts: :mod:`emil.testing.replicas` (the
-servers), :mod:`emil.testing.fleet` (the Emils and the players); their names are re-exported
+servers), :mod:`emil.testing.emil_processes` (the Emils and the players); their names are re-exported
 here for the test and the bench.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import anyio
 
 from emil.serving.router import ReplicaCounters, RouterOptions, VLLMRouter
-from emil.testing.fleet import Chat, EmilOptions, EmilProcess, stop_all
+from emil.testing.emil_processes import Chat, EmilOptions, EmilProcess, stop_all
 from emil.testing.replicas import KV_BYTES_PER_TOKEN, Replicas
 from emil.world.server import EmbeddedServer
 

@@ -39,7 +39,9 @@ async def scrape(w: World) -> Samples:
     out: Samples = {}
     for family in text_string_to_metric_families(response.text):
         for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+            labels = dict(s.labels)
+            assert labels.pop("npc", None) == "Emil", s  # every sample names its NPC (docs/fleet.md)
+            out[(s.name, tuple(sorted(labels.items())))] = s.value
     return out
 
 
