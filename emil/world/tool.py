@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -41,6 +41,7 @@ __all__ = [
     "TOOLS",
     "ActionPolicy",
     "BotLike",
+    "Fate",
     "Gives",
     "MemoryPort",
     "Outcome",
@@ -70,12 +71,27 @@ def fmt_pos(p: Any) -> str:
     return "?"
 
 
+Fate = Literal["ran", "invalid", "timed_out", "not_run", "aborted", "stopping"]
+"""What became of a tool call, as a field (replay and the figures read it, never the text):
+
+- ``ran``: the world ran it (``ok`` and the text say how it went: done, failed, refused);
+- ``invalid``: never reached the world: a malformed call, an unknown tool, invalid arguments, a
+  switched-off tool (the text is "error: ...");
+- ``timed_out``: it ran past the action's time limit and was aborted;
+- ``not_run``: an interrupt was pending, so it never ran (``interrupt`` says which);
+- ``aborted``: an interrupt cancelled it as it ran (``interrupt`` says which);
+- ``stopping``: Emil was stopping, so it never ran.
+"""
+
+
 @dataclass(frozen=True)
 class Outcome:
     """A tool call's result as the model will read it.
 
     ``text`` is the tool result message; ``data`` (JSON) goes to the recording only;
     ``elapsed_ms`` is filled by whoever timed the call (the agent loop times it when unset).
+    The turn engine's own decisions are fields (``fate``, ``interrupt``, ``note``) and the
+    text is rendered from them (emil.agent.turn), so nothing reads them back out of the text.
     """
 
     ok: bool
@@ -85,6 +101,13 @@ class Outcome:
     rule: str = ""
     """The row of the rule table (emil.trust.rules) that allowed or refused it ("" when no
     guard saw it: a malformed call, a switched-off tool)."""
+    fate: Fate = "ran"
+    """What became of the call (:data:`Fate`)."""
+    interrupt: str = ""
+    """The interrupt's reason, for ``not_run`` and ``aborted`` ("hit by zombie")."""
+    note: str = ""
+    """What the turn engine added at the end of ``text`` (the calls of the answer dropped past
+    its cap); ``text`` without it is the world's own answer."""
 
 
 class ActionPolicy(BaseModel):
