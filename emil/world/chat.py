@@ -132,8 +132,13 @@ class _Chat(Tool):
         return f"said: {sent!r}"
 
     async def run(self, ctx: ToolContext) -> Outcome:
+        """Without a guard (a caller that has none): one made from the policy."""
+        return await self.guarded(ctx.guard or Guard.from_policy(ctx.policy), ctx)
+
+    async def guarded(self, guard: Guarding, ctx: ToolContext) -> Outcome:
+        """Every piece against the command rule (chat.command), then the chat caps (chat.line),
+        then the pieces sent one by one with the authority the bot checks again."""
         name, policy = self.tool_name, ctx.policy
-        guard: Guarding = ctx.guard or Guard.from_policy(policy)
         pieces = split_chat(self.text, self._limit(), policy.max_chat_messages)
         if not pieces:
             return Outcome(False, f"{name} failed: nothing to say after removing control characters")
