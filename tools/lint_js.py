@@ -24,8 +24,8 @@ from emil._bootstrap import use_project_python
 
 use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
 
-from emil.exceptions import EmilError  # noqa: E402
-from emil.world.setup import JS_SOURCE_DIR, ensure_js_deps, node_bin, npm_cli  # noqa: E402
+from emil.exceptions import EmilError
+from emil.world.setup import JS_SOURCE_DIR, ensure_js_deps, node_bin, npm_cli
 
 ESLINT = JS_SOURCE_DIR / "node_modules" / "eslint" / "bin" / "eslint.js"
 
