@@ -219,7 +219,7 @@ async def test_drop_puts_items_on_the_ground_for_a_player_to_pick_up(server: Emb
     found: list[dict[str, Any]] = []
 
     async def on_the_ground() -> bool:
-        found[:] = [e for e in await alex.do("entities") if e["name"] == "item" and dist(e, 70.5, -19.5) <= 3.5]
+        found[:] = [e for e in await alex.do("entities") if e.get("name") == "item" and dist(e, 70.5, -19.5) <= 3.5]
         return len(found) >= 2  # one entity per item on this server
 
     await eventually(on_the_ground, timeout=8, what="two items on the ground by Emil")
