@@ -19,10 +19,9 @@ endpoint) gone past its patience; 130 for Ctrl-C outside a session.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -89,31 +88,26 @@ def _setup_logging(level: str) -> None:
             logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def _hook(module: str, attr: str) -> Callable[..., int] | None:
-    """A subcommand implemented in another module (absent in a partial build)."""
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if e.name == module:
-            return None
-        raise
-    fn = getattr(mod, attr, None)
-    return fn if callable(fn) else None
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the process exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["replay"]:
         # Replay owns its flags (--endpoint, --world ...): hand it the rest verbatim.
-        replay = _hook("emil.replay", "cli_main")
-        if replay is None:
+        # Imported here, not at the top: a live start does not load replay.
+        try:
+            from emil.replay import cli_main as replay
+        except ModuleNotFoundError as e:
+            if e.name != "emil.replay":
+                raise
             return _fail("replay is not part of this build (the emil/replay package is missing); update the checkout")
         return replay(args[1:])
     if args[:1] == ["memory"]:
         # Like replay: its own subcommands and flags (show | forget NAME | export).
-        memory = _hook("emil.memory.cli", "cli_main")
-        if memory is None:
+        try:
+            from emil.memory.cli import cli_main as memory
+        except ModuleNotFoundError as e:
+            if e.name != "emil.memory.cli":
+                raise
             return _fail("memory is not part of this build (emil/memory/cli.py missing); update the checkout")
         return memory(args[1:])
     if args[:1] == ["fleet"]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -96,6 +97,8 @@ class Perception:
     budget: TurnBudget | None = None
     """Which chat may start a turn, and how often turns start (None: every event, at once)."""
     clock: Callable[[], float] = time.monotonic
+    awaited: Counter[str] = field(default_factory=Counter)
+    """Actions the driver dispatched and awaited whose ``action_finished`` has not come yet."""
 
     def __post_init__(self) -> None:
         p = self.policy
@@ -114,11 +117,21 @@ class Perception:
         if self.budget is not None:
             self.budget.emil_spoke()
 
-    def echo(self, event: ActionFinished) -> None:
-        """An action the loop awaited ended (its result is already the model's): a chat action
-        that went out is Emil speaking."""
+    def dispatched(self, action: str) -> None:
+        """The driver dispatched ``action`` and awaits its result itself."""
+        self.awaited[action] += 1
+
+    def echo(self, event: GameEvent) -> bool:
+        """True when ``event`` is the end of an action the driver awaited (:meth:`dispatched`):
+        its result is already the model's as a tool result, so it is no event and starts no
+        turn; a chat action that went out is Emil speaking. The one place this rule is written
+        (the live loop and replay both ask it)."""
+        if not isinstance(event, ActionFinished) or self.awaited[event.action] <= 0:
+            return False
+        self.awaited[event.action] -= 1
         if event.ok and event.action in self.policy.speech_actions:
             self.emil_spoke()
+        return True
 
     def classify(self, event: GameEvent, *, npc: bool | None = None) -> tuple[Priority, str]:
         """Priority of one event and a short reason (pure apart from the health memory);

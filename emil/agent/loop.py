@@ -26,7 +26,6 @@ import logging
 import math
 import time
 import traceback
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +39,7 @@ from emil.agent.request_shape import RequestShape
 from emil.agent.turn import TurnEngine
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.backoff import OutageEvent
-from emil.events import ActionFinished, Death
+from emil.events import Death
 from emil.exceptions import (
     ConfigurationError,
     ContextOverflowError,
@@ -147,8 +146,6 @@ class Agent:
         self._call_scope: anyio.CancelScope | None = None
         self._call_interrupted_by = ""
         self.stop_reason = ""
-        self._dispatched: Counter[str] = Counter()
-        """Actions this loop dispatched whose action_finished echo has not arrived yet."""
         self._log = _log.getChild(name) if name != "Emil" else _log
         self._between = BetweenTurns(lambda: self.context.prepare())
         o = self.options
@@ -204,11 +201,9 @@ class Agent:
 
     async def _pump(self) -> None:
         async for event in self.world.events():
-            if isinstance(event, ActionFinished) and self._dispatched[event.action] > 0:
+            if self.perception.echo(event):
                 # The bot reports every action's end; for the ones this loop awaited, the model
                 # already has the result as a tool result, so the echo must not start a turn.
-                self._dispatched[event.action] -= 1
-                self.perception.echo(event)
                 self.recorder.write(EventRecord(event=event.model_dump(mode="json"), priority="echo", turn=self._turn_no if self._in_turn else None))
                 continue
             triaged = self.perception.add(event, time.monotonic())
@@ -341,7 +336,7 @@ class Agent:
         """One valid call in the world, within the action's time limit; an urgent event cancels
         it (the world aborts the job) and the turn hears :class:`Interrupted`."""
         self._interrupt_reason = None
-        self._dispatched[call.name] += 1
+        self.perception.dispatched(call.name)
         timeout = self.options.action_timeout_s
         with anyio.CancelScope() as scope:
             self._action_scope = scope
@@ -349,7 +344,8 @@ class Agent:
                 with anyio.fail_after(timeout + min(5.0, timeout)):  # backstop: the bridge has its own
                     outcome = await self.world.run_tool(call, limit_s=timeout, requesters=requesters)
             except TimeoutError:
-                outcome = Outcome(False, f"error: {call.name} timed out after {timeout:g} s and was aborted")
+                outcome = Outcome(False, f"error: {call.name} timed out after {timeout:g} s and was aborted",
+                                  fate="timed_out")
                 await self._abort()
             finally:
                 self._action_scope = None

@@ -16,7 +16,10 @@ every driver runs them: the live loop (:mod:`emil.agent.loop`), replay
       each call   not run when Emil is stopping or an interrupt is pending ("not run: ...");
                   a malformed call is its error ("error: ..."); otherwise the world runs it and
                   an interrupt aborts it ("aborted: interrupted (...)")
-                  -> one tool result message per call
+                  -> one tool result message per call; what the engine decided is a field of
+                  the outcome and its record (``fate``, ``interrupt``, ``note``:
+                  emil.world.tool.Fate), and the text is rendered from it (:func:`not_run`,
+                  :func:`aborted`, :func:`invalid`, :data:`STOPPING`, :func:`dropped_note`)
     until the model answers without tools, a call was interrupted, or Emil stops.
 
 What differs between the drivers is injected, not branched on (the seams are in
@@ -94,7 +97,8 @@ from emil.recording import (
 from emil.trust.authority import Authority, Line
 from emil.world.tool import Outcome
 
-__all__ = ["TurnEngine", "dropped_note", "history_call", "observation_cap"]
+__all__ = ["STOPPING", "TurnEngine", "aborted", "dropped_note", "history_call", "invalid", "not_run",
+           "observation_cap"]
 
 _log = logging.getLogger("emil.agent")
 
@@ -115,6 +119,25 @@ def dropped_note(dropped: int, kept: int) -> str:
     return f" ({dropped} more tool call(s) in that answer were not run: at most {kept} per answer)"
 
 
+def not_run(reason: str) -> Outcome:
+    """A call not run because an interrupt (``reason``) was pending."""
+    return Outcome(False, f"not run: interrupted ({reason})", fate="not_run", interrupt=reason)
+
+
+def aborted(reason: str) -> Outcome:
+    """A call an interrupt (``reason``) cancelled as it ran."""
+    return Outcome(False, f"aborted: interrupted ({reason})", fate="aborted", interrupt=reason)
+
+
+def invalid(why: str) -> Outcome:
+    """A call that never reached the world: the model's mistake (``why``), what it reads next."""
+    return Outcome(False, f"error: {why}", fate="invalid")
+
+
+STOPPING = Outcome(False, "not run: Emil is stopping", fate="stopping")
+"""A call of a completion that arrived as Emil stopped: stale, never run."""
+
+
 def history_call(call: ToolCall) -> dict[str, str]:
     """A tool call as history keeps it. Arguments that are not a JSON object would make the
     server's template (or vLLM) refuse every later prompt, so history keeps "{}" and the tool
@@ -129,6 +152,11 @@ def _never_interrupted(call: ToolCall) -> str | None:
 
 def _never_stopping(call: ToolCall | None) -> bool:
     return False
+
+
+def _noted(outcome: Outcome, note: str) -> Outcome:
+    """``outcome`` with the engine's ``note`` at the end of its text (and as its field)."""
+    return replace(outcome, text=outcome.text + note, note=note) if note else outcome
 
 
 def _jsonable(data: Any) -> Any:
@@ -290,12 +318,12 @@ class TurnEngine:
             if stopping(call):
                 # A completion that arrived as Emil stopped: its actions are stale, none runs.
                 stopped = True
-                self.add_result(stats.turn, step, call, Outcome(False, "not run: Emil is stopping" + tail), requesters)
+                self.add_result(stats.turn, step, call, _noted(STOPPING, tail), requesters)
                 continue
             if interrupted is None:
                 interrupted = interruption(call)
             if interrupted is not None:
-                outcome = Outcome(False, f"not run: interrupted ({interrupted})")
+                outcome = not_run(interrupted)
             else:
                 if stats.first_action_at is None:
                     stats.first_action_at = self.clock.monotonic()
@@ -304,10 +332,8 @@ class TurnEngine:
                     outcome = await self.dispatch(call, requesters)
                 except Interrupted as e:
                     interrupted = e.reason
-                    outcome = Outcome(False, f"aborted: interrupted ({e.reason})")
-            if tail:
-                outcome = replace(outcome, text=outcome.text + tail)
-            self.add_result(stats.turn, step, call, outcome, requesters)
+                    outcome = aborted(e.reason)
+            self.add_result(stats.turn, step, call, _noted(outcome, tail), requesters)
         if interrupted is not None:
             stats.interrupted = True
             stats.interrupted_by = interrupted
@@ -319,8 +345,7 @@ class TurnEngine:
         """One call: a malformed one is its error (what the model reads next); a valid one runs
         in the world, timed. The one place every call passes before it acts."""
         if call.error is not None or call.arguments is None:
-            why = call.error or f"arguments are not a JSON object: {call.raw_arguments!r}"
-            return Outcome(False, f"error: {why}")
+            return invalid(call.error or f"arguments are not a JSON object: {call.raw_arguments!r}")
         started = self.clock.monotonic()
         outcome = await self.world.run_tool(call, requesters=requesters)
         if outcome.elapsed_ms is None:
@@ -339,7 +364,8 @@ class TurnEngine:
             ToolResultRecord(
                 turn=turn, step=step, call_id=call.id, name=call.name, arguments=call.arguments,
                 ok=outcome.ok, text=outcome.text, data=_jsonable(outcome.data), elapsed_ms=outcome.elapsed_ms, ref=ref,
-                requested_by=sorted(requesters), rule=outcome.rule,
+                requested_by=sorted(requesters), rule=outcome.rule, fate=outcome.fate, interrupt=outcome.interrupt,
+                note=outcome.note,
             )
         )
         return stored

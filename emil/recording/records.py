@@ -8,15 +8,17 @@ line of a kind this version does not know loads as an :class:`UnknownRecord`.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from emil import __version__
 from emil.backoff import OutageEvent
 from emil.context.ladder import TrimRecord
 from emil.llm.types import Completion, Timings, ToolCall, Usage
+from emil.world.tool import Fate
 
 __all__ = [
     "CONFIRMED_COMMAND",
@@ -40,6 +42,7 @@ __all__ = [
     "ToolResultRecord",
     "TurnRecord",
     "UnknownRecord",
+    "legacy_outcome",
     "outage_record",
     "parse_record",
 ]
@@ -269,6 +272,55 @@ class ToolResultRecord(_Record):
     rule: str = ""
     """The row of the rule table that allowed or refused it (emil.trust.rules; "" when no guard
     saw the call: a malformed call, a switched-off tool, a recording older than the table)."""
+    fate: Fate = "ran"
+    """What became of the call (emil.world.tool.Fate): ran, invalid, timed_out, not_run,
+    aborted, stopping. Read this, never the text."""
+    interrupt: str = ""
+    """The interrupt's reason, for ``not_run`` and ``aborted``."""
+    note: str = ""
+    """What the turn engine added at the end of ``text`` (the calls of the answer dropped past
+    its cap); :attr:`answer` is the text without it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _before_fate(cls, data: Any) -> Any:
+        """A record written before ``fate`` existed says its outcome only in its text: read it
+        there, once, by the wording those versions wrote (:func:`legacy_outcome`)."""
+        if isinstance(data, dict) and "fate" not in data:
+            return {**data, **legacy_outcome(str(data.get("text", "")), bool(data.get("ok", False)))}
+        return data
+
+    @property
+    def answer(self) -> str:
+        """The world's own answer: the text without the engine's note."""
+        return self.text[: len(self.text) - len(self.note)] if self.note else self.text
+
+
+_LEGACY_NOT_RUN = "not run: interrupted ("
+_LEGACY_ABORTED = "aborted: interrupted ("
+_LEGACY_STOPPING = "not run: Emil is stopping"
+_LEGACY_TIMED_OUT = re.compile(r"error: \S+ timed out after \S+ s and was aborted")
+_LEGACY_NOTE = re.compile(r" \(\d+ more tool call\(s\) in that answer were not run: at most \d+ per answer\)\Z")
+
+
+def legacy_outcome(text: str, ok: bool) -> dict[str, Any]:
+    """``fate``, ``interrupt`` and ``note`` of a tool result recorded before they were fields,
+    from the words the turn engine of those versions wrote (the reader's only look into a
+    result's text; emil.agent.turn renders the same words from the fields today)."""
+    match = _LEGACY_NOTE.search(text)
+    note = match.group(0) if match else ""
+    head = text[: len(text) - len(note)]
+    out: dict[str, Any] = {"note": note}
+    if ok:
+        return {**out, "fate": "ran"}
+    if head == _LEGACY_STOPPING:
+        return {**out, "fate": "stopping"}
+    for prefix, fate in ((_LEGACY_NOT_RUN, "not_run"), (_LEGACY_ABORTED, "aborted")):
+        if head.startswith(prefix) and head.endswith(")"):
+            return {**out, "fate": fate, "interrupt": head[len(prefix):-1]}
+    if _LEGACY_TIMED_OUT.fullmatch(head):
+        return {**out, "fate": "timed_out"}
+    return {**out, "fate": "invalid" if head.startswith("error: ") else "ran"}
 
 
 class OverflowRecord(_Record):

@@ -20,19 +20,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from emil.agent.context_port import ContextAssembly, ManagedContext, session_context
 from emil.agent.ports import Interrupted
 from emil.agent.request_shape import RequestShape
-from emil.agent.turn import TurnEngine, dropped_note, observation_cap
+from emil.agent.turn import TurnEngine, observation_cap
 from emil.agent.turnstats import TurnStats
 from emil.config.settings import Settings, recorded_settings
 from emil.context.budget import Budget
 from emil.context.history import Message
-from emil.events import ActionFinished, Death, GameEvent, parse_event
+from emil.events import Death, GameEvent, parse_event
 from emil.exceptions import ConfigurationError, ContextOverflowError, EmilError
 from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
@@ -53,9 +52,6 @@ from emil.world.tool import Outcome
 __all__ = ["Replayer"]
 
 _DEFAULT_WINDOW = 65536
-_NOT_RUN = "not run: interrupted ("
-_ABORTED = "aborted: interrupted ("
-_STOPPING = "not run: Emil is stopping"
 
 
 def _recorded_family_name(header: HeaderRecord | None) -> str | None:
@@ -117,10 +113,12 @@ class _RecordedWorld:
         return () if turn is None else tuple(Outcome(True, note) for note in turn.observation.notes)
 
     async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
+        """The world's recorded answer (the engine adds its note again); the interrupt that
+        aborted the call, when one did."""
         result = self.replayer.result_for(call)
-        if result.text.startswith(_ABORTED) and not result.ok:
-            raise Interrupted(result.text[len(_ABORTED):].removesuffix(")"))
-        return Outcome(result.ok, result.text, result.data, result.elapsed_ms)
+        if result.fate == "aborted":
+            raise Interrupted(result.interrupt)
+        return Outcome(result.ok, result.answer, result.data, result.elapsed_ms, fate=result.fate)
 
 
 class Replayer:
@@ -192,7 +190,6 @@ class Replayer:
         self.turn: RecordedTurn | None = None
         self._step_index = 0
         self._cursor = 0
-        self._dispatched: Counter[str] = Counter()
         self.report = ReplayReport(
             path=path,
             turns_total=len(session.turns),
@@ -271,7 +268,7 @@ class Replayer:
             item = timeline[self._cursor]
             self._cursor += 1
             if isinstance(item, str):
-                self._dispatched[item] += 1
+                self.perception.dispatched(item)
             elif turn is not None and item.turn == turn:
                 later.append(item)
             else:
@@ -280,9 +277,7 @@ class Replayer:
 
     def _event(self, item: EventRecord) -> None:
         event = parse_event(item.event)
-        if isinstance(event, ActionFinished) and self._dispatched[event.action] > 0:
-            # The loop's rule: the end of an action it awaited is already a tool result.
-            self._dispatched[event.action] -= 1
+        if self.perception.echo(event):  # the loop's rule: the end of an awaited action is a tool result
             return
         self.perception.add(event, item.t, npc=item.npc or None)
         if isinstance(event, Death):
@@ -449,35 +444,24 @@ class Replayer:
         return self.turn.steps[self._step_index - 1]
 
     def result_for(self, call: ToolCall) -> ToolResultRecord:
-        """The recorded result of ``call`` in the current step (:class:`_Damaged` if missing), as
-        the world gave it (the engine adds the note of calls dropped past the cap again)."""
+        """The recorded result of ``call`` in the current step (:class:`_Damaged` if missing)."""
         step = self._step()
-        result = self._recorded(step, call)
+        result = step.result_for(call.id)
         if result is None:
             raise _Damaged(
                 f"turn {step.turn} step {step.step}: no recorded result for tool call {call.id} ({call.name})"
             )
         return result
 
-    @staticmethod
-    def _recorded(step: RecordedStep, call: ToolCall) -> ToolResultRecord | None:
-        result = step.result_for(call.id)
-        c = step.completion
-        if result is None or c is None or not c.dropped_tool_calls or c.tool_calls[-1].id != call.id:
-            return result
-        return result.model_copy(update={"text": result.text.removesuffix(dropped_note(c.dropped_tool_calls,
-                                                                                        len(c.tool_calls)))})
-
-    def _recorded_text(self, call: ToolCall) -> str:
-        result = self._recorded(self._step(), call)
-        return "" if result is None else result.text
-
     def _interruption(self, call: ToolCall) -> str | None:
-        text = self._recorded_text(call)
-        return text[len(_NOT_RUN):].removesuffix(")") if text.startswith(_NOT_RUN) else None
+        """The interrupt the session had pending before ``call``, as its record says."""
+        result = self._step().result_for(call.id)
+        return result.interrupt if result is not None and result.fate == "not_run" else None
 
     def _stopping(self, call: ToolCall | None) -> bool:
-        return call is not None and self._recorded_text(call) == _STOPPING
+        """The session was stopping when ``call`` came, as its record says."""
+        result = None if call is None else self._step().result_for(call.id)
+        return result is not None and result.fate == "stopping"
 
 
 def _wire(messages: list[dict[str, Any]]) -> str:

@@ -122,12 +122,11 @@ def recorded_actions(path: str | Path, session: int | None = None) -> tuple[list
     for r in read.records:
         if not isinstance(r, ToolResultRecord):
             continue
-        # The loop writes "error: ..." for model mistakes and "not run"/"aborted" for calls an
-        # interruption cancelled; those never reached the bot.
+        # Model mistakes, timed-out calls and calls an interruption or a stop cancelled (every
+        # fate but "ran") are not sent again.
         # A command an operator confirmed was the guard's, on an operator's word the playback
         # does not have: not a tool call to send again.
-        if r.name == CONFIRMED_COMMAND or r.arguments is None or (
-                r.text.startswith(("error: ", "not run: ", "aborted: ")) and not r.ok):
+        if r.name == CONFIRMED_COMMAND or r.arguments is None or r.fate != "ran":
             skipped += 1
             continue
         played.append(r)

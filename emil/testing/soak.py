@@ -387,7 +387,7 @@ def soak_figures(records: list[Record], settings: Settings) -> SoakFigures:
                     f.exact += want == r.prompt_tokens
                     f.worst_difference = max(f.worst_difference, abs(want - r.prompt_tokens))
             case ToolResultRecord():
-                stopped = r.text.startswith(("not run:", "aborted:"))  # interrupted, not refused
+                stopped = r.fate in ("not_run", "aborted", "stopping")  # interrupted, not refused
                 f.tool_results[f"{r.name} {'ok' if r.ok else 'not run' if stopped else 'failed'}"] += 1
             case TrimRecord():
                 f.trims += 1

@@ -6,8 +6,10 @@ Nothing here imports the world, the agent or the model; everything is plain data
 functions over it, with a clock passed in.
 
 - :mod:`emil.trust.people`: operators, trusted players, NPCs; exact names only.
-- :mod:`emil.trust.rules`: the action rules as one table (rendered into docs/trust.md).
-- :mod:`emil.trust.ledger`: who owns which chest and what Emil holds for whom, kept in data_dir.
+- :mod:`emil.trust.rules`: the action rules as one table (rendered into docs/trust.md): the
+  rows no one tool owns, and the rows each tool declares on its class (``Tool.rules``).
+- :mod:`emil.trust.ledger`: who owns which chest and what Emil holds for whom, kept in data_dir,
+  and which lot a move's items come from.
 - :mod:`emil.trust.authority`: a turn's words, the command rule, confirmations.
 - :mod:`emil.trust.caps`: rate limits, the size/depth checks of one answer, and valid Unicode
   for text decoded from JSON (a lone surrogate becomes U+FFFD).

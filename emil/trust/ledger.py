@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SELF", "UNSURE", "ChestKey", "Ledger", "chest_key"]
+from emil.trust.rules import Verdict
+
+__all__ = ["SELF", "UNSURE", "ChestKey", "Ledger", "Source", "chest_key"]
 
 SELF = "@emil"
 """The owner of what is Emil's own (never a player name: "@" is not allowed in names)."""
@@ -53,6 +55,16 @@ def chest_key(x: int, y: int, z: int, dimension: str | None = None) -> ChestKey:
     """The key of the chest block at ``x, y, z`` (in ``dimension``; overworld by default)."""
     dim = (dimension or "overworld").removeprefix("minecraft:")
     return f"{int(x)},{int(y)},{int(z)}" + ("" if dim == "overworld" else f"@{dim}")
+
+
+@dataclass
+class Source:
+    """Where ``n`` of one item would come from: the recipient's or chest owner's lot
+    (``theirs``), Emil's own, other players' lots (by owner)."""
+
+    theirs: int = 0
+    own: int = 0
+    others: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -240,6 +252,65 @@ class Ledger:
             self.save()
 
     # --- the give rate -----------------------------------------------------------------
+
+    def sources(self, inventory: Mapping[str, int], item: str, n: int, *, theirs: str | None,
+                may_use: Callable[[str], Verdict]) -> tuple[Source, Verdict | None]:
+        """Where ``n`` of ``item`` come from for a turn that may use them: ``theirs`` (the owner
+        whose lot goes first: the recipient, the chest's owner), then Emil's own, then the lots
+        of owners ``may_use(owner)`` allows; the verdict
+        refusing the rest, when some are left (None: all found)."""
+        src = Source()
+        left = n
+        if theirs is not None:
+            src.theirs = min(left, self.held_for(theirs).get(item, 0))
+            left -= src.theirs
+        src.own = min(left, self.own(inventory, item))
+        left -= src.own
+        refusal: Verdict | None = None
+        for owner in sorted(self.held):
+            if left <= 0:
+                break
+            if owner == theirs:
+                continue
+            have = self.held[owner].get(item, 0)
+            if not have:
+                continue
+            verdict = may_use(owner)
+            if not verdict.allowed:
+                whose = "are of unknown owner" if owner == UNSURE else f"are held for {owner}"
+                refusal = refusal or Verdict(False, verdict.rule, f"{have} of the {item} Emil carries {whose}; {verdict.why}")
+                continue
+            take = min(left, have)
+            src.others[owner] = take
+            left -= take
+        return src, (refusal if left > 0 else None)
+
+    def spent(self, item: str, src: Source, n: int, *, theirs: str | None) -> None:
+        """``n`` of ``item`` left the inventory as ``src`` planned (fewer: the last pools first
+        stay untouched)."""
+        left = n
+        if theirs is not None and src.theirs:
+            left -= self.release(theirs, item, min(left, src.theirs))
+        left -= min(left, src.own)
+        for owner, k in src.others.items():
+            if left <= 0:
+                break
+            left -= self.release(owner, item, min(left, k))
+
+    def chest_owner_of(self, found: Mapping[str, Any]) -> tuple[str, str | None]:
+        """The row suffix (emil, owned, unknown) and the owner of a chest the bot found
+        (``chest``, its ``blocks`` and ``dimension``)."""
+        dim = found.get("dimension") if isinstance(found.get("dimension"), str) else None
+        blocks = found.get("blocks") or [found["chest"]]
+        owners = {self.chest_owner(chest_key(b["x"], b["y"], b["z"], dim)) for b in blocks}
+        if None in owners:
+            return "unknown", None
+        players = sorted(o for o in owners if o is not None and o != SELF)
+        if not players:
+            return "emil", SELF
+        if len(players) > 1:
+            return "owned", "+".join(players)  # two players' halves of one large chest: nobody alone
+        return "owned", players[0]
 
     def record_gift(self, recipient: str, count: int) -> None:
         now = self.clock()

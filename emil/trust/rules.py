@@ -1,10 +1,13 @@
 """The action rules: which tool, against which target, on whose words. One table.
 
-Each :class:`Rule` is one row: the tools it covers, the target it applies to (in words), who
-may ask for it, and what follows or limits it. :mod:`emil.world.guard` classifies a tool call's
-target to pick its row and asks :func:`decide`; docs/trust.md shows :func:`rules_markdown`
-(a test checks that the docs' table is this one). The bot checks the player-attack and command
-rows again (``js/emil_trust.js``).
+Each :class:`Rule` is one row: the target it applies to (in words), who may ask for it, and
+what follows or limits it. A tool declares its rows beside its arguments (``Tool.rules`` in
+emil.world.tool; the rows of one tool are written in its own module) and classifies its call's
+target to pick its row (``Tool.guarded``); it asks :func:`decide` through the guard
+(emil.world.guard). The rows no one tool owns are here (items held for others, the command
+rule, ``any``). :func:`rules` is the table; docs/trust.md shows :func:`rules_markdown` (a test
+checks that the docs' table is this one). The bot checks the player-attack and command rows
+again (``js/emil_trust.js``).
 
 "Who may ask" is about every player whose words are in the turn (the requesters): a row that
 needs an owner or an operator is refused when *anyone else's* words are in the turn as well,
@@ -15,12 +18,26 @@ its own may only do what anyone may ask for).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from emil.trust.people import People
 
-__all__ = ["RULES", "Rule", "Verdict", "Who", "decide", "rule", "rules_markdown"]
+__all__ = [
+    "ANY",
+    "CHAT_COMMAND",
+    "CHAT_LINE",
+    "USE_HELD",
+    "USE_UNSURE",
+    "Rule",
+    "Verdict",
+    "Who",
+    "decide",
+    "declare",
+    "rule",
+    "rules",
+    "rules_markdown",
+]
 
 
 class Who(StrEnum):
@@ -35,59 +52,55 @@ class Who(StrEnum):
 
 @dataclass(frozen=True)
 class Rule:
-    """One row of the table."""
+    """One row of the table. A tool declares the rows its calls fall under (``Tool.rules``,
+    emil.world.tool), which puts them in the table with its name (:func:`declare`)."""
 
     id: str
-    tools: tuple[str, ...]
     target: str
     who: tuple[Who, ...]
     follows: str = ""
     """What follows from it or limits it (for the docs and the refusal)."""
+    tools: tuple[str, ...] = ()
+    """The tools that declared it (filled by :func:`rules`; ``*``: every other tool)."""
 
 
-RULES: tuple[Rule, ...] = (
-    Rule("attack.mob", ("attack",), "a mob type (zombie, spider, cow...)", (Who.ANYONE,)),
-    Rule("attack.protected", ("attack",), "a tameable animal, villager or golem (it may be someone's pet or a village's)",
-         (Who.OPERATOR,)),
-    Rule("attack.player", ("attack",), "a player: any name the server lists or Emil has met, in any letter case",
-         (Who.OPERATOR,), "the bot checks it again with the name Python resolved"),
-    Rule("attack.unknown", ("attack",), 'anything else: "player", "everyone", a name not in sight',
-         (Who.NOBODY,), "never a generic target"),
-    Rule("take.emil", ("take",), "a chest Emil placed", (Who.ANYONE,), "what is taken stays Emil's"),
-    Rule("take.owned", ("take",), "a chest a player placed (as Emil saw) or an operator assigned",
-         (Who.OWNER, Who.OPERATOR), "what is taken is held for the chest's owner"),
-    Rule("take.unknown", ("take",), "a chest nobody is known to own", (Who.OPERATOR,), "what is taken becomes Emil's"),
-    Rule("store.emil", ("store",), "a chest Emil placed", (Who.ANYONE,)),
-    Rule("store.owned", ("store",), "a chest a player placed or was assigned", (Who.OWNER, Who.OPERATOR)),
-    Rule("store.unknown", ("store",), "a chest nobody is known to own", (Who.OPERATOR,)),
-    Rule("dig.chest.emil", ("dig",), "a chest Emil placed", (Who.ANYONE,), "what it holds spills"),
-    Rule("dig.chest.owned", ("dig",), "a chest a player placed or was assigned", (Who.OWNER, Who.OPERATOR),
-         "what it holds spills"),
-    Rule("dig.chest.unknown", ("dig",), "a chest nobody is known to own", (Who.OPERATOR,), "what it holds spills"),
-    Rule("dig.block", ("dig",), "any other block", (Who.ANYONE,), "Emil cannot tell who built what"),
-    Rule("collect.container", ("collect",), "chests, barrels, shulker boxes (any one nearby)", (Who.OPERATOR,)),
-    Rule("give.held.recipient", ("give",), "items Emil holds for the player receiving them", (Who.ANYONE,)),
-    Rule("give.own.trusted", ("give",), "Emil's own items, to or on the order of a trusted player or an operator",
-         (Who.ANYONE,), "no limit"),
-    Rule("give.own", ("give",), "Emil's own items, to anyone else", (Who.ANYONE,),
-         "at most give_items_per_hour items per player within any hour"),
-    Rule("use.held", ("give", "store", "place", "eat", "craft", "smelt", "build", "sleep"),
-         "items Emil holds for another player", (Who.OWNER, Who.OPERATOR),
-         "Emil's own items are used first; jobs that pick their own items are told to leave them alone"),
-    Rule("use.unsure", ("give", "store", "place", "eat"),
-         "items whose owner is unknown (the ownership file was damaged when Emil started)", (Who.OPERATOR,)),
-    Rule("chat.command", ("say", "whisper"), "chat a server reads as a command",
-         (Who.OPERATOR,),
-         "only with allow_commands, and only the exact command text an operator wrote in this turn or "
-         "confirmed; the bot checks it again"),
-    Rule("chat.line", ("say", "whisper"), "any other chat", (Who.ANYONE,),
-         "at most chat_lines_per_turn lines a turn and chat_lines_per_minute a minute"),
-    Rule("claim_chest", ("claim_chest",), "say who owns a chest", (Who.OPERATOR,)),
-    Rule("any", ("*",), "anything", (Who.ANYONE,)),
-)
-"""The rules, in the order docs/trust.md shows them."""
+# Rows that are no one tool's: the ownership of held items (any tool that uses items Emil holds
+# declares them), the command rule (the chat tools, and the guard's confirmed commands) and the
+# row of everything else.
+USE_HELD = Rule("use.held", "items Emil holds for another player", (Who.OWNER, Who.OPERATOR),
+                "Emil's own items are used first; jobs that pick their own items are told to leave them alone")
+USE_UNSURE = Rule("use.unsure", "items whose owner is unknown (the ownership file was damaged when Emil started)",
+                  (Who.OPERATOR,))
+CHAT_COMMAND = Rule("chat.command", "chat a server reads as a command", (Who.OPERATOR,),
+                    "only with allow_commands, and only the exact command text an operator wrote in this turn or "
+                    "confirmed; the bot checks it again")
+CHAT_LINE = Rule("chat.line", "any other chat", (Who.ANYONE,),
+                 "at most chat_lines_per_turn lines a turn and chat_lines_per_minute a minute")
+ANY = Rule("any", "anything", (Who.ANYONE,), tools=("*",))
+"""The row of every call no declared row covers."""
 
-_BY_ID = {r.id: r for r in RULES}
+_BY_ID: dict[str, Rule] = {ANY.id: ANY, USE_HELD.id: USE_HELD, USE_UNSURE.id: USE_UNSURE,
+                           CHAT_COMMAND.id: CHAT_COMMAND, CHAT_LINE.id: CHAT_LINE}
+_DECLARED: dict[str, list[str]] = {}
+"""Row id -> the tools that declared it, in the order they did (the table's order)."""
+
+
+def declare(row: Rule, tool: str) -> None:
+    """``tool`` falls under ``row``: the row joins the table (two different rows may not share
+    an id: a bug, never input)."""
+    known = _BY_ID.setdefault(row.id, row)
+    if known is not row and known != row:
+        raise TypeError(f"two rules with the id {row.id!r}")
+    users = _DECLARED.setdefault(row.id, [])
+    if tool not in users:
+        users.append(tool)
+
+
+def rules() -> tuple[Rule, ...]:
+    """The table as docs/trust.md shows it: each declared row with the tools that declared it,
+    in the order they were declared (the order of the tools in every prompt), ``any`` last."""
+    rows = [replace(_BY_ID[i], tools=tuple(t)) for i, t in _DECLARED.items() if i != ANY.id]
+    return (*rows, ANY)
 
 
 def rule(rule_id: str) -> Rule:
@@ -117,10 +130,10 @@ def _who_text(who: tuple[Who, ...], owner: str | None) -> str:
     return " or ".join(parts)
 
 
-def decide(rule_id: str, requesters: Iterable[str], people: People, owner: str | None = None) -> Verdict:
-    """May the players whose words are in this turn (``requesters``) have the act of row
-    ``rule_id``, against a target owned by ``owner``? See the module docstring."""
-    row = rule(rule_id)
+def decide(row: Rule | str, requesters: Iterable[str], people: People, owner: str | None = None) -> Verdict:
+    """May the players whose words are in this turn (``requesters``) have the act of ``row`` (a
+    row or its id), against a target owned by ``owner``? See the module docstring."""
+    row = rule(row) if isinstance(row, str) else row
     asked = sorted(set(requesters))
     if Who.NOBODY in row.who:
         return Verdict(False, row.id, f"nobody may order that ({row.target})")
@@ -141,7 +154,7 @@ def decide(rule_id: str, requesters: Iterable[str], people: People, owner: str |
 def rules_markdown() -> str:
     """The table as docs/trust.md shows it."""
     lines = ["| rule | tool | target | who may ask | what follows |", "| --- | --- | --- | --- | --- |"]
-    for r in RULES:
+    for r in rules():
         tools = ", ".join("every other tool" if t == "*" else f"`{t}`" for t in r.tools)
         who = " or ".join(str(w) for w in r.who)
         lines.append(f"| `{r.id}` | {tools} | {r.target} | {who} | {r.follows or '-'} |")

@@ -89,10 +89,10 @@ async def dispatch(bot: BotLike, call: ToolCall, policy: ActionPolicy | None = N
     never exceptions."""
     policy = policy or ActionPolicy()
     if call.name in policy.disabled:  # not offered; a model may still call it from memory
-        return Outcome(False, f"error: {call.name} is switched off on this server; use another tool")
+        return Outcome(False, f"error: {call.name} is switched off on this server; use another tool", fate="invalid")
     tool = parse_tool(call)
     if isinstance(tool, str):
-        return Outcome(False, f"error: {tool}")
+        return Outcome(False, f"error: {tool}", fate="invalid")
     guard = guard or Guard.from_policy(policy)
     try:
         return await guard.run(tool, ToolContext(bot, policy, memory=memory))

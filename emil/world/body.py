@@ -1,12 +1,14 @@
 """Emil's body tools: moving, fighting, eating, digging and placing, items in and out of hand.
 
 Each is one :class:`~emil.world.tool.Tool` subclass (its fields the arguments, its docstring the
-description the model reads) plus one JS function of the same name in ``js/emil_actions.js``.
-Attacking a player needs an operator's order (self-defence is a reflex and needs no permission).
+description the model reads, its rows of the rule table and its target check) plus one JS
+function of the same name in ``js/emil_actions.js``. Attacking a player needs an operator's
+order (self-defence is a reflex and needs no permission).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 from pydantic import (
@@ -15,16 +17,44 @@ from pydantic import (
     model_validator,
 )
 
+from emil.trust.rules import ANY, USE_HELD, USE_UNSURE, Rule, Verdict, Who
 from emil.world.tool import (
     ITEM_NAME,
     PLAYER_NAME,
     TARGET_NAME,
     Gives,
+    Guarding,
+    Outcome,
     Tool,
+    ToolContext,
     fmt_pos,
+    moved_count,
+    run_leaving_held,
 )
 
-__all__ = ["Attack", "Collect", "Dig", "Eat", "Equip", "Flee", "Follow", "Give", "GoTo", "LookAt", "Place", "Stop"]
+__all__ = ["CONTAINERS", "PROTECTED_MOBS", "Attack", "Collect", "Dig", "Drop", "Eat", "Equip", "Flee", "Follow", "Give",
+           "GoTo", "LookAt", "Place", "Stop"]
+
+PROTECTED_MOBS = frozenset({
+    "wolf", "cat", "ocelot", "parrot", "horse", "donkey", "mule", "llama", "trader_llama", "camel",
+    "skeleton_horse", "zombie_horse", "fox", "axolotl", "sniffer", "armadillo", "villager",
+    "wandering_trader", "iron_golem", "snow_golem", "allay",
+})
+"""Mob types that may be someone's pet or a village's (row attack.protected)."""
+
+CONTAINERS = frozenset({"chest", "trapped_chest", "barrel", "ender_chest", "hopper", "dispenser", "dropper"}) | frozenset(
+    f"{c}shulker_box" for c in ("", "white_", "orange_", "magenta_", "light_blue_", "yellow_", "lime_", "pink_", "gray_",
+                                 "light_gray_", "cyan_", "purple_", "blue_", "brown_", "green_", "red_", "black_")
+)
+"""Blocks that hold items (row collect.container)."""
+
+_NOT_CONNECTED = "not connected to the server right now"
+
+
+def chest_at(found: dict[str, Any]) -> str:
+    """"at x y z" of a chest the bot found."""
+    c = found["chest"]
+    return f"at {c['x']} {c['y']} {c['z']}"
 
 
 class _Target(Tool):
@@ -85,6 +115,9 @@ class LookAt(_Target):
         return "looking there now"
 
 
+_COLLECT_CONTAINER = Rule("collect.container", "chests, barrels, shulker boxes (any one nearby)", (Who.OPERATOR,))
+
+
 class Collect(Tool):
     """Find blocks of one type nearby, dig them and pick up what drops."""
 
@@ -95,9 +128,27 @@ class Collect(Tool):
     count: int = Field(default=1, ge=1, le=64, description="How many blocks to collect")
     max_distance: int = Field(default=32, ge=1, le=64, description="Search radius in blocks")
 
+    rules: ClassVar[tuple[Rule, ...]] = (_COLLECT_CONTAINER,)
+
+    async def guarded(self, guard: Guarding, ctx: ToolContext) -> Outcome:
+        row = _COLLECT_CONTAINER if self.block in CONTAINERS else ANY
+        verdict = guard.decide(row)
+        if not verdict.allowed:
+            return await guard.refuse(ctx.bot, self, verdict, what=self.block)
+        return replace(await self.run(ctx), rule=row.id)
+
     def read(self, result: dict[str, Any]) -> str:
         got = ", ".join(f"{v} {k}" for k, v in (result.get("collected") or {}).items())
         return f"dug {result.get('dug')} block(s), picked up {got or 'nothing'}"
+
+
+_SPILLS = "what it holds spills"
+_DIG_CHEST = {
+    "emil": Rule("dig.chest.emil", "a chest Emil placed", (Who.ANYONE,), _SPILLS),
+    "owned": Rule("dig.chest.owned", "a chest a player placed or was assigned", (Who.OWNER, Who.OPERATOR), _SPILLS),
+    "unknown": Rule("dig.chest.unknown", "a chest nobody is known to own", (Who.OPERATOR,), _SPILLS),
+}
+_DIG_BLOCK = Rule("dig.block", "any other block", (Who.ANYONE,), "Emil cannot tell who built what")
 
 
 class Dig(Tool):
@@ -108,6 +159,19 @@ class Dig(Tool):
     x: int
     y: int
     z: int
+
+    rules: ClassVar[tuple[Rule, ...]] = (*_DIG_CHEST.values(), _DIG_BLOCK)
+
+    async def guarded(self, guard: Guarding, ctx: ToolContext) -> Outcome:
+        """A chest is its owner's to dig; any other block anyone's."""
+        res = await ctx.bot.act("find_chest", {"x": self.x, "y": self.y, "z": self.z}, timeout=10.0)
+        if not res.ok or not isinstance(res.result, dict):
+            return replace(await self.run(ctx), rule=_DIG_BLOCK.id)
+        kind, owner = guard.chest_owner({**res.result, "blocks": [res.result["chest"]]})
+        verdict = guard.decide(_DIG_CHEST[kind], owner=owner)
+        if not verdict.allowed:
+            return await guard.refuse(ctx.bot, self, verdict, what=f"the chest {chest_at(res.result)}")
+        return replace(await self.run(ctx), rule=verdict.rule)
 
     def read(self, result: dict[str, Any]) -> str:
         return f"dug {result.get('dug')} at {fmt_pos(result.get('at'))}"
@@ -122,6 +186,11 @@ class Place(Tool):
     x: int
     y: int
     z: int
+
+    rules: ClassVar[tuple[Rule, ...]] = (USE_HELD, USE_UNSURE)
+
+    async def guarded(self, guard: Guarding, ctx: ToolContext) -> Outcome:
+        return await _use_one(self, self.item, guard, ctx)
 
     def read(self, result: dict[str, Any]) -> str:
         return f"placed {result.get('placed')} at {fmt_pos(result.get('at'))}"
@@ -138,6 +207,20 @@ class Equip(Tool):
         return f"equipped {result.get('equipped')} ({result.get('destination')})"
 
 
+async def _use_one(tool: Tool, item: str, guard: Guarding, ctx: ToolContext) -> Outcome:
+    """place and eat: the one item they use must be Emil's own or usable by this turn."""
+    inv = await guard.inventory(ctx.bot)
+    if inv is None:
+        return tool.failed(_NOT_CONNECTED)
+    src, refusal = guard.sources(inv, item, min(1, inv.get(item, 0)), theirs=None)
+    if refusal is not None:
+        return await guard.refuse(ctx.bot, tool, refusal, what=item)
+    out = await tool.run(ctx)
+    if out.ok:
+        guard.spent(item, src, 1, theirs=None)
+    return replace(out, rule=USE_HELD.id if src.others else ANY.id)
+
+
 class Eat(Tool):
     """Eat food from the inventory (the best food when no item is named)."""
 
@@ -146,8 +229,22 @@ class Eat(Tool):
     timeout_s: ClassVar[float] = 15.0
     item: str | None = Field(default=None, pattern=ITEM_NAME, description="Food item name, optional")
 
+    rules: ClassVar[tuple[Rule, ...]] = (USE_HELD, USE_UNSURE)
+
+    async def guarded(self, guard: Guarding, ctx: ToolContext) -> Outcome:
+        if self.item is None:  # the bot picks the food: it leaves alone what this turn may not use
+            return await run_leaving_held(self, guard, ctx)
+        return await _use_one(self, self.item, guard, ctx)
+
     def read(self, result: dict[str, Any]) -> str:
         return f"ate {result.get('ate')}: food {result.get('food_before')} -> {result.get('food_after')}"
+
+
+_GIVE_HELD = Rule("give.held.recipient", "items Emil holds for the player receiving them", (Who.ANYONE,))
+_GIVE_TRUSTED = Rule("give.own.trusted", "Emil's own items, to or on the order of a trusted player or an operator",
+                     (Who.ANYONE,), "no limit")
+_GIVE_OWN = Rule("give.own", "Emil's own items, to anyone else", (Who.ANYONE,),
+                 "at most give_items_per_hour items per player within any hour")
 
 
 class Give(Tool):
@@ -160,22 +257,138 @@ class Give(Tool):
     item: str = Field(pattern=ITEM_NAME, description="Item name, e.g. oak_log")
     count: int = Field(default=1, ge=1, le=64)
 
+    rules: ClassVar[tuple[Rule, ...]] = (_GIVE_HELD, _GIVE_TRUSTED, _GIVE_OWN, USE_HELD, USE_UNSURE)
+
+    async def guarded(self, guard: Guarding, ctx: ToolContext) -> Outcome:
+        """The recipient's own lot first, then Emil's own (rated, to a player nobody trusts),
+        then lots this turn may use."""
+        to, item, count, bot = self.player, self.item, self.count, ctx.bot
+        inv = await guard.inventory(bot)
+        if inv is None:
+            return self.failed(_NOT_CONNECTED)
+        n = min(count, inv.get(item, 0))
+        if n <= 0:
+            return self.failed(f"no {item} in the inventory")
+        src, refusal = guard.sources(inv, item, n, theirs=to)
+        if refusal is not None:
+            return await guard.refuse(bot, self, refusal, what=f"{count} {item} to {to}")
+        row = _GIVE_HELD.id if src.theirs == n else USE_HELD.id if src.others else _GIVE_TRUSTED.id
+        asked = guard.requesters()
+        people = guard.people
+        rated = src.own > 0 and not people.is_trusted(to) and not (asked and all(people.is_trusted(r) for r in asked))
+        if rated:
+            row = _GIVE_OWN.id
+            allowance = guard.give_items_per_hour - guard.ledger.given_recently(to)
+            if src.own > allowance:
+                why = (f"Emil gives at most {guard.give_items_per_hour} of its own items to a player within an hour, "
+                       f"and {to} may have {max(0, allowance)} more now")
+                return await guard.refuse(bot, self, Verdict(False, _GIVE_OWN.id, why), what=f"{count} {item} to {to}")
+        out = await self.run(ctx)
+        gave = moved_count(out.data, "count")
+        if out.ok and gave:
+            guard.spent(item, src, gave, theirs=to)
+            own_part = max(0, min(gave - src.theirs, src.own))
+            if rated and own_part:
+                guard.ledger.record_gift(to, own_part)
+        return replace(out, rule=row)
+
     def read(self, result: dict[str, Any]) -> str:
         extra = f" ({result['short']})" if result.get("short") else ""
         return f"tossed {result.get('count')} {result.get('gave')} to {result.get('to')}{extra}"
 
 
+_DROP_OWN = Rule("drop.own", "Emil's own items, tossed on the ground (anyone near may pick them up)",
+                 (Who.TRUSTED, Who.OPERATOR), "a gift to whoever is near, so only on a trusted player's or an "
+                 "operator's order (give has the hourly cap for anyone else); items held for a player are use.held's")
+
+
+class Drop(Tool):
+    """Toss items from the inventory onto the ground where you stand."""
+
+    tool_name: ClassVar[str] = "drop"
+    timeout_s: ClassVar[float] = 10.0
+    item: str = Field(pattern=ITEM_NAME, description="Item name, e.g. dirt")
+    count: int = Field(default=1, ge=1, le=64)
+
+    rules: ClassVar[tuple[Rule, ...]] = (_DROP_OWN, USE_HELD, USE_UNSURE)
+
+    async def guarded(self, guard: Guarding, ctx: ToolContext) -> Outcome:
+        """Items held for a player are theirs to drop (use.held); Emil's own, a trusted
+        player's or an operator's (drop.own)."""
+        item, bot = self.item, ctx.bot
+        inv = await guard.inventory(bot)
+        if inv is None:
+            return self.failed(_NOT_CONNECTED)
+        n = min(self.count, inv.get(item, 0))
+        if n <= 0:
+            return self.failed(f"no {item} in the inventory")
+        src, refusal = guard.sources(inv, item, n, theirs=None)
+        if refusal is None and src.own:
+            verdict = guard.decide(_DROP_OWN)
+            refusal = None if verdict.allowed else verdict
+        if refusal is not None:
+            return await guard.refuse(bot, self, refusal, what=f"{n} {item}")
+        out = await self.run(ctx)
+        dropped = moved_count(out.data, "count")
+        if out.ok and dropped:
+            guard.spent(item, src, dropped, theirs=None)
+        return replace(out, rule=_DROP_OWN.id if src.own else USE_HELD.id)
+
+    def read(self, result: dict[str, Any]) -> str:
+        extra = f" ({result['short']})" if result.get("short") else ""
+        return f"dropped {result.get('count')} {result.get('dropped')} on the ground{extra}"
+
+
+_ATTACK_MOB = Rule("attack.mob", "a mob type (zombie, spider, cow...)", (Who.ANYONE,))
+_ATTACK_PROTECTED = Rule("attack.protected", "a tameable animal, villager or golem (it may be someone's pet or a "
+                         "village's)", (Who.OPERATOR,))
+_ATTACK_PLAYER = Rule("attack.player", "a player: any name the server lists or Emil has met, in any letter case",
+                      (Who.OPERATOR,), "the bot checks it again with the name Python resolved")
+_ATTACK_UNKNOWN = Rule("attack.unknown", 'anything else: "player", "everyone", a name not in sight', (Who.NOBODY,),
+                       "never a generic target")
+
+
 class Attack(Tool):
     """Fight a mob (by type, e.g. zombie) or a player. Attacking players needs an operator's order."""
-
-    # The guard (emil.world.guard) decides which it is: rows attack.* of the rule table. (Not in
-    # the docstring: the docstring is the description the model reads.)
 
     tool_name: ClassVar[str] = "attack"
     job: ClassVar[bool] = True
     timeout_s: ClassVar[float] = 40.0
     target: str = Field(pattern=TARGET_NAME, description="Mob type or player name")
     duration_s: float = Field(default=10, ge=1, le=30, description="Give up after this many seconds")
+
+    rules: ClassVar[tuple[Rule, ...]] = (_ATTACK_MOB, _ATTACK_PROTECTED, _ATTACK_PLAYER, _ATTACK_UNKNOWN)
+
+    async def guarded(self, guard: Guarding, ctx: ToolContext) -> Outcome:
+        """The bot says what the target is; Python knows the players Emil has met (an absent
+        one is still a player) and that Emil is none of them."""
+        bot, target = ctx.bot, self.target
+        res = await bot.act("classify_target", {"target": target}, timeout=10.0)
+        kind = str(res.result.get("kind")) if res.ok and isinstance(res.result, dict) else "unknown"
+        name = str(res.result.get("name")) if res.ok and isinstance(res.result, dict) else target
+        lower = target.lower()
+        if lower == guard.people.bot_name.lower():
+            kind = "unknown"
+        elif kind != "player" and lower in guard.known_players:
+            kind = "absent player"  # a player the server does not list now (or Python knows better)
+        if kind in ("player", "absent player"):
+            verdict = guard.decide(_ATTACK_PLAYER)
+            if not verdict.allowed:
+                return await guard.refuse(bot, self, verdict, what=f"the player {name}")
+            if kind == "absent player":
+                return self.failed(f"no player named {target} is online")
+            ctx = replace(ctx, extra={"target": name, "authority": guard.js_authority(attack=name)})
+            return replace(await self.run(ctx), rule=verdict.rule)
+        if kind == "mob":
+            row = _ATTACK_PROTECTED if name in PROTECTED_MOBS else _ATTACK_MOB
+            verdict = guard.decide(row)
+            if not verdict.allowed:
+                return await guard.refuse(bot, self, verdict, what=f"the {name}")
+            ctx = replace(ctx, extra={"target": name, "authority": guard.js_authority()})
+            return replace(await self.run(ctx), rule=row.id)
+        verdict = guard.decide(_ATTACK_UNKNOWN)
+        why = f"'{target}' is no mob type and no player the server lists; {verdict.why}"
+        return await guard.refuse(bot, self, Verdict(False, verdict.rule, why))
 
     def read(self, result: dict[str, Any]) -> str:
         if result.get("defeated"):

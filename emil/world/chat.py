@@ -41,8 +41,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pydantic import Field
 
+from emil.trust.rules import CHAT_COMMAND, CHAT_LINE, Rule
 from emil.world.guard import Guard
-from emil.world.tool import PLAYER_NAME, ChatGuard, Outcome, Speaks, Tool, ToolContext
+from emil.world.tool import PLAYER_NAME, Guarding, Outcome, Speaks, Tool, ToolContext
 
 __all__ = ["CHAT_LIMIT", "SLASHES", "Say", "Whisper", "clean_chat", "reads_as_command", "split_chat", "utf16_len"]
 
@@ -120,6 +121,7 @@ class _Chat(Tool):
 
     timeout_s: ClassVar[float] = 10.0
     speaks: ClassVar[Speaks | None] = Speaks()
+    rules: ClassVar[tuple[Rule, ...]] = (CHAT_COMMAND, CHAT_LINE)
     if TYPE_CHECKING:  # a field of each chat tool, declared there to keep its place in the spec
         text: str
 
@@ -130,13 +132,18 @@ class _Chat(Tool):
         return f"said: {sent!r}"
 
     async def run(self, ctx: ToolContext) -> Outcome:
+        """Without a guard (a caller that has none): one made from the policy."""
+        return await self.guarded(ctx.guard or Guard.from_policy(ctx.policy), ctx)
+
+    async def guarded(self, guard: Guarding, ctx: ToolContext) -> Outcome:
+        """Every piece against the command rule (chat.command), then the chat caps (chat.line),
+        then the pieces sent one by one with the authority the bot checks again."""
         name, policy = self.tool_name, ctx.policy
-        guard: ChatGuard = ctx.guard or Guard.from_policy(policy)
         pieces = split_chat(self.text, self._limit(), policy.max_chat_messages)
         if not pieces:
             return Outcome(False, f"{name} failed: nothing to say after removing control characters")
         commands = [i for i, piece in enumerate(pieces, 1) if reads_as_command(piece)]
-        rule_id = "chat.command" if commands else "chat.line"
+        rule_id = CHAT_COMMAND.id if commands else CHAT_LINE.id
         for i in commands:
             verdict, ask = guard.command_verdict(pieces[i - 1])
             if verdict.allowed:
@@ -151,7 +158,8 @@ class _Chat(Tool):
             return Outcome(False, refused.text + ". Say it without a leading slash.", {"refused": list(pieces), "rule": rule_id}, rule=rule_id)
         room, why = guard.chat_room()
         if room == 0:
-            return Outcome(False, f"{name}: not sent: {why}", {"refused": list(pieces), "rule": "chat.line"}, rule="chat.line")
+            return Outcome(False, f"{name}: not sent: {why}", {"refused": list(pieces), "rule": CHAT_LINE.id},
+                           rule=CHAT_LINE.id)
         sending = pieces[:room]
         for piece in sending:
             # The bot checks the same rule again, from what it saw itself (neither side alone).

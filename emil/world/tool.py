@@ -9,13 +9,20 @@ A tool is a subclass of :class:`Tool` (plus one JS function of the same name in
 - ``job``: a long job (walking, digging, fighting) pre-empts the running one and is reached by
   stop, abort and the time limit; a non-job (say, stop, look_at) runs beside it;
 - ``timeout_s``: the bridge's time limit for one run;
+- ``rules``: the rows of the rule table (emil.trust.rules) its calls fall under, written in
+  its own module (rows no one tool owns, such as items held for others, come from
+  emil.trust.rules); none: row ``any``;
+- :meth:`Tool.guarded`: its target check: which of its rows applies to this call (whose chest,
+  which mob, whose items would move), decided through the guard, the run when allowed and what
+  moved noted (the default: row ``any``, then the run);
 - :meth:`Tool.read`: how the JS function's result reads to the model;
 - :meth:`Tool.run`: how it runs, when it is not one plain bridge action (chat pieces, a gate
   before the action, an answer from the snapshot).
 
-Defining the class registers it in :data:`TOOLS` (a class without ``tool_name`` is a base for
-others). Nothing elsewhere switches on tool names: the spec list, validation and dispatch in
-:mod:`emil.world.actions` read the registry and call the class.
+Defining the class registers it in :data:`TOOLS` and its rows in the rule table (a class
+without ``tool_name`` is a base for others). Nothing elsewhere switches on tool names: the spec
+list, validation and dispatch in :mod:`emil.world.actions` read the registry and call the
+class, and the guard (:mod:`emil.world.guard`) calls :meth:`Tool.guarded`.
 
 Two result types, because they are two things: :class:`~emil.world.bridge.ActionResult` is the
 bot's raw reply to one JS call (a JSON result or an error string, its own time), and
@@ -27,12 +34,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from emil.trust.rules import Verdict
+from emil.trust.ledger import Ledger, Source
+from emil.trust.people import People
+from emil.trust.rules import ANY, Rule, Verdict, declare
 from emil.world.wire import ActionResult, Snapshot
 
 __all__ = [
@@ -41,7 +50,9 @@ __all__ = [
     "TOOLS",
     "ActionPolicy",
     "BotLike",
+    "Fate",
     "Gives",
+    "Guarding",
     "MemoryPort",
     "Outcome",
     "Query",
@@ -49,6 +60,9 @@ __all__ = [
     "Tool",
     "ToolContext",
     "fmt_pos",
+    "moved",
+    "moved_count",
+    "run_leaving_held",
 ]
 
 ITEM_NAME = r"^[a-z0-9_]+$"
@@ -70,12 +84,27 @@ def fmt_pos(p: Any) -> str:
     return "?"
 
 
+Fate = Literal["ran", "invalid", "timed_out", "not_run", "aborted", "stopping"]
+"""What became of a tool call, as a field (replay and the figures read it, never the text):
+
+- ``ran``: the world ran it (``ok`` and the text say how it went: done, failed, refused);
+- ``invalid``: never reached the world: a malformed call, an unknown tool, invalid arguments, a
+  switched-off tool (the text is "error: ...");
+- ``timed_out``: it ran past the action's time limit and was aborted;
+- ``not_run``: an interrupt was pending, so it never ran (``interrupt`` says which);
+- ``aborted``: an interrupt cancelled it as it ran (``interrupt`` says which);
+- ``stopping``: Emil was stopping, so it never ran.
+"""
+
+
 @dataclass(frozen=True)
 class Outcome:
     """A tool call's result as the model will read it.
 
     ``text`` is the tool result message; ``data`` (JSON) goes to the recording only;
     ``elapsed_ms`` is filled by whoever timed the call (the agent loop times it when unset).
+    The turn engine's own decisions are fields (``fate``, ``interrupt``, ``note``) and the
+    text is rendered from them (emil.agent.turn), so nothing reads them back out of the text.
     """
 
     ok: bool
@@ -85,6 +114,13 @@ class Outcome:
     rule: str = ""
     """The row of the rule table (emil.trust.rules) that allowed or refused it ("" when no
     guard saw it: a malformed call, a switched-off tool)."""
+    fate: Fate = "ran"
+    """What became of the call (:data:`Fate`)."""
+    interrupt: str = ""
+    """The interrupt's reason, for ``not_run`` and ``aborted`` ("hit by zombie")."""
+    note: str = ""
+    """What the turn engine added at the end of ``text`` (the calls of the answer dropped past
+    its cap); ``text`` without it is the world's own answer."""
 
 
 class ActionPolicy(BaseModel):
@@ -129,9 +165,26 @@ class BotLike(Protocol):
     async def snapshot(self) -> Snapshot: ...
 
 
-class ChatGuard(Protocol):
-    """What a chat tool asks of the guard that checked its call (emil.world.guard.Guard)."""
+class Guarding(Protocol):
+    """What a tool's target check (:meth:`Tool.guarded`) and the chat tools ask of the guard
+    that checks the call (emil.world.guard.Guard): the rule table's verdicts for this turn, the
+    ownership ledger, refusals, and the chat caps."""
 
+    people: People
+    ledger: Ledger
+    known_players: set[str]
+    """Lower-case names of every player Emil has met."""
+
+    @property
+    def give_items_per_hour(self) -> int: ...
+    def requesters(self) -> frozenset[str]: ...
+    def decide(self, row: Rule, owner: str | None = None) -> Verdict: ...
+    async def inventory(self, bot: BotLike) -> dict[str, int] | None: ...
+    def sources(self, inventory: Mapping[str, int], item: str, n: int, *,
+                theirs: str | None) -> tuple[Source, Verdict | None]: ...
+    def spent(self, item: str, src: Source, n: int, *, theirs: str | None) -> None: ...
+    def reserved(self) -> dict[str, JsonValue]: ...
+    def chest_owner(self, found: Mapping[str, Any]) -> tuple[str, str | None]: ...
     def command_verdict(self, piece: str) -> tuple[Verdict, bool]: ...
     async def ask_to_confirm(self, bot: BotLike, piece: str) -> str | None: ...
     def confirm_text(self, tool: str, piece: str, code: str) -> str: ...
@@ -161,7 +214,7 @@ class ToolContext:
 
     bot: BotLike
     policy: ActionPolicy = field(default_factory=ActionPolicy)
-    guard: ChatGuard | None = None
+    guard: Guarding | None = None
     extra: Mapping[str, JsonValue] = field(default_factory=dict)
     memory: MemoryPort | None = None
     """The session's archive and notes, for ``recall`` and ``remember``."""
@@ -208,6 +261,9 @@ class Tool(BaseModel):
     bridged: ClassVar[bool] = True
     """Runs a JS function of the same name in the bot (False: answered in Python, e.g. from a
     snapshot or from the session's memory)."""
+    rules: ClassVar[tuple[Rule, ...]] = ()
+    """The rows of the rule table its calls fall under (:meth:`guarded` picks one); none: row
+    ``any``."""
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -218,6 +274,8 @@ class Tool(BaseModel):
         if name in TOOLS and TOOLS[name].__qualname__ != cls.__qualname__:
             raise TypeError(f"two tools named {name!r}: {TOOLS[name].__qualname__} and {cls.__qualname__}")
         TOOLS[name] = cls
+        for row in cls.rules:
+            declare(row, name)
 
     @classmethod
     def spec(cls) -> dict[str, Any]:
@@ -236,6 +294,16 @@ class Tool(BaseModel):
     def read(self, result: dict[str, Any]) -> str:
         """How a successful JS result reads to the model; override per tool."""
         return json.dumps(result)[:500]
+
+    async def guarded(self, guard: Guarding, ctx: ToolContext) -> Outcome:
+        """The call checked against the tool's rows and run when allowed (``ctx.guard`` is
+        ``guard``); override when the target decides the row. The default: row ``any``."""
+        out = await self.run(ctx)
+        return out if out.rule else replace(out, rule=ANY.id)
+
+    def failed(self, error: str | None) -> Outcome:
+        """The outcome of a call that could not be done (what the model reads)."""
+        return Outcome(False, f"{self.tool_name} failed: {error}")
 
     async def run(self, ctx: ToolContext) -> Outcome:
         """One bridge action named ``tool_name``; override when the tool is not that."""
@@ -259,6 +327,29 @@ class Query(Tool):
     def answer(self, snap: Snapshot) -> Outcome:
         """The answer to this query from a connected snapshot."""
         raise NotImplementedError(f"{type(self).__name__} must define answer()")
+
+
+async def run_leaving_held(tool: Tool, guard: Guarding, ctx: ToolContext) -> Outcome:
+    """Run a job that picks its own items (craft, smelt, build, sleep, eat without an item): the
+    bot gets what it must not touch, the items held for players this turn may not use (row
+    use.held); the call's row is ``any``."""
+    reserved = guard.reserved()
+    out = await tool.run(replace(ctx, extra={**ctx.extra, "reserved": reserved}) if reserved else ctx)
+    return replace(out, rule=ANY.id)
+
+
+def moved(data: JsonValue, key: str) -> dict[str, int]:
+    """``{item: n}`` under ``key`` of a JS result (what moved), whole counts only."""
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+
+
+def moved_count(data: JsonValue, key: str) -> int:
+    """The whole count under ``key`` of a JS result (0 when there is none)."""
+    value = data.get(key) if isinstance(data, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _lean_schema(schema: Any, *, names: bool = False) -> Any:

@@ -266,3 +266,16 @@ def test_the_packages_import_only_downward_as_architecture_md_draws_them() -> No
     assert sorted(set(graph) - set(layers)) == [], "packages missing from the picture in docs/architecture.md"
     assert sorted(set(layers) - set(graph)) == [], "the picture in docs/architecture.md names packages that do not exist"
     assert downward_violations(graph, layers) == []
+
+
+def test_no_module_is_imported_by_a_name_in_a_string() -> None:
+    """``importlib.import_module`` and ``__import__`` hide an import from the checks above (the
+    command line once loaded replay that way): every import is a statement."""
+    hidden = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                fn = ast.unparse(node.func)
+                if fn in ("importlib.import_module", "import_module", "__import__"):
+                    hidden.append(f"{name}: {ast.unparse(node)}")
+    assert not hidden, hidden

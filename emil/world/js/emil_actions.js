@@ -202,6 +202,17 @@ const ACTIONS = {
     return { gave: item, count: n, to: player, short: n < (count ?? 1) ? `only had ${have}` : null }
   },
 
+  // Tossed where Emil stands, in one throw per stack; Python's guard decided whose items these may be.
+  async drop (ctl, { item, count }) {
+    const bot = ctl.bot
+    itemByName(bot, item)
+    const have = countOf(bot, item)
+    if (have === 0) throw new Error(`no ${item} in the inventory`)
+    const n = Math.min(count ?? 1, have)
+    await bot.toss(bot.registry.itemsByName[item].id, null, n)
+    return { dropped: item, count: n, short: n < (count ?? 1) ? `only had ${have}` : null }
+  },
+
   async attack (ctl, { target, duration_s: durationS, authority }, signal) {
     const bot = ctl.bot
     const entity = trust.attackTarget(ctl, target, authority)

@@ -24,6 +24,8 @@ const GENERIC = new Set(['player', 'players', 'human', 'humans', 'everyone', 'ev
 const OPENERS = new Set(['"', "'", '`', '(', '\u201c', '\u2018', '\u00ab', ':'])
 const CLOSERS = new Set(['"', "'", '`', ')', '\u201d', '\u2019', '\u00bb'])
 const STOPS = new Set(['.', ',', ';', '!', '?'])
+// \x1c-\x1f: Python's str.split() splits on them too, and the twins must agree
+// eslint-disable-next-line no-control-regex
 const squash = (s) => String(s).split(/[\t\n\v\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\u001c-\u001f]+/).filter(Boolean).join(' ')
 
 function commandInWords (command, words) {

@@ -168,4 +168,4 @@ readline.createInterface({ input: process.stdin }).on('line', async (line) => {
   } catch (err) {
     out({ id: msg.id, ok: false, error: String(err && err.message) })
   }
-}).on('close', () => { try { bot.quit() } catch (e) { } setTimeout(() => process.exit(0), 200) })
+}).on('close', () => { try { bot.quit() } catch { /* the connection may be gone already */ } setTimeout(() => process.exit(0), 200) })

@@ -201,6 +201,36 @@ async def test_give_moves_items_to_the_player(server: EmbeddedServer, emil: Bot,
     assert (await emil.snapshot()).inventory.get("oak_log", 0) == 3
 
 
+async def test_drop_puts_items_on_the_ground_for_a_player_to_pick_up(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    """drop with its rule (drop.own: Emil's own items on a trusted player's or an operator's
+    word) on the real server: refused for anyone else and for Emil alone; on the operator
+    Alex's word the items lie on the ground by Emil, and Alex walking there picks them up."""
+    await place(server, emil, alex, (70, -20), (70, -14))  # untouched ground, Alex 6 blocks off
+    await give_emil(server, emil, "cobblestone", 3)
+    start = (await emil.snapshot()).inventory.get("cobblestone", 0)
+    for who in (("Bob",), ()):
+        refused = await act(emil, tool("drop", item="cobblestone", count=2), *who)
+        assert not refused.ok and refused.rule == "drop.own", refused.text
+    assert (await emil.snapshot()).inventory.get("cobblestone", 0) == start
+    had = (await alex.do("inventory")).get("cobblestone", 0)
+    out = await act(emil, tool("drop", item="cobblestone", count=2), "Alex")
+    assert out.ok and out.rule == "drop.own" and out.text == "dropped 2 cobblestone on the ground", out.text
+    assert (await emil.snapshot()).inventory.get("cobblestone", 0) == start - 2
+    found: list[dict[str, Any]] = []
+
+    async def on_the_ground() -> bool:
+        found[:] = [e for e in await alex.do("entities") if e.get("name") == "item" and dist(e, 70.5, -19.5) <= 3.5]
+        return len(found) >= 2  # one entity per item on this server
+
+    await eventually(on_the_ground, timeout=8, what="two items on the ground by Emil")
+    await alex.do("goto", x=math.floor(found[0]["x"]), y=Y, z=math.floor(found[0]["z"]), range=0)
+
+    async def picked_up() -> bool:
+        return bool((await alex.do("inventory")).get("cobblestone", 0) >= had + 2)
+
+    await eventually(picked_up, timeout=8, what="Alex holds the dropped cobblestone")
+
+
 async def test_equip_and_eat(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
     await place(server, emil, alex, (0, 0), (6, 0))
     await emil.set_reflexes(ReflexSettings(eat=False))

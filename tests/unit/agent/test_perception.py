@@ -285,3 +285,25 @@ def test_taking_the_events_forgets_the_chat_debounce() -> None:
     p.add(PlayerJoined(username="sam"), now=2)
     assert p.wait_s(now=2) == 0.0
     assert isinstance(p.add(Chat(sender="alex", text="b")).at, float)  # a clock of its own when none given
+
+
+def test_the_end_of_an_awaited_action_is_an_echo_once_per_dispatch() -> None:
+    p = Perception(PerceptionPolicy(turns_per_minute=600))
+    done = ActionFinished(action="go_to", ok=True)
+    assert not p.echo(done)  # nobody awaited it: a real event
+    p.dispatched("go_to")
+    p.dispatched("go_to")
+    assert p.echo(done) and p.echo(done)
+    assert not p.echo(done)  # two dispatches absorb two ends, no more
+    assert not p.echo(Chat(sender="alex", text="go_to"))
+
+
+def test_an_echo_of_speech_that_went_out_is_emil_speaking() -> None:
+    p = Perception(PerceptionPolicy(turns_per_minute=600))
+    assert p.budget is not None
+    spoke: list[bool] = []
+    p.budget.emil_spoke = lambda: spoke.append(True)  # type: ignore[method-assign]
+    p.dispatched("say")
+    p.dispatched("say")
+    assert p.echo(ActionFinished(action="say", ok=False)) and spoke == []  # it never went out
+    assert p.echo(ActionFinished(action="say", ok=True)) and spoke == [True]

@@ -390,3 +390,45 @@ def test_a_trim_is_one_type_from_the_ladder_to_the_file_and_old_trim_lines_load(
     assert [(r.turn, r.rung, r.tokens_before) for r in trims] == [(3, "evict", None), (4, "elide_results", 900), (7, "fold", 30000)]
     assert trims[2] == made.model_copy(update={"turn": 7})
     assert RECORD_ADAPTER.validate_json(RECORD_ADAPTER.dump_json(made)) == made
+
+
+@pytest.mark.parametrize(
+    ("text", "ok", "fate", "interrupt", "note"),
+    [
+        ("say done", True, "ran", "", ""),
+        ("go_to failed: no path", False, "ran", "", ""),
+        ("refused: attack the player bob: only an operator may (rule attack.player)", False, "ran", "", ""),
+        ("not run: interrupted (hit by zombie)", False, "not_run", "hit by zombie", ""),
+        ("aborted: interrupted (alex spoke to Emil (urgent))", False, "aborted", "alex spoke to Emil (urgent)", ""),
+        ("not run: Emil is stopping", False, "stopping", "", ""),
+        ("error: arguments are not valid JSON", False, "invalid", "", ""),
+        ("error: go_to timed out after 60 s and was aborted", False, "timed_out", "", ""),
+        ("say done (3 more tool call(s) in that answer were not run: at most 2 per answer)", True, "ran", "",
+         " (3 more tool call(s) in that answer were not run: at most 2 per answer)"),
+        ("not run: Emil is stopping (1 more tool call(s) in that answer were not run: at most 8 per answer)", False,
+         "stopping", "", " (1 more tool call(s) in that answer were not run: at most 8 per answer)"),
+        # the world's words that only look like the engine's: ok results always ran
+        ("not run: interrupted (a joke)", True, "ran", "", ""),
+    ],
+)
+def test_a_tool_result_from_before_the_fields_reads_its_outcome_from_its_words(
+    text: str, ok: bool, fate: str, interrupt: str, note: str
+) -> None:
+    from emil.recording import ToolResultRecord
+    from emil.recording.records import parse_record
+
+    old = parse_record({"kind": "tool_result", "t": 1.0, "turn": 1, "name": "say", "ok": ok, "text": text})
+    assert isinstance(old, ToolResultRecord)
+    assert (old.fate, old.interrupt, old.note) == (fate, interrupt, note)
+    assert old.answer + old.note == text
+
+
+def test_a_tool_result_with_the_fields_is_read_by_them_never_by_its_words() -> None:
+    from emil.recording import ToolResultRecord
+    from emil.recording.records import parse_record
+
+    record = ToolResultRecord(turn=1, name="say", ok=False, text="not run: Emil is stopping", fate="ran")
+    back = parse_record(json.loads(RECORD_ADAPTER.dump_json(record)))
+    assert isinstance(back, ToolResultRecord) and back.fate == "ran" and back.note == ""
+    noted = ToolResultRecord(turn=1, name="say", ok=True, text="said it (more)", fate="ran", note=" (more)")
+    assert noted.answer == "said it"

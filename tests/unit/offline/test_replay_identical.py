@@ -218,3 +218,55 @@ def test_replay_exits_0_when_identical_and_1_naming_the_step_when_not(
     assert cli_main([str(changed), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "built differently" in err and "first: turn" in err and "step" in err
+
+
+def test_the_engine_records_what_it_decided_as_fields(recording: Path) -> None:
+    results = [r for r in read_recording(recording).records if isinstance(r, ToolResultRecord)]
+    fates = {r.fate for r in results}
+    assert {"ran", "aborted", "not_run", "invalid"} <= fates, fates
+    for r in results:
+        if r.fate in ("aborted", "not_run"):
+            assert r.interrupt and r.text.endswith(f"interrupted ({r.interrupt})"), r
+        else:
+            assert r.interrupt == "", r
+    with recording.open(encoding="utf-8") as f:
+        raw = [json.loads(line) for line in f]
+    assert all("fate" in d for d in raw if d["kind"] == "tool_result")  # written, not inferred
+
+
+def _rewrite(src: Path, dst: Path, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Path:
+    with src.open(encoding="utf-8") as f:
+        lines = [json.loads(line) for line in f]
+    dst.write_text("".join(json.dumps(change(d) if d["kind"] == "tool_result" else d) + "\n" for d in lines),
+                   encoding="utf-8")
+    return dst
+
+
+async def test_replay_reads_the_fields_not_the_text(recording: Path, tmp_path: Path) -> None:
+    """The engine's words in the tool result records replaced by nonsense: replay still runs the
+    interrupts and aborts where the session had them (the requests carry the words from the
+    message records, so every request stays identical only if replay used the fields)."""
+
+    def garble(d: dict[str, Any]) -> dict[str, Any]:
+        return {**d, "text": "zzz"} if d.get("fate") in ("not_run", "aborted", "stopping") else d
+
+    path = _rewrite(recording, tmp_path / "garbled.jsonl", garble)
+    report = await replay_file(path)
+    assert report.stopped is None and not report.errors, (report.stopped, report.errors)
+    assert report.identical == len(report.diffs) == report.steps_total, [d.to_json() for d in report.differing]
+
+
+async def test_a_recording_from_before_the_fields_replays_by_its_words(recording: Path, tmp_path: Path) -> None:
+    """Records written before ``fate`` existed: the reader takes their outcome from the words
+    those versions wrote, and the replay is as identical as the new file's."""
+
+    def legacy(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in d.items() if k not in ("fate", "interrupt", "note")}
+
+    path = _rewrite(recording, tmp_path / "legacy.jsonl", legacy)
+    new = [(r.fate, r.interrupt, r.note) for r in read_recording(recording).records if isinstance(r, ToolResultRecord)]
+    old = [(r.fate, r.interrupt, r.note) for r in read_recording(path).records if isinstance(r, ToolResultRecord)]
+    assert old == new
+    report = await replay_file(path)
+    assert report.stopped is None and not report.errors, (report.stopped, report.errors)
+    assert report.identical == len(report.diffs) == report.steps_total, [d.to_json() for d in report.differing]

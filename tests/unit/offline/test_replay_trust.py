@@ -155,6 +155,7 @@ def test_live_turns_hear_their_words_and_record_who_asked(played: tuple[Path, Gu
     assert [(r.requested_by, r.rule) for r in said] == [(["bob"], "say"), (["bob"], "say")]
     assert said[0].text == "say done"
     assert said[1].text == "say done (3 more tool call(s) in that answer were not run: at most 2 per answer)"
+    assert (said[1].answer, said[0].note) == ("say done", "")  # the engine's note is a field
     notes = [o.notes for o in records if isinstance(o, ObservationRecord)]
     assert notes[:2] == [[], [CONFIRMED]]
     messages = [r.openai for r in records if r.kind == "message" and r.openai.get("role") == "user"]
@@ -178,3 +179,19 @@ async def test_replay_rebuilds_the_trust_turns_byte_for_byte(played: tuple[Path,
     assert report.turns_replayed == report.turns_total == 4
     assert report.identical == len(report.diffs) == report.steps_total, [d.to_json() for d in report.differing]
     assert report.observation_diffs == []
+
+
+async def test_replay_of_a_note_recorded_before_it_was_a_field(played: tuple[Path, GuardedWorld], tmp_path: Path) -> None:
+    """The dropped-calls note in a result written before ``note`` existed is told apart by its
+    words, and the replay is as identical."""
+    import json
+
+    lines = [json.loads(line) for line in played[0].read_text(encoding="utf-8").splitlines()]
+    legacy = tmp_path / "legacy.jsonl"
+    legacy.write_text("".join(json.dumps({k: v for k, v in d.items() if k not in ("fate", "interrupt", "note")}
+                                         if d["kind"] == "tool_result" else d) + "\n" for d in lines), encoding="utf-8")
+    said = [r for r in read_recording(legacy).records if isinstance(r, ToolResultRecord) and r.step > 0]
+    assert said[1].answer == "say done" and said[1].note.startswith(" (3 more tool call(s)")
+    report = await replay_file(legacy)
+    assert report.stopped is None and not report.errors, (report.stopped, report.errors)
+    assert report.identical == len(report.diffs) == report.steps_total, [d.to_json() for d in report.differing]

@@ -45,3 +45,18 @@ async def test_replay_of_the_soak_sample_is_identical() -> None:
     assert report.stopped is None and not report.errors
     assert report.steps_replayed == report.steps_total > 0
     assert report.identical == len(report.diffs)  # the recorded notes block is served back
+
+
+def test_the_soak_samples_interrupted_calls_read_as_not_run_from_their_words() -> None:
+    """The sample was written before tool results carried their fate: its interrupted calls are
+    read as not run by their words (the replay test above replays them identically)."""
+    import json
+
+    from emil.recording import ToolResultRecord
+
+    raw = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
+    assert not any("fate" in d for d in raw if d["kind"] == "tool_result")
+    results = [r for r in read_recording(SAMPLE).records if isinstance(r, ToolResultRecord)]
+    not_run = [r for r in results if r.fate == "not_run"]
+    assert not_run and all(r.text == f"not run: interrupted ({r.interrupt})" for r in not_run)
+    assert all(r.fate == "ran" for r in results if r.ok)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+import emil.world.actions  # noqa: F401 - the tools declare their rows of the table
 from emil.trust.people import People, valid_name
-from emil.trust.rules import RULES, Who, decide, rule, rules_markdown
+from emil.trust.rules import Rule, Who, decide, declare, rule, rules, rules_markdown
+
+RULES = rules()
 
 PEOPLE = People(operators=frozenset({"Olga"}), trusted=frozenset({"Tess"}), npcs=frozenset({"Otto"}))
 
@@ -113,3 +116,15 @@ def test_a_refusal_says_who_asked_and_who_may_word_for_word(asked: set[str], why
     # The words go back to the model and are whispered to the players who asked.
     v = decide("attack.player", asked, PEOPLE)
     assert v.allowed is False and v.why == why
+
+
+def test_a_row_is_declared_by_its_tools_and_two_rows_may_not_share_an_id() -> None:
+    from emil.world.actions import TOOLS
+
+    by_id = {r.id: r for r in RULES}
+    for name, cls in TOOLS.items():
+        for row in cls.rules:
+            assert name in by_id[row.id].tools, (name, row.id)
+    assert by_id["use.held"].tools[:2] == ("place", "eat")  # declared by the tools that use items
+    with pytest.raises(TypeError, match=r"two rules with the id 'attack\.mob'"):
+        declare(Rule("attack.mob", "something else", (Who.OPERATOR,)), "attack")

@@ -76,7 +76,7 @@ def call(name: str, **arguments: Any) -> ToolCall:
 def test_required_tools_are_offered() -> None:
     names = {s["function"]["name"] for s in tool_specs()}
     required = {"say", "whisper", "go_to", "follow", "stop", "look_at", "collect", "dig", "place",
-                "equip", "eat", "give", "attack", "flee", "inventory", "nearby", "status",
+                "equip", "eat", "give", "drop", "attack", "flee", "inventory", "nearby", "status",
                 "craft", "smelt", "build", "sleep", "store", "take"}
     assert required <= names
 
@@ -375,6 +375,6 @@ def test_the_specs_keep_their_order() -> None:
     specs in every prompt (a change moves every recorded prompt's bytes)."""
     assert [s["function"]["name"] for s in tool_specs()] == [
         "say", "whisper", "go_to", "follow", "stop", "look_at", "collect", "dig", "place", "equip",
-        "eat", "give", "attack", "flee", "craft", "smelt", "build", "sleep", "store", "take",
+        "eat", "give", "drop", "attack", "flee", "craft", "smelt", "build", "sleep", "store", "take",
         "claim_chest", "inventory", "nearby", "status", "recall", "remember",
     ]

@@ -303,3 +303,98 @@ async def test_jobs_that_find_their_own_items_are_told_what_is_held_for_others()
     w._eat = lambda a: {"ate": "bread", "food_before": 1, "food_after": 5}  # type: ignore[method-assign]
     await turn(w, g, "carl", "eat")
     assert w.acted("eat")[-1]["reserved"] == {"diamond": 9}
+
+
+# --- drop: the tool that shows a tool carries its own rule ----------------------------------
+
+
+async def test_emils_own_items_are_dropped_on_a_trusted_players_or_an_operators_word_only() -> None:
+    w, g = world()
+    for who in ("carl", ("Tess", "carl"), ()):
+        out = await turn(w, g, who, "drop", item="dirt", count=5)
+        assert not out.ok and out.rule == "drop.own" and w.acted("drop") == [], (who, out.text)
+    out = await turn(w, g, "carl", "drop", item="dirt", count=5)
+    assert "only a trusted player or an operator may ask for that, and carl asked (rule drop.own)" in out.text
+    for who, n in (("Tess", 5), ("Olga", 3)):
+        out = await turn(w, g, who, "drop", item="dirt", count=n)
+        assert out.ok and out.rule == "drop.own", (who, out.text)
+    assert w.ground == {"dirt": 8} and w.inventory["dirt"] == 56
+    assert out.text == "dropped 3 dirt on the ground"
+
+
+async def test_items_held_for_a_player_are_theirs_to_drop() -> None:
+    w, g = world()
+    w.inventory["diamond"] = 4
+    g.ledger.hold("bob", {"diamond": 4})
+    for who in ("carl", "Tess"):  # trusted is not the owner
+        out = await turn(w, g, who, "drop", item="diamond", count=4)
+        assert not out.ok and out.rule == "use.held" and w.ground == {}, (who, out.text)
+    out = await turn(w, g, "bob", "drop", item="diamond", count=4)
+    assert out.ok and out.rule == "use.held" and w.ground == {"diamond": 4}
+    assert g.ledger.held_for("bob") == {}  # the ledger knows they left
+    out = await turn(w, g, "Olga", "drop", item="diamond")
+    assert not out.ok and out.text == "drop failed: no diamond in the inventory" and w.acted("drop") == [
+        {"item": "diamond", "count": 4}]
+
+
+def test_the_guard_names_no_tool() -> None:
+    """The guard applies what each tool declares (its rows, its target check): no comparison
+    with a tool's name, no table keyed by tool names."""
+    import ast
+    import inspect
+
+    from emil.world import guard
+    from emil.world.actions import TOOLS
+
+    tree = ast.parse(inspect.getsource(guard))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                assert not (isinstance(side, ast.Attribute) and side.attr == "tool_name"), ast.unparse(node)
+                assert not (isinstance(side, ast.Constant) and side.value in TOOLS), ast.unparse(node)
+        if isinstance(node, ast.Dict):
+            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+            assert not keys & set(TOOLS), ast.unparse(node)
+        if isinstance(node, ast.MatchValue):
+            assert not (isinstance(node.value, ast.Constant) and node.value.value in TOOLS)
+
+
+async def test_a_tool_declared_in_a_test_is_checked_by_its_own_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new tool with its own row and target check: the guard, the rule table and the refusal
+    come from the class alone."""
+    from typing import ClassVar
+
+    from emil.trust import rules as table
+    from emil.trust.rules import Rule, Who
+    from emil.world.actions import TOOLS
+    from emil.world.tool import Guarding, Tool, ToolContext
+
+    monkeypatch.setattr(table, "_BY_ID", dict(table._BY_ID))
+    monkeypatch.setattr(table, "_DECLARED", {k: list(v) for k, v in table._DECLARED.items()})
+    row = Rule("pet.wolf", "a wolf", (Who.OPERATOR,))
+
+    class Pet(Tool):
+        """Pet an animal."""
+
+        tool_name: ClassVar[str] = "pet"
+        rules: ClassVar[tuple[Rule, ...]] = (row,)
+        animal: str
+
+        async def guarded(self, guard: Guarding, ctx: ToolContext) -> Outcome:
+            if self.animal != "wolf":
+                return await super().guarded(guard, ctx)
+            verdict = guard.decide(row)
+            return await guard.refuse(ctx.bot, self, verdict, what="the wolf") if not verdict.allowed else Outcome(
+                True, "petted the wolf", rule=row.id)
+
+    try:
+        assert [r.tools for r in table.rules() if r.id == "pet.wolf"] == [("pet",)]
+        w, g = world()
+        out = await turn(w, g, "carl", "pet", animal="wolf")
+        assert not out.ok and out.rule == "pet.wolf" and "(rule pet.wolf)" in out.text
+        assert (await turn(w, g, "Olga", "pet", animal="wolf")).rule == "pet.wolf"
+        w._pet = lambda a: {"petted": a["animal"]}  # type: ignore[attr-defined]
+        out = await turn(w, g, "carl", "pet", animal="cat")
+        assert out.ok and out.rule == "any" and w.acted("pet") == [{"animal": "cat"}]  # the default: row any
+    finally:
+        del TOOLS["pet"]

@@ -1,7 +1,7 @@
 """An in-process double of the bot for the guard's unit tests: inventory, chests, players, mobs.
 
 Not the bot: it answers the JS calls the guard and the item tools make (find_chest,
-classify_target, take, store, give, say, whisper, attack, dig, collect, place, eat,
+classify_target, take, store, give, drop, say, whisper, attack, dig, collect, place, eat,
 ask_confirm) the way the JS functions do, on a few dictionaries, and records every call. The
 integration tests (tests/integration/world/test_trust.py) play the same rules on the real bot.
 """
@@ -26,6 +26,8 @@ class WorldDouble:
     online: list[str] = field(default_factory=lambda: ["Olga", "bob", "carl", "Tess"])
     received: dict[str, dict[str, int]] = field(default_factory=dict)
     """What each player got from give."""
+    ground: dict[str, int] = field(default_factory=dict)
+    """What Emil dropped."""
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     here: Pos = (0, 5, 0)
 
@@ -107,6 +109,12 @@ class WorldDouble:
         if not got:
             raise ValueError(f"no {a['item']} in the inventory")
         return {"gave": a["item"], "count": got[a["item"]], "to": a["player"]}
+
+    def _drop(self, a: dict[str, Any]) -> dict[str, Any]:
+        got = self._move(self.inventory, self.ground, {a["item"]: a.get("count", 1)})
+        if not got:
+            raise ValueError(f"no {a['item']} in the inventory")
+        return {"dropped": a["item"], "count": got[a["item"]]}
 
     def _say(self, a: dict[str, Any]) -> dict[str, Any]:
         return {"said": a["text"]}
