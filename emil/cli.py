@@ -112,8 +112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return memory(args[1:])
     if args[:1] == ["fleet"]:
         # check | units | run, each with its own flags (docs/fleet.md).
-        fleet = _hook("emil.fleet.cli", "cli_main")
-        if fleet is None:
+        try:
+            from emil.fleet.cli import cli_main as fleet
+        except ModuleNotFoundError as e:
+            if e.name not in ("emil.fleet", "emil.fleet.cli"):
+                raise
             return _fail("fleet is not part of this build (the emil/fleet package is missing); update the checkout")
         return fleet(args[1:])
     try:
