@@ -17,7 +17,8 @@ every driver runs them: the live loop (:mod:`emil.agent.loop`), replay
                   a malformed call is its error ("error: ..."); otherwise the world runs it and
                   an interrupt aborts it ("aborted: interrupted (...)")
                   -> one tool result message per call
-    until the model answers without tools, a call was interrupted, or Emil stops.
+    until the model answers without tools or calls a tool that passes the turn (``wait``, offered
+    when every answer must call a tool), a call was interrupted, or Emil stops.
 
 What differs between the drivers is injected, not branched on (the seams are in
 :mod:`emil.agent.ports`, the request's shape in :mod:`emil.agent.request_shape`):
@@ -92,9 +93,9 @@ from emil.recording import (
     ToolResultRecord,
 )
 from emil.trust.authority import Authority, Line
-from emil.world.tool import Outcome
+from emil.world.tool import TOOLS, Outcome
 
-__all__ = ["TurnEngine", "dropped_note", "history_call", "observation_cap"]
+__all__ = ["TurnEngine", "dropped_note", "history_call", "observation_cap", "passes_turn"]
 
 _log = logging.getLogger("emil.agent")
 
@@ -121,6 +122,12 @@ def history_call(call: ToolCall) -> dict[str, str]:
     result tells the model what was wrong."""
     args = call.raw_arguments if call.arguments is not None else "{}"
     return {"id": call.id, "name": call.name, "arguments": args}
+
+
+def passes_turn(call: ToolCall) -> bool:
+    """A valid call of a tool that ends the turn (``passes_turn``: ``wait``)."""
+    cls = TOOLS.get(call.name)
+    return call.error is None and call.arguments is not None and cls is not None and cls.passes_turn
 
 
 def _never_interrupted(call: ToolCall) -> str | None:
@@ -200,6 +207,8 @@ class TurnEngine:
                 return
             if await self.run_calls(stats, step, calls, requesters, interruption, stopping,
                                     dropped=completion.dropped_tool_calls):
+                return
+            if any(passes_turn(c) for c in calls):
                 return
         self.log.info("turn %d reached the step limit (%d)", stats.turn, self.step_limit)
 

@@ -103,6 +103,9 @@ class CpuServerOptions:
     chat_template: Path | None = None
     """A template file served in place of the tokenizer's own (``--chat-template``)."""
     tool_call_parser: str = "hermes"
+    load_format: str | None = "dummy"
+    """``--load-format``: "dummy" (random weights, the tiny model) or None (the folder's own
+    weights: the real model, emil.serving.real_model)."""
     reasoning_parser: str | None = None
     startup_timeout_s: float = 420.0
     """Ready in 60-105 s on a loaded 2-core box; a first start also compiles kernels."""
@@ -114,8 +117,8 @@ def cpu_profile(
     env: CpuVLLMEnv, model_dir: Path, options: CpuServerOptions, port: int
 ) -> ServeProfile:
     """The serve profile that runs ``model_dir`` on the CPU with the reference recipe's flags."""
-    extra = [
-        "--load-format", "dummy",
+    extra = ["--load-format", options.load_format] if options.load_format else []
+    extra += [
         "--enforce-eager",
         "--dtype", "bfloat16",
         "--enable-prompt-tokens-details",

@@ -208,6 +208,10 @@ class Tool(BaseModel):
     bridged: ClassVar[bool] = True
     """Runs a JS function of the same name in the bot (False: answered in Python, e.g. from a
     snapshot or from the session's memory)."""
+    passes_turn: ClassVar[bool] = False
+    """Calling it ends the turn (``wait``: emil.world.waiting); offered only when every answer
+    must call a tool (``tool_choice`` "required"), since otherwise an answer without calls
+    ends the turn."""
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:

@@ -50,10 +50,10 @@ def _close_worlds() -> Iterator[None]:
 _WORLDS: list[WorldDouble] = []
 
 
-def _agent(tmp_path: Path, brain, completer=None, **opts):  # type: ignore[no-untyped-def]
+def _agent(tmp_path: Path, brain, completer=None, tools=None, **opts):  # type: ignore[no-untyped-def]
     world = WorldDouble()
     _WORLDS.append(world)
-    context = ContextDouble()
+    context = ContextDouble(tools=tools or [])
     scripted, requests = scripted_completer(brain)
     completer = completer or scripted
     options = AgentOptions(**{**OPTS.__dict__, **opts})
@@ -300,6 +300,33 @@ async def test_step_limit_ends_a_turn_that_keeps_calling_tools(tmp_path: Path) -
         stats = await agent.run(max_turns=1)
     rec.close()
     assert len(requests) == 3 and stats.turns[0].steps == 3 and len(world.calls) == 3
+
+
+async def test_a_wait_call_ends_the_turn_and_required_is_sent_with_every_request(tmp_path: Path) -> None:
+    import emil.world.actions  # noqa: F401 - registers every tool, wait among them
+
+    script = [answer(tool("say", '{"text": "hi alex"}', "a")), answer(tool("wait", "{}", "b")),
+              answer(tool("say", '{"text": "never sent"}', "c"))]
+    from emil.world.actions import tool_specs
+
+    agent, world, _, requests, rec = _agent(tmp_path, lambda req: script[len(requests) - 1], step_limit=5,
+                                            tool_choice="required", tools=tool_specs(must_call=True))
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(10):
+        stats = await agent.run(max_turns=1)
+    rec.close()
+    assert stats.turns[0].steps == 2 and len(requests) == 2  # ended by wait, not the step limit
+    assert [c.name for c in world.calls] == ["say", "wait"]
+    assert all(r.tool_choice == "required" for r in requests)
+
+
+async def test_auto_sends_no_tool_choice(tmp_path: Path) -> None:
+    agent, world, _, requests, rec = _agent(tmp_path, lambda req: answer(content="nothing to do"))
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    rec.close()
+    assert [r.tool_choice for r in requests] == [None]  # the server's default, as before
 
 
 async def test_world_stream_ending_stops_the_loop(tmp_path: Path) -> None:
