@@ -18,7 +18,10 @@ every driver runs them: the live loop (:mod:`emil.agent.loop`), replay
                   an interrupt aborts it ("aborted: interrupted (...)")
                   -> one tool result message per call
     until the model answers without tools or calls a tool that passes the turn (``wait``, offered
-    when every answer must call a tool), a call was interrupted, or Emil stops.
+    when every answer must call a tool), a call was interrupted, or Emil stops. An answer
+    without tools whose text holds a call (bare JSON: emil.llm.text_call) is not the end: the
+    model reads that nothing ran (a user message of the same turn) and is asked again, once
+    per turn.
 
 What differs between the drivers is injected, not branched on (the seams are in
 :mod:`emil.agent.ports`, the request's shape in :mod:`emil.agent.request_shape`):
@@ -79,6 +82,7 @@ from emil.agent.turnstats import TurnStats
 from emil.context.history import Message
 from emil.events import Chat
 from emil.llm.recovery_steps import RecoveryEvent
+from emil.llm.text_call import call_in_text, correction
 from emil.llm.types import ChatRequest, Completion, ToolCall
 from emil.observation import compose_events, format_status_line
 from emil.perception import Triaged
@@ -193,6 +197,7 @@ class TurnEngine:
         requesters = frozenset(t.event.sender for t in triaged if isinstance(t.event, Chat))
         notes = await self.hear(stats, triaged)
         await self.observe(stats, triaged, ambient=ambient, reason=reason, notes=notes)
+        corrected = False
         for step in range(1, self.step_limit + 1):
             stats.steps = step
             completion = await self.complete(stats, step)
@@ -204,7 +209,17 @@ class TurnEngine:
             ref = self.recorder.message(stored, turn=stats.turn)
             self.recorder.write(CompletionRecord.from_completion(completion, turn=stats.turn, step=step, assistant_ref=ref))
             if not calls:
-                return
+                written = call_in_text(completion.content)
+                if written is None or corrected or step == self.step_limit:
+                    return
+                # A call written as text (bare JSON, no tool-call format): nothing ran; the model
+                # is told so once in the turn and asked again (docs/llm.md, "Tool choice").
+                corrected = True
+                self.recorder.message(self.context.add(Message(
+                    role="user", kind="observation", content=correction(written), event_time=self.clock.wall(),
+                )), turn=stats.turn)
+                self.log.info("turn %d: a call to %s written as text; the model is told", stats.turn, written.name)
+                continue
             if await self.run_calls(stats, step, calls, requesters, interruption, stopping,
                                     dropped=completion.dropped_tool_calls):
                 return

@@ -310,14 +310,19 @@ def _marker(spec: RealModelSpec, started: float) -> dict[str, Any]:
 
 def real_server_options(spec: RealModelSpec = QWEN25_CODER_05B, **changes: Any) -> CpuServerOptions:
     """How the real model is served: its real weights, its name, the hermes tool parser with
-    auto tool choice (the profile's default), an 8,192-token window, 2 GiB of KV cache and
-    ``--enable-prompt-tokens-details``; ``changes`` replace any of the options' fields."""
+    auto tool choice (the profile's default), an 8,192-token window, 2 GiB of KV cache,
+    ``--enable-prompt-tokens-details`` and a patient engine step (30 min, not 5: a loaded
+    machine); ``changes`` replace any of the options' fields."""
     base = CpuServerOptions(
         served_model_name=spec.served_name,
         max_model_len=8192,
         kv_cache_gib=2,
         load_format=None,
         tool_call_parser="hermes",
+        # One engine step (a 2,048-token chunk of a cold prefill) took over vLLM's default 300 s
+        # on this 2-core box at load average 17, and the engine died of it; a slow step on a
+        # loaded test machine is not a dead worker.
+        env={"VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": "1800"},
     )
     return replace(base, **changes)
 

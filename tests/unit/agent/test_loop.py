@@ -320,6 +320,22 @@ async def test_a_wait_call_ends_the_turn_and_required_is_sent_with_every_request
     assert all(r.tool_choice == "required" for r in requests)
 
 
+async def test_a_call_written_as_text_is_corrected_once_in_the_turn(tmp_path: Path) -> None:
+    text = '{"name": "follow", "arguments": {"player": "alex"}}'
+    script = [answer(content=text), answer(tool("follow", '{"player": "alex"}')), answer(content=text),
+              answer(content=text)]
+    agent, world, context, requests, rec = _agent(tmp_path, lambda req: script[len(requests) - 1], step_limit=6)
+    await world.send.send(Chat(sender="alex", text="follow me"))
+    with anyio.fail_after(10):
+        stats = await agent.run(max_turns=1)
+    rec.close()
+    # step 1: text -> corrected; step 2: the real call runs; step 3: text again -> the turn ends
+    assert stats.turns[0].steps == 3 and len(requests) == 3 and [c.name for c in world.calls] == ["follow"]
+    told = requests[1].messages[-1]
+    assert told["role"] == "user" and "follow as text" in told["content"] and "nothing was run" in told["content"]
+    assert sum("as text" in str(m.get("content")) for m in requests[2].messages) == 1
+
+
 async def test_auto_sends_no_tool_choice(tmp_path: Path) -> None:
     agent, world, _, requests, rec = _agent(tmp_path, lambda req: answer(content="nothing to do"))
     await world.send.send(Chat(sender="alex", text="hi"))
