@@ -324,7 +324,7 @@ async def test_a_call_written_as_text_is_corrected_once_in_the_turn(tmp_path: Pa
     text = '{"name": "follow", "arguments": {"player": "alex"}}'
     script = [answer(content=text), answer(tool("follow", '{"player": "alex"}')), answer(content=text),
               answer(content=text)]
-    agent, world, context, requests, rec = _agent(tmp_path, lambda req: script[len(requests) - 1], step_limit=6)
+    agent, world, _, requests, rec = _agent(tmp_path, lambda req: script[len(requests) - 1], step_limit=6)
     await world.send.send(Chat(sender="alex", text="follow me"))
     with anyio.fail_after(10):
         stats = await agent.run(max_turns=1)
