@@ -14,8 +14,9 @@ every driver runs them: the live loop (:mod:`emil.agent.loop`), replay
       completion  -> one assistant message (a call whose arguments are not a JSON object keeps
                   "{}" in history, so no later prompt is refused for it)
       each call   not run when Emil is stopping or an interrupt is pending ("not run: ...");
-                  a malformed call is its error ("error: ..."); otherwise the world runs it and
-                  an interrupt aborts it ("aborted: interrupted (...)")
+                  a malformed call is its error ("error: ..."); the same call as one that
+                  already ran in the turn is not run ("not run: ... already ran"); otherwise the
+                  world runs it and an interrupt aborts it ("aborted: interrupted (...)")
                   -> one tool result message per call
     until the model answers without tools or calls a tool that passes the turn (``wait``, offered
     when every answer must call a tool), a call was interrupted, or Emil stops. An answer
@@ -134,6 +135,13 @@ def passes_turn(call: ToolCall) -> bool:
     return call.error is None and call.arguments is not None and cls is not None and cls.passes_turn
 
 
+def _call_key(call: ToolCall) -> tuple[str, str] | None:
+    """What makes two calls the same call (None: a malformed call, or one that passes the turn)."""
+    if call.error is not None or call.arguments is None or passes_turn(call):
+        return None
+    return call.name, json.dumps(call.arguments, sort_keys=True)
+
+
 def _never_interrupted(call: ToolCall) -> str | None:
     return None
 
@@ -177,6 +185,8 @@ class TurnEngine:
         self.clock = clock or Clock()
         self.recall = recall
         """Old lines of the archive for the turn's observation (None: no retrieval)."""
+        self._ran: set[tuple[str, str]] = set()
+        """The calls (name, arguments) that ran and succeeded in this turn: one again is not run."""
         self.log = log
 
     async def run(
@@ -198,6 +208,7 @@ class TurnEngine:
         notes = await self.hear(stats, triaged)
         await self.observe(stats, triaged, ambient=ambient, reason=reason, notes=notes)
         corrected = False
+        self._ran.clear()
         for step in range(1, self.step_limit + 1):
             stats.steps = step
             completion = await self.complete(stats, step)
@@ -320,6 +331,11 @@ class TurnEngine:
                 interrupted = interruption(call)
             if interrupted is not None:
                 outcome = Outcome(False, f"not run: interrupted ({interrupted})")
+            elif (key := _call_key(call)) is not None and key in self._ran:
+                # The same call again in the same turn (a small model's loop: the same say three
+                # times): not run, and the model told so.
+                outcome = Outcome(False, f"not run: {call.name} with these arguments already ran in this turn; "
+                                         "do something else, or end the turn")
             else:
                 if stats.first_action_at is None:
                     stats.first_action_at = self.clock.monotonic()
@@ -329,6 +345,8 @@ class TurnEngine:
                 except Interrupted as e:
                     interrupted = e.reason
                     outcome = Outcome(False, f"aborted: interrupted ({e.reason})")
+                if outcome.ok and key is not None:
+                    self._ran.add(key)
             if tail:
                 outcome = replace(outcome, text=outcome.text + tail)
             self.add_result(stats.turn, step, call, outcome, requesters)

@@ -310,7 +310,7 @@ def _marker(spec: RealModelSpec, started: float) -> dict[str, Any]:
 
 def real_server_options(spec: RealModelSpec = QWEN25_CODER_05B, **changes: Any) -> CpuServerOptions:
     """How the real model is served: its real weights, its name, the hermes tool parser with
-    auto tool choice (the profile's default), an 8,192-token window, 2 GiB of KV cache,
+    auto tool choice (the profile's default), float32, an 8,192-token window, 2 GiB of KV cache,
     ``--enable-prompt-tokens-details`` and a patient engine step (30 min, not 5: a loaded
     machine); ``changes`` replace any of the options' fields."""
     base = CpuServerOptions(
@@ -319,6 +319,9 @@ def real_server_options(spec: RealModelSpec = QWEN25_CODER_05B, **changes: Any) 
         kv_cache_gib=2,
         load_format=None,
         tool_call_parser="hermes",
+        # On this AVX2-only CPU (no AVX-512 BF16) a cold 3,723-token prefill took 97 s in
+        # float32 and over 5 minutes in bfloat16, both at load average 20-23.
+        dtype="float32",
         # One engine step (a 2,048-token chunk of a cold prefill) took over vLLM's default 300 s
         # on this 2-core box at load average 17, and the engine died of it; a slow step on a
         # loaded test machine is not a dead worker.

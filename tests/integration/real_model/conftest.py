@@ -14,13 +14,17 @@ only (``func_only``).
 
 Other tiers may use the same server by importing the fixture into their conftest
 (``from tests.integration.real_model.conftest import real_model  # noqa: F401``).
+``EMIL_REAL_MODEL_URL=http://127.0.0.1:P/v1`` runs the tier against a real-model server already
+running (``python3 tools/launch_vllm.py --real-model``) instead of starting one.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -40,7 +44,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.real_model)
             if item.get_closest_marker("timeout") is None:
-                item.add_marker(pytest.mark.timeout(180, func_only=True))
+                item.add_marker(pytest.mark.timeout(400, func_only=True))
 
 
 def _progress(line: str) -> None:
@@ -49,7 +53,7 @@ def _progress(line: str) -> None:
     sys.__stderr__.flush()
 
 
-def _warm(server: CpuVLLMServer, settings: Settings) -> float:
+def _warm(server: CpuVLLMServer | RunningServer, settings: Settings) -> float:
     """Send Emil's system prompt and tools once (one token out), so the tests start with the
     prefix cached; returns the seconds it took."""
     from emil.agent.persona import load_system_prompt
@@ -67,9 +71,27 @@ def _warm(server: CpuVLLMServer, settings: Settings) -> float:
     return time.monotonic() - started
 
 
+@dataclass(frozen=True)
+class RunningServer:
+    """A real-model server this session did not start (``EMIL_REAL_MODEL_URL``)."""
+
+    base_url: str
+    model: str = real_server_options().served_model_name
+
+    @property
+    def root_url(self) -> str:
+        return self.base_url.removesuffix("/v1")
+
+
 @pytest.fixture(scope="session")
-def real_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CpuVLLMServer]:
+def real_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CpuVLLMServer | RunningServer]:
     """The running real-model server (``.base_url``, ``.root_url``, ``.model``), warmed."""
+    given = os.environ.get("EMIL_REAL_MODEL_URL")
+    if given:
+        server = RunningServer(given.rstrip("/"))
+        _progress(f"warm-up of {given} (Emil's system prompt and tools): {_warm(server, Settings()):.1f} s")
+        yield server
+        return
     log_path = tmp_path_factory.mktemp("real_model") / "server.log"
     try:
         env, model_dir = prepare(progress=_progress)

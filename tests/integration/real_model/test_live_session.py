@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 
 from emil.recording import (
     CompletionRecord,
@@ -106,16 +105,15 @@ async def test_the_model_answers_the_player_in_the_world_and_every_request_is_co
     assert not _miscounted(records), f"predicted != server: {_miscounted(records)} of {len(pairs)}"
 
 
-@pytest.mark.timeout(150, func_only=True)
 async def test_counted_by_the_servers_tokenize_when_nothing_names_the_model(
     real_model: CpuVLLMServer, tmp_path: Path
 ) -> None:
     async with running_world(tmp_path, None, endpoint=real_model.base_url, **SETTINGS) as world:
-        await _turns(world, ["alex here. Emil, what do you have?"], within=100)
+        await _turns(world, ["alex here. Emil, what do you have?", "thanks Emil"], within=100)
         await world.stop_agent()
         records = world.records()
     assert _family(records) == "server"
     pairs = _pairs(records)
-    assert len(pairs) >= 2, [type(r).__name__ for r in records]  # a call, then its result back
-    assert any(c.tool_calls for _, c in pairs[:-1])
+    # a call (a wait too), then a request whose history holds it
+    assert len(pairs) >= 2 and any(c.tool_calls for _, c in pairs[:-1]), [type(r).__name__ for r in records]
     assert not _miscounted(records), f"predicted != server: {_miscounted(records)} of {len(pairs)}"

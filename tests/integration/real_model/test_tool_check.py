@@ -19,7 +19,7 @@ from emil.serving.cpu_vllm import CpuVLLMServer
 from emil.testing import processes
 
 ROOT = Path(__file__).resolve().parents[3]
-SITUATIONS = ("greeting", "follow-request", "attacked-by-zombie")
+SITUATIONS = ("greeting", "follow-request")
 
 
 def _gate(server: CpuVLLMServer, tmp_path: Path, tool_choice: str) -> tuple[int, dict[str, object], str]:
@@ -32,14 +32,15 @@ def _gate(server: CpuVLLMServer, tmp_path: Path, tool_choice: str) -> tuple[int,
         [sys.executable, str(ROOT / "tools" / "check_tool_calls.py"), "--endpoint", server.base_url,
          "-n", "1", "--situations", str(tmp_path / "some.json"), "--tool-choice", tool_choice,
          "--no-progress", "--json-out", str(out)],
-        timeout=170, capture_output=True, text=True, cwd=ROOT,
+        timeout=500, capture_output=True, text=True, cwd=ROOT,
         env={**os.environ, "EMIL_OUTPUT_RESERVE": "96", "EMIL_TEMPERATURE": "0",
              "EMIL_DATA_DIR": str(tmp_path / "data")},
     )
+    assert out.exists(), f"exit {run.returncode}, no report: {run.stdout + run.stderr}"
     return run.returncode, json.loads(out.read_text()), run.stdout + run.stderr
 
 
-@pytest.mark.timeout(180, func_only=True)
+@pytest.mark.timeout(520, func_only=True)
 def test_with_required_every_answer_of_the_real_model_is_a_valid_call(
     real_model: CpuVLLMServer, tmp_path: Path
 ) -> None:
@@ -49,7 +50,7 @@ def test_with_required_every_answer_of_the_real_model_is_a_valid_call(
     assert code == 0 and report["passed"] is True and report["valid"] == len(SITUATIONS), output
 
 
-@pytest.mark.timeout(180, func_only=True)
+@pytest.mark.timeout(520, func_only=True)
 def test_with_auto_the_gate_names_the_calls_written_as_text(real_model: CpuVLLMServer, tmp_path: Path) -> None:
     code, report, output = _gate(real_model, tmp_path, "auto")
     print(output)

@@ -294,12 +294,27 @@ async def test_configuration_errors_stop_the_run(tmp_path: Path) -> None:
 
 
 async def test_step_limit_ends_a_turn_that_keeps_calling_tools(tmp_path: Path) -> None:
-    agent, world, _, requests, rec = _agent(tmp_path, lambda req: answer(tool("say", '{"text": "again"}')), step_limit=3)
+    agent, world, _, requests, rec = _agent(
+        tmp_path, lambda req: answer(tool("say", f'{{"text": "again {len(requests)}"}}')), step_limit=3)
     await world.send.send(Chat(sender="alex", text="hi"))
     with anyio.fail_after(10):
         stats = await agent.run(max_turns=1)
     rec.close()
     assert len(requests) == 3 and stats.turns[0].steps == 3 and len(world.calls) == 3
+
+
+async def test_the_same_call_again_in_a_turn_is_not_run_and_the_model_is_told(tmp_path: Path) -> None:
+    agent, world, _, requests, rec = _agent(tmp_path, lambda req: answer(tool("say", '{"text": "hi alex"}')), step_limit=3)
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    await world.send.send(Chat(sender="alex", text="hi again"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=2)
+    rec.close()
+    assert [c.name for c in world.calls] == ["say", "say"]  # once in each turn
+    told = requests[2].messages[-1]["content"]  # step 3 reads step 2's result
+    assert told.startswith("not run: say with these arguments already ran in this turn")
 
 
 async def test_a_wait_call_ends_the_turn_and_required_is_sent_with_every_request(tmp_path: Path) -> None:

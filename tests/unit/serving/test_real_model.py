@@ -145,4 +145,5 @@ def test_the_real_model_is_served_with_its_weights_and_the_hermes_parser(tmp_pat
     assert command[command.index("--tool-call-parser") + 1] == "hermes"
     assert command[command.index("--served-model-name") + 1] == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
     assert command[command.index("--max-model-len") + 1] == "8192"
+    assert command[command.index("--dtype") + 1] == "float32"
     assert real_server_options(max_model_len=4096).max_model_len == 4096
