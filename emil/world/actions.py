@@ -48,8 +48,9 @@ def tool_specs(disabled: Collection[str] = (), *, must_call: bool = False) -> li
     """OpenAI tool specs for every registered tool, derived from the classes, less the
     ``disabled`` ones (the ``disabled_tools`` setting). The tools that pass a turn
     (``passes_turn``: ``wait``) only with ``must_call`` (``tool_choice`` "required"): otherwise
-    an answer without calls passes it."""
-    return [cls.spec() for name, cls in TOOLS.items()
+    an answer without calls passes it. With ``must_call`` every spec is ``strict`` (the server
+    holds the arguments to its schema, not only the name)."""
+    return [cls.spec(strict=must_call) for name, cls in TOOLS.items()
             if name not in disabled and (must_call or not cls.passes_turn)]
 
 

@@ -224,14 +224,17 @@ class Tool(BaseModel):
         TOOLS[name] = cls
 
     @classmethod
-    def spec(cls) -> dict[str, Any]:
-        """The OpenAI tool spec, derived from the fields and the docstring."""
+    def spec(cls, *, strict: bool = False) -> dict[str, Any]:
+        """The OpenAI tool spec, derived from the fields and the docstring. ``strict`` marks it
+        ``"strict": true``: with ``tool_choice`` "required" vLLM then holds the arguments to the
+        schema too, not only the tool's name (without it vLLM 0.32 let any JSON through, and a
+        small model added properties: ``follow(type=...)``, ``build(fuel=...)``, docs/llm.md)."""
         params = _compact(_lean_schema(cls.model_json_schema(by_alias=True)))
         params.setdefault("properties", {})
-        return {
-            "type": "function",
-            "function": {"name": cls.tool_name, "description": (cls.__doc__ or "").strip(), "parameters": params},
-        }
+        function: dict[str, Any] = {"name": cls.tool_name, "description": (cls.__doc__ or "").strip(), "parameters": params}
+        if strict:
+            function["strict"] = True
+        return {"type": "function", "function": function}
 
     def wire_args(self) -> dict[str, JsonValue]:
         """The arguments as the JS function receives them (aliases, unset optionals left out)."""

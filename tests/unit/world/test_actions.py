@@ -395,3 +395,8 @@ async def test_wait_does_nothing_in_the_world_and_passes_the_guard() -> None:
     assert out.ok and out.rule == "any" and bot.calls == []
     bad = validate_tool_call(ToolCall(id="2", name="wait", raw_arguments='{"for": 3}', arguments={"for": 3}))
     assert bad.error is not None and "invalid arguments for wait" in bad.error
+
+
+def test_specs_are_strict_only_when_every_answer_must_call_a_tool() -> None:
+    assert all(spec["function"].get("strict") is True for spec in tool_specs(must_call=True))
+    assert not any("strict" in spec["function"] for spec in tool_specs())  # the default prompt as before
