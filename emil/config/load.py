@@ -33,10 +33,12 @@ __all__ = [
 
 DEFAULT_CONFIG_FILE = Path("emil.toml")
 
-OTHER_ENV_VARS = frozenset({"EMIL_CONFIG", "EMIL_NO_BOOTSTRAP", "EMIL_JS_DIR", "EMIL_JS_MODULES", "EMIL_TEST_RUN"})
+OTHER_ENV_VARS = frozenset({"EMIL_CONFIG", "EMIL_NO_BOOTSTRAP", "EMIL_JS_DIR", "EMIL_JS_MODULES", "EMIL_TEST_RUN",
+                            "EMIL_VLLM_CPU_ENV", "EMIL_REAL_MODEL_DIR", "EMIL_REAL_MODEL_URL"})
 """EMIL_* variables that are not settings (config file, bootstrap, Node module folders, the test
-run a process belongs to: emil.testing.processes); any other EMIL_* variable must name a setting,
-so a typo is an error instead of being ignored."""
+run a process belongs to: emil.testing.processes; where the CPU vLLM and the real model are
+cached, a running real-model server for its tier: docs/serving.md); any other EMIL_* variable
+must name a setting, so a typo is an error instead of being ignored."""
 
 
 class LoadedSettings(BaseModel):
