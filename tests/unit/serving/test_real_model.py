@@ -147,3 +147,29 @@ def test_the_real_model_is_served_with_its_weights_and_the_hermes_parser(tmp_pat
     assert command[command.index("--max-model-len") + 1] == "8192"
     assert command[command.index("--dtype") + 1] == "float32"
     assert real_server_options(max_model_len=4096).max_model_len == 4096
+
+
+def test_cli_real_model_install_only_and_dry_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--real-model against an installed environment and model: --install-only says so and
+    exits 0 (nothing run), --dry-run prints the server's command on the model folder."""
+    from tools import launch_vllm as cli
+
+    env = _ready_env(tmp_path)
+    model = tmp_path / "model"
+    model.mkdir()
+    for name in ("config.json", "tokenizer.json", "model.safetensors"):
+        (model / name).write_text("{}")
+    (model / ".emil-model.json").write_text(json.dumps({"sha256": QWEN25_CODER_05B.sha256}))
+    monkeypatch.setenv("EMIL_VLLM_CPU_ENV", str(env.path))
+    monkeypatch.setenv("EMIL_REAL_MODEL_DIR", str(model))
+    assert cli.main(["--real-model", "--install-only"]) == 0
+    assert f"Qwen/Qwen2.5-Coder-0.5B-Instruct is installed in {model}" in capsys.readouterr().out
+    assert cli.main(["--real-model", "--dry-run", "--port", "8124"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert f"--model {model} --host 127.0.0.1 --port 8124 --served-model-name Qwen/Qwen2.5-Coder-0.5B-Instruct" in out
+    assert "--tool-call-parser hermes" in out and "--dtype float32" in out and "--load-format" not in out
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["--real-model", "--cpu-test-model"])
+    assert caught.value.code == 2
