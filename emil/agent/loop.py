@@ -89,6 +89,8 @@ class AgentOptions:
     temperature: float | None = None
     stream: bool = False
     """Ask for streamed answers (the live setting defaults to on; see emil.config)."""
+    tool_choice: str = "auto"
+    """"required": every answer must call a tool (the setting; emil.agent.request_shape)."""
     snapshot_timeout_s: float = 5.0
     interrupt_grace_s: float = 1.0
     """An urgent event lets a model call in flight finish for this long, then cancels it."""
@@ -154,6 +156,7 @@ class Agent:
             shape=RequestShape(
                 tools=context.tools or None, max_completion_tokens=o.output_reserve, temperature=o.temperature,
                 stream=o.stream, enable_thinking=o.enable_thinking, preserve_thinking=o.preserve_thinking,
+                tool_choice="required" if o.tool_choice == "required" else None,
             ),
             step_limit=o.step_limit, observation_cap=o.observation_cap_tokens, recall=recall, log=self._log,
         )

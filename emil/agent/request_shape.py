@@ -29,6 +29,9 @@ class RequestShape:
     preserve_thinking: bool = False
     """``chat_template_kwargs.preserve_thinking``: only ever true when the family's template
     reads it (:meth:`emil.model.family.ModelFamily.sends_preserve_thinking`)."""
+    tool_choice: str | None = None
+    """``tool_choice`` of requests that offer tools: None leaves the server's default ("auto"),
+    "required" (the setting) makes every answer a call."""
 
     @classmethod
     def of(cls, settings: RequestSettings, *, preserve_thinking: bool,
@@ -38,6 +41,7 @@ class RequestShape:
             tools=tools or None, max_completion_tokens=settings.output_reserve,
             temperature=settings.temperature, stream=settings.stream,
             enable_thinking=settings.enable_thinking, preserve_thinking=preserve_thinking,
+            tool_choice="required" if settings.tool_choice == "required" else None,
         )
 
     def request(self, messages: list[dict[str, Any]], predicted_tokens: int | None) -> ChatRequest:
@@ -46,6 +50,7 @@ class RequestShape:
             messages=messages, tools=self.tools, max_completion_tokens=self.max_completion_tokens,
             temperature=self.temperature, stream=self.stream, enable_thinking=self.enable_thinking,
             preserve_thinking=self.preserve_thinking, predicted_prompt_tokens=predicted_tokens,
+            tool_choice="required" if self.tool_choice == "required" and self.tools else None,
         )
 
 
@@ -60,3 +65,5 @@ class RequestSettings(Protocol):
     def stream(self) -> bool: ...
     @property
     def enable_thinking(self) -> bool: ...
+    @property
+    def tool_choice(self) -> str: ...

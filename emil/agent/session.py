@@ -185,7 +185,7 @@ async def open_session(
     ``why_stopped`` says why, when the caller cancelled the session (a signal during startup).
     """
     path = recording or default_recording_path(s)
-    tools = tool_specs(s.tools_off)
+    tools = tool_specs(s.tools_off, must_call=s.tool_choice == "required")
     preflight(s, tools)
     # Before connecting to anything: a metrics port in use is a configuration error.
     metrics = serve_metrics(s.metrics_address, labels={"npc": s.bot_name})  # a fleet's NPCs apart (docs/fleet.md)

@@ -317,7 +317,7 @@ def agent_options(s: Settings, prompt_budget: int | None = None, family: ModelFa
         step_limit=s.step_limit, action_timeout_s=s.action_timeout_s, output_reserve=s.output_reserve,
         enable_thinking=s.enable_thinking, preserve_thinking=preserve, temperature=s.temperature,
         stream=s.stream, interrupt_grace_s=s.interrupt_grace_s, urgent_interval_s=s.urgent_interval_s,
-        observation_cap_tokens=cap, operators=frozenset(s.operators),
+        observation_cap_tokens=cap, operators=frozenset(s.operators), tool_choice=s.tool_choice,
     )
 
 

@@ -14,13 +14,19 @@ every driver runs them: the live loop (:mod:`emil.agent.loop`), replay
       completion  -> one assistant message (a call whose arguments are not a JSON object keeps
                   "{}" in history, so no later prompt is refused for it)
       each call   not run when Emil is stopping or an interrupt is pending ("not run: ...");
-                  a malformed call is its error ("error: ..."); otherwise the world runs it and
-                  an interrupt aborts it ("aborted: interrupted (...)")
+                  a malformed call is its error ("error: ..."); the same call as one that
+                  already ran in the turn is not run ("not run: ... already ran"); otherwise the
+                  world runs it and an interrupt aborts it ("aborted: interrupted (...)")
                   -> one tool result message per call; what the engine decided is a field of
                   the outcome and its record (``fate``, ``interrupt``, ``note``:
                   emil.world.tool.Fate), and the text is rendered from it (:func:`not_run`,
-                  :func:`aborted`, :func:`invalid`, :data:`STOPPING`, :func:`dropped_note`)
-    until the model answers without tools, a call was interrupted, or Emil stops.
+                  :func:`aborted`, :func:`invalid`, :func:`repeated`, :data:`STOPPING`,
+                  :func:`dropped_note`)
+    until the model answers without tools or calls a tool that passes the turn (``wait``, offered
+    when every answer must call a tool), a call was interrupted, or Emil stops. An answer
+    without tools whose text holds a call (bare JSON: emil.llm.text_call) is not the end: the
+    model reads that nothing ran (a user message of the same turn) and is asked again, once
+    per turn.
 
 What differs between the drivers is injected, not branched on (the seams are in
 :mod:`emil.agent.ports`, the request's shape in :mod:`emil.agent.request_shape`):
@@ -81,6 +87,7 @@ from emil.agent.turnstats import TurnStats
 from emil.context.history import Message
 from emil.events import Chat
 from emil.llm.recovery_steps import RecoveryEvent
+from emil.llm.text_call import call_in_text, correction
 from emil.llm.types import ChatRequest, Completion, ToolCall
 from emil.observation import compose_events, format_status_line
 from emil.perception import Triaged
@@ -95,10 +102,10 @@ from emil.recording import (
     ToolResultRecord,
 )
 from emil.trust.authority import Authority, Line
-from emil.world.tool import Outcome
+from emil.world.tool import TOOLS, Outcome
 
 __all__ = ["STOPPING", "TurnEngine", "aborted", "dropped_note", "history_call", "invalid", "not_run",
-           "observation_cap"]
+           "observation_cap", "passes_turn", "repeated"]
 
 _log = logging.getLogger("emil.agent")
 
@@ -134,6 +141,12 @@ def invalid(why: str) -> Outcome:
     return Outcome(False, f"error: {why}", fate="invalid")
 
 
+def repeated(name: str) -> Outcome:
+    """A call the same as one that already ran in this turn (name and arguments): not run again."""
+    return Outcome(False, f"not run: {name} with these arguments already ran in this turn; "
+                          "do something else, or end the turn", fate="repeated")
+
+
 STOPPING = Outcome(False, "not run: Emil is stopping", fate="stopping")
 """A call of a completion that arrived as Emil stopped: stale, never run."""
 
@@ -144,6 +157,19 @@ def history_call(call: ToolCall) -> dict[str, str]:
     result tells the model what was wrong."""
     args = call.raw_arguments if call.arguments is not None else "{}"
     return {"id": call.id, "name": call.name, "arguments": args}
+
+
+def passes_turn(call: ToolCall) -> bool:
+    """A valid call of a tool that ends the turn (``passes_turn``: ``wait``)."""
+    cls = TOOLS.get(call.name)
+    return call.error is None and call.arguments is not None and cls is not None and cls.passes_turn
+
+
+def _call_key(call: ToolCall) -> tuple[str, str] | None:
+    """What makes two calls the same call (None: a malformed call, or one that passes the turn)."""
+    if call.error is not None or call.arguments is None or passes_turn(call):
+        return None
+    return call.name, json.dumps(call.arguments, sort_keys=True)
 
 
 def _never_interrupted(call: ToolCall) -> str | None:
@@ -194,6 +220,8 @@ class TurnEngine:
         self.clock = clock or Clock()
         self.recall = recall
         """Old lines of the archive for the turn's observation (None: no retrieval)."""
+        self._ran: set[tuple[str, str]] = set()
+        """The calls (name, arguments) that ran and succeeded in this turn: one again is not run."""
         self.log = log
 
     async def run(
@@ -214,6 +242,8 @@ class TurnEngine:
         requesters = frozenset(t.event.sender for t in triaged if isinstance(t.event, Chat))
         notes = await self.hear(stats, triaged)
         await self.observe(stats, triaged, ambient=ambient, reason=reason, notes=notes)
+        corrected = False
+        self._ran.clear()
         for step in range(1, self.step_limit + 1):
             stats.steps = step
             completion = await self.complete(stats, step)
@@ -225,9 +255,21 @@ class TurnEngine:
             ref = self.recorder.message(stored, turn=stats.turn)
             self.recorder.write(CompletionRecord.from_completion(completion, turn=stats.turn, step=step, assistant_ref=ref))
             if not calls:
-                return
+                written = call_in_text(completion.content)
+                if written is None or corrected or step == self.step_limit:
+                    return
+                # A call written as text (bare JSON, no tool-call format): nothing ran; the model
+                # is told so once in the turn and asked again (docs/llm.md, "Tool choice").
+                corrected = True
+                self.recorder.message(self.context.add(Message(
+                    role="user", kind="observation", content=correction(written), event_time=self.clock.wall(),
+                )), turn=stats.turn)
+                self.log.info("turn %d: a call to %s written as text; the model is told", stats.turn, written.name)
+                continue
             if await self.run_calls(stats, step, calls, requesters, interruption, stopping,
                                     dropped=completion.dropped_tool_calls):
+                return
+            if any(passes_turn(c) for c in calls):
                 return
         self.log.info("turn %d reached the step limit (%d)", stats.turn, self.step_limit)
 
@@ -324,6 +366,10 @@ class TurnEngine:
                 interrupted = interruption(call)
             if interrupted is not None:
                 outcome = not_run(interrupted)
+            elif (key := _call_key(call)) is not None and key in self._ran:
+                # The same call again in the same turn (a small model's loop: the same say three
+                # times): not run, and the model told so.
+                outcome = repeated(call.name)
             else:
                 if stats.first_action_at is None:
                     stats.first_action_at = self.clock.monotonic()
@@ -333,6 +379,8 @@ class TurnEngine:
                 except Interrupted as e:
                     interrupted = e.reason
                     outcome = aborted(e.reason)
+                if outcome.ok and key is not None:
+                    self._ran.add(key)
             self.add_result(stats.turn, step, call, _noted(outcome, tail), requesters)
         if interrupted is not None:
             stats.interrupted = True

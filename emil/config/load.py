@@ -51,10 +51,11 @@ DEFAULT_CONFIG_FILE = Path("emil.toml")
 NPC_ENV = "EMIL_NPC"
 """Which NPC of the config file's fleet to run (what ``--npc NAME`` says; a container's way)."""
 OTHER_ENV_VARS = frozenset({"EMIL_CONFIG", NPC_ENV, "EMIL_NO_BOOTSTRAP", "EMIL_JS_DIR", "EMIL_JS_MODULES",
-                            "EMIL_TEST_RUN"})
+                            "EMIL_TEST_RUN", "EMIL_VLLM_CPU_ENV", "EMIL_REAL_MODEL_DIR", "EMIL_REAL_MODEL_URL"})
 """EMIL_* variables that are not settings (config file, the fleet's NPC, bootstrap, Node module
-folders, the test run a process belongs to: emil.testing.processes); any other EMIL_* variable
-must name a setting, so a typo is an error instead of being ignored."""
+folders, the test run a process belongs to: emil.testing.processes; where the CPU vLLM and the
+real model are cached, a running real-model server for its tier: docs/serving.md); any other
+EMIL_* variable must name a setting, so a typo is an error instead of being ignored."""
 
 NPC_TABLE = "npc"
 """The key of the fleet's tables: ``[[npc]]``."""

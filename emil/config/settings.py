@@ -100,6 +100,11 @@ class Settings(BaseModel):
     ignores it, the calibration sees the difference between predicted and actual prompt
     tokens and widens the margin.
     """
+    tool_choice: Literal["auto", "required"] = "auto"
+    """How every answer uses the tools: auto = the model calls tools or answers in text (an
+    answer without calls ends the turn); required = every answer calls a tool (vLLM's structured
+    outputs hold it to the tools' schemas), and the wait tool, offered only then, ends a turn
+    with nothing to do. Small models that write calls as text need required (docs/llm.md)."""
     temperature: float | None = Field(default=None, ge=0)
     """Sampling temperature; auto = the server's default for the model."""
     request_timeout_s: float = Field(default=120.0, gt=0)

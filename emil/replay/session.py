@@ -62,7 +62,7 @@ def pick_session(read: RecordingRead, session: int | None, *, name: str) -> tupl
 def _dispatched(call: RecordedToolCall, result: ToolResultRecord | None) -> bool:
     if call.error is not None or call.arguments is None:
         return False
-    return result is None or result.fate not in ("not_run", "stopping")
+    return result is None or result.fate not in ("not_run", "repeated", "stopping")
 
 
 @dataclass

@@ -12,6 +12,8 @@ Each module answers one question the field notes got wrong once:
                                Qwen3 tokenizer and template; a Qwen3.5/3.6 tokenizer built here)
 - ``emil.serving.cpu_vllm``    a real vLLM server on this CPU on that model, supervised, stopped
                                with its process group
+- ``emil.serving.real_model``  a real trained model for it (Qwen2.5-Coder-0.5B-Instruct from
+                               PyPI chunk packages, sha256-checked, dequantised once, cached)
 - ``emil.serving.router``      vllm-router in front of replicas: started, its routing read from
                                its log, each replica's prefix-cache and load counters
 - ``emil.serving.metrics``     Prometheus text -> spec-decode and prefix-cache counters

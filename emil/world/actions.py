@@ -5,8 +5,9 @@ result reads, whether it is a long job, its time limit) plus one JS function of 
 ``js/emil_actions.js``; see :mod:`emil.world.tool` and docs/world.md ("Adding a tool"). The
 classes live by kind: :mod:`emil.world.chat` (``say``, ``whisper``), :mod:`emil.world.body`
 (moving, fighting, items in hand), :mod:`emil.world.making` (crafting, smelting, building,
-sleeping, chests), :mod:`emil.world.queries` (``inventory``, ``nearby``, ``status``) and
-:mod:`emil.world.memory_tools` (``recall``, ``remember``: the session's memory, not the bot). This
+sleeping, chests), :mod:`emil.world.queries` (``inventory``, ``nearby``, ``status``),
+:mod:`emil.world.memory_tools` (``recall``, ``remember``: the session's memory, not the bot) and
+:mod:`emil.world.waiting` (``wait``: passes a turn when every answer must call a tool). This
 module imports them in that order, which is the order of the specs in every prompt.
 :func:`tool_specs`, :func:`validate_tool_call` and :func:`dispatch` read the registry
 (:data:`TOOLS`) and call the class; none of them knows a tool by name. :func:`dispatch` returns
@@ -37,16 +38,20 @@ from emil.world.tool import TOOLS, ActionPolicy, BotLike, MemoryPort, Outcome, T
 # isort: off
 # The tool classes register themselves on import, in this order: the order of the specs in
 # every prompt (tests/unit/world/test_actions.py holds it).
-from emil.world import chat, body, making, queries, memory_tools  # noqa: F401
+from emil.world import chat, body, making, queries, memory_tools, waiting  # noqa: F401
 # isort: on
 
 __all__ = ["TOOLS", "dispatch", "parse_tool", "tool_specs", "validate_tool_call"]
 
 
-def tool_specs(disabled: Collection[str] = ()) -> list[dict[str, Any]]:
+def tool_specs(disabled: Collection[str] = (), *, must_call: bool = False) -> list[dict[str, Any]]:
     """OpenAI tool specs for every registered tool, derived from the classes, less the
-    ``disabled`` ones (the ``disabled_tools`` setting)."""
-    return [cls.spec() for name, cls in TOOLS.items() if name not in disabled]
+    ``disabled`` ones (the ``disabled_tools`` setting). The tools that pass a turn
+    (``passes_turn``: ``wait``) only with ``must_call`` (``tool_choice`` "required"): otherwise
+    an answer without calls passes it. With ``must_call`` every spec is ``strict`` (the server
+    holds the arguments to its schema, not only the name)."""
+    return [cls.spec(strict=must_call) for name, cls in TOOLS.items()
+            if name not in disabled and (must_call or not cls.passes_turn)]
 
 
 def _explain(name: str, err: ValidationError) -> str:

@@ -84,7 +84,7 @@ def fmt_pos(p: Any) -> str:
     return "?"
 
 
-Fate = Literal["ran", "invalid", "timed_out", "not_run", "aborted", "stopping"]
+Fate = Literal["ran", "invalid", "timed_out", "not_run", "repeated", "aborted", "stopping"]
 """What became of a tool call, as a field (replay and the figures read it, never the text):
 
 - ``ran``: the world ran it (``ok`` and the text say how it went: done, failed, refused);
@@ -92,6 +92,7 @@ Fate = Literal["ran", "invalid", "timed_out", "not_run", "aborted", "stopping"]
   switched-off tool (the text is "error: ...");
 - ``timed_out``: it ran past the action's time limit and was aborted;
 - ``not_run``: an interrupt was pending, so it never ran (``interrupt`` says which);
+- ``repeated``: the same call (name and arguments) already ran in this turn, so it never ran;
 - ``aborted``: an interrupt cancelled it as it ran (``interrupt`` says which);
 - ``stopping``: Emil was stopping, so it never ran.
 """
@@ -264,6 +265,10 @@ class Tool(BaseModel):
     rules: ClassVar[tuple[Rule, ...]] = ()
     """The rows of the rule table its calls fall under (:meth:`guarded` picks one); none: row
     ``any``."""
+    passes_turn: ClassVar[bool] = False
+    """Calling it ends the turn (``wait``: emil.world.waiting); offered only when every answer
+    must call a tool (``tool_choice`` "required"), since otherwise an answer without calls
+    ends the turn."""
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -278,14 +283,17 @@ class Tool(BaseModel):
             declare(row, name)
 
     @classmethod
-    def spec(cls) -> dict[str, Any]:
-        """The OpenAI tool spec, derived from the fields and the docstring."""
+    def spec(cls, *, strict: bool = False) -> dict[str, Any]:
+        """The OpenAI tool spec, derived from the fields and the docstring. ``strict`` marks it
+        ``"strict": true``: with ``tool_choice`` "required" vLLM then holds the arguments to the
+        schema too, not only the tool's name (without it vLLM 0.32 let any JSON through, and a
+        small model added properties: ``follow(type=...)``, ``build(fuel=...)``, docs/llm.md)."""
         params = _compact(_lean_schema(cls.model_json_schema(by_alias=True)))
         params.setdefault("properties", {})
-        return {
-            "type": "function",
-            "function": {"name": cls.tool_name, "description": (cls.__doc__ or "").strip(), "parameters": params},
-        }
+        function: dict[str, Any] = {"name": cls.tool_name, "description": (cls.__doc__ or "").strip(), "parameters": params}
+        if strict:
+            function["strict"] = True
+        return {"type": "function", "function": function}
 
     def wire_args(self) -> dict[str, JsonValue]:
         """The arguments as the JS function receives them (aliases, unset optionals left out)."""

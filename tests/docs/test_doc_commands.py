@@ -43,6 +43,10 @@ NOT_HERE: dict[str, str] = {
         "serves a real vLLM on this CPU until Ctrl-C; the real-vLLM tier "
         "(tests/integration/real_vllm) starts the same server, and --install-only runs here"
     ),
+    "python3 tools/launch_vllm.py --real-model": (
+        "serves the real model on this CPU until Ctrl-C; the real-model tier "
+        "(tests/integration/real_model) starts the same server, and --install-only runs here"
+    ),
     "python3 tools/make_sample.py": "rewrites the committed sample recording (run by hand when the schema changes)",
     "python3 tools/chaos.py": (
         "runs every fault scenario against real services three times (about 15 minutes); the slow "
@@ -93,6 +97,7 @@ SLOW: tuple[str, ...] = (
     "python3 tools/check_tool_calls.py --demo-double",
     "docs/examples/standin-",  # a stand-in server on a fixed port, seconds of backoff
     "--cpu-test-model --install-only",  # seconds when installed; minutes and 3.5 GB when not
+    "--real-model --install-only",  # a second when installed; two minutes and 1.3 GB when not
 )
 """Commands (by substring) that run in the slow suite."""
 
@@ -169,6 +174,7 @@ BUDGET_S: dict[str, float] = {
     "python3 tools/soak.py --real-vllm": 120,  # a real vLLM started on this CPU, then a minute of play
     "python3 tools/bench_memory.py": 10,
     "python3 tools/launch_vllm.py --cpu-test-model --install-only": 8,
+    "python3 tools/launch_vllm.py --real-model --install-only": 8,
     "docs/examples/standin-": 8,
     "python3 tools/bench_throughput.py --demo-double": 8,
     "python3 tools/check_tool_calls.py --demo-double": 12,

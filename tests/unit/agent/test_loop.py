@@ -50,10 +50,10 @@ def _close_worlds() -> Iterator[None]:
 _WORLDS: list[WorldDouble] = []
 
 
-def _agent(tmp_path: Path, brain, completer=None, **opts):  # type: ignore[no-untyped-def]
+def _agent(tmp_path: Path, brain, completer=None, tools=None, **opts):  # type: ignore[no-untyped-def]
     world = WorldDouble()
     _WORLDS.append(world)
-    context = ContextDouble()
+    context = ContextDouble(tools=tools or [])
     scripted, requests = scripted_completer(brain)
     completer = completer or scripted
     options = AgentOptions(**{**OPTS.__dict__, **opts})
@@ -294,12 +294,70 @@ async def test_configuration_errors_stop_the_run(tmp_path: Path) -> None:
 
 
 async def test_step_limit_ends_a_turn_that_keeps_calling_tools(tmp_path: Path) -> None:
-    agent, world, _, requests, rec = _agent(tmp_path, lambda req: answer(tool("say", '{"text": "again"}')), step_limit=3)
+    agent, world, _, requests, rec = _agent(
+        tmp_path, lambda req: answer(tool("say", f'{{"text": "again {len(requests)}"}}')), step_limit=3)
     await world.send.send(Chat(sender="alex", text="hi"))
     with anyio.fail_after(10):
         stats = await agent.run(max_turns=1)
     rec.close()
     assert len(requests) == 3 and stats.turns[0].steps == 3 and len(world.calls) == 3
+
+
+async def test_the_same_call_again_in_a_turn_is_not_run_and_the_model_is_told(tmp_path: Path) -> None:
+    agent, world, _, requests, rec = _agent(tmp_path, lambda req: answer(tool("say", '{"text": "hi alex"}')), step_limit=3)
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    await world.send.send(Chat(sender="alex", text="hi again"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=2)
+    rec.close()
+    assert [c.name for c in world.calls] == ["say", "say"]  # once in each turn
+    told = requests[2].messages[-1]["content"]  # step 3 reads step 2's result
+    assert told.startswith("not run: say with these arguments already ran in this turn")
+
+
+async def test_a_wait_call_ends_the_turn_and_required_is_sent_with_every_request(tmp_path: Path) -> None:
+    import emil.world.actions  # noqa: F401 - registers every tool, wait among them
+
+    script = [answer(tool("say", '{"text": "hi alex"}', "a")), answer(tool("wait", "{}", "b")),
+              answer(tool("say", '{"text": "never sent"}', "c"))]
+    from emil.world.actions import tool_specs
+
+    agent, world, _, requests, rec = _agent(tmp_path, lambda req: script[len(requests) - 1], step_limit=5,
+                                            tool_choice="required", tools=tool_specs(must_call=True))
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(10):
+        stats = await agent.run(max_turns=1)
+    rec.close()
+    assert stats.turns[0].steps == 2 and len(requests) == 2  # ended by wait, not the step limit
+    assert [c.name for c in world.calls] == ["say", "wait"]
+    assert all(r.tool_choice == "required" for r in requests)
+
+
+async def test_a_call_written_as_text_is_corrected_once_in_the_turn(tmp_path: Path) -> None:
+    text = '{"name": "follow", "arguments": {"player": "alex"}}'
+    script = [answer(content=text), answer(tool("follow", '{"player": "alex"}')), answer(content=text),
+              answer(content=text)]
+    agent, world, _, requests, rec = _agent(tmp_path, lambda req: script[len(requests) - 1], step_limit=6)
+    await world.send.send(Chat(sender="alex", text="follow me"))
+    with anyio.fail_after(10):
+        stats = await agent.run(max_turns=1)
+    rec.close()
+    # step 1: text -> corrected; step 2: the real call runs; step 3: text again -> the turn ends
+    assert stats.turns[0].steps == 3 and len(requests) == 3 and [c.name for c in world.calls] == ["follow"]
+    told = requests[1].messages[-1]
+    assert told["role"] == "user" and "follow as text" in told["content"] and "nothing was run" in told["content"]
+    assert sum("as text" in str(m.get("content")) for m in requests[2].messages) == 1
+
+
+async def test_auto_sends_no_tool_choice(tmp_path: Path) -> None:
+    agent, world, _, requests, rec = _agent(tmp_path, lambda req: answer(content="nothing to do"))
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    rec.close()
+    assert [r.tool_choice for r in requests] == [None]  # the server's default, as before
 
 
 async def test_world_stream_ending_stops_the_loop(tmp_path: Path) -> None:

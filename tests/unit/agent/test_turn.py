@@ -21,6 +21,7 @@ class _Settings:
     temperature: float | None = 0.7
     stream: bool = True
     enable_thinking: bool = True
+    tool_choice: str = "auto"
 
 
 def test_the_shape_carries_every_setting_into_each_request() -> None:

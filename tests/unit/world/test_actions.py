@@ -98,7 +98,7 @@ def test_disabled_tools_are_left_out_and_refused() -> None:
 
     s = load_settings(env={"EMIL_DISABLED_TOOLS": "attack, store,attack"}).settings
     assert s.disabled_tools == ("attack", "store")
-    names = [spec["function"]["name"] for spec in tool_specs(s.disabled_tools)]
+    names = [spec["function"]["name"] for spec in tool_specs(s.disabled_tools, must_call=True)]
     assert "attack" not in names and "store" not in names and len(names) == len(TOOLS) - 2
     # a model that calls one anyway (from an older turn, or made up) gets a result, not an act
     bot = BotDouble()
@@ -378,3 +378,25 @@ def test_the_specs_keep_their_order() -> None:
         "eat", "give", "drop", "attack", "flee", "craft", "smelt", "build", "sleep", "store", "take",
         "claim_chest", "inventory", "nearby", "status", "recall", "remember",
     ]
+
+
+def test_the_tool_that_passes_a_turn_is_offered_only_when_every_answer_must_call_one() -> None:
+    passing = {name for name, cls in TOOLS.items() if cls.passes_turn}
+    assert passing == {"wait"}
+    auto = {spec["function"]["name"] for spec in tool_specs()}
+    required = {spec["function"]["name"] for spec in tool_specs(must_call=True)}
+    assert required - auto == passing and not auto & passing
+    assert [spec["function"]["name"] for spec in tool_specs(must_call=True)][-1] == "wait"  # appended
+
+
+async def test_wait_does_nothing_in_the_world_and_passes_the_guard() -> None:
+    bot = BotDouble()
+    out = await dispatch(bot, validate_tool_call(ToolCall(id="1", name="wait", raw_arguments="{}", arguments={})))
+    assert out.ok and out.rule == "any" and bot.calls == []
+    bad = validate_tool_call(ToolCall(id="2", name="wait", raw_arguments='{"for": 3}', arguments={"for": 3}))
+    assert bad.error is not None and "invalid arguments for wait" in bad.error
+
+
+def test_specs_are_strict_only_when_every_answer_must_call_a_tool() -> None:
+    assert all(spec["function"].get("strict") is True for spec in tool_specs(must_call=True))
+    assert not any("strict" in spec["function"] for spec in tool_specs())  # the default prompt as before
