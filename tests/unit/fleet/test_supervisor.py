@@ -78,6 +78,14 @@ def test_the_delays_are_systemds_arithmetic() -> None:
     assert [p.restarts(c) for c in (0, 1, 2, 3, -9)] == [False, True, False, True, True]
 
 
+def test_a_policy_that_cannot_grow_waits_its_first_delay() -> None:
+    """No steps (systemd's RestartSteps=0) or a max under the first delay: every wait is the
+    first one (no division by zero, never below it); one step reaches the max at once."""
+    assert [RestartPolicy(steps=0).delay_s(n) for n in (0, 3)] == [2.0, 2.0]
+    assert RestartPolicy(first_delay_s=10, max_delay_s=5).delay_s(4) == 10
+    assert [RestartPolicy(first_delay_s=1, max_delay_s=8, steps=1).delay_s(n) for n in (0, 1, 2)] == [1, 8, 8]
+
+
 def test_a_stop_ends_every_child_and_its_group(tmp_path: Path) -> None:
     lines: list[str] = []
     # each child leaves a grandchild in its group (as an Emil has its Node bot) and ignores nothing

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from emil.trust.caps import (
     SlidingWindow,
+    SpamMeter,
     TokenBucket,
     argument_problem,
     json_depth,
@@ -185,3 +186,78 @@ def test_loop_detection_is_off_unless_asked() -> None:
         clock.now += 0.5
         budget.heard("probe_bot")
     assert not budget.is_npc("probe_bot")
+
+
+def test_json_depth_counts_closing_brackets_one_level_each() -> None:
+    """A close goes back one level, not to the top, not two: the second branch is deeper."""
+    assert json_depth("[[[], [[]]]]") == 4
+    assert json_depth('["a\\\\", [1]]') == 2  # an escaped backslash ends the escape: the quote closes
+    assert json_depth("X[[]]") == 2  # raw text, not JSON yet: letters neither open nor close
+
+
+def test_argument_caps_are_inclusive() -> None:
+    """``tool_argument_chars`` and ``tool_argument_depth`` are the most allowed, not one past."""
+    assert argument_problem("x" * 100, max_chars=100, max_depth=4) is None
+    assert argument_problem("[[[[]]]]", max_chars=100, max_depth=4) is None
+
+
+def test_valid_json_text_keeps_keys_that_are_not_text() -> None:
+    """A recording's dumped record or a bridge's arguments may hold non-string keys."""
+    from emil.trust.caps import valid_json_text
+
+    assert valid_json_text({1: "\ud800", "k\udc00": [None, 2.5]}) == {1: "\ufffd", "k\ufffd": [None, 2.5]}
+
+
+def test_valid_loads_walks_only_what_may_hold_a_surrogate(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Clean JSON (text or bytes) is returned as parsed, without walking it; a raw surrogate in
+    text with no escape is still replaced."""
+    import emil.trust.caps as caps
+
+    assert valid_loads('"\ud800"') == "\ufffd"
+    walked: list[object] = []
+    real = caps.valid_json_text
+
+    def counting(value: object) -> object:
+        walked.append(value)
+        return real(value)
+
+    monkeypatch.setattr(caps, "valid_json_text", counting)
+    assert valid_loads('{"a": ["b", 1]}') == {"a": ["b", 1]}
+    assert valid_loads(b'{"a": ["b", 1]}') == {"a": ["b", 1]}
+    assert walked == []
+    assert valid_loads('{"a": "\\ud800"}') == {"a": "\ufffd"} and walked
+    walked.clear()
+    assert valid_loads(b'{"a": "\\ud800"}') == {"a": "\ufffd"} and walked
+
+
+def test_rate_limits_at_their_edges() -> None:
+    clock = Clock()
+    w = SlidingWindow(limit=1, window_s=60, clock=clock)
+    assert w.wait_s() == 0.0  # room now: no wait
+    assert w.take() and w.room() == 0
+    clock.now += 59.5
+    assert w.wait_s() == 0.5  # under a second left is not rounded up
+    b = TokenBucket(rate_per_min=60, burst=2, clock=clock)
+    assert b.wait_s() == 0.0  # two saved up
+    assert b.take() and b.take()
+    clock.now += 0.5
+    assert b.wait_s() == 0.5  # half a token there: half a second to go
+    clock.now += 1.0
+    assert b.wait_s() == 0.0  # one and a half tokens: one is there now
+
+
+def test_spam_meter_is_vanillas_counter() -> None:
+    """Each line adds 20, the level falls 20 a second and never below 0; Emil waits until one
+    more line keeps it at or under 160."""
+    clock = Clock()
+    m = SpamMeter(clock=clock)
+    assert m.wait_s() == 0.0
+    m.sent(8)
+    assert m.wait_s() == 1.0  # 160 now: one more line would be 180
+    clock.now += 0.5
+    assert m.wait_s() == 0.5
+    clock.now += 100  # quiet for long: the level is 0, not below
+    m.sent(7)
+    assert m.wait_s() == 0.0
+    m.sent()
+    assert m.wait_s() == 1.0
