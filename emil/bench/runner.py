@@ -60,6 +60,9 @@ ARENA_SPACING = 160
 
 EMIL = "Emil"
 
+STAGING_S = 120.0
+"""Room beyond a task's limit for staging the world and starting and stopping the session."""
+
 
 @dataclass
 class BenchOptions:
@@ -169,7 +172,13 @@ class BenchWorld:
         rundir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         try:
-            await self._play(task, RunPlan(task, tag, endpoint, run), model, rundir, result)
+            # A run that hangs anywhere (staging, a session that will not start or stop) is cut
+            # here: its limit plus room for staging and the start, and scored failed.
+            with anyio.move_on_after(self._limit(task) + STAGING_S) as outer:
+                await self._play(task, RunPlan(task, tag, endpoint, run), model, rundir, result)
+            if outer.cancelled_caught:
+                result.success, result.reason = False, "timed out"
+                result.detail = result.detail or f"the run hung and was cut after {self._limit(task) + STAGING_S:.0f} s"
         except Exception as exc:  # a run that could not be played is a failed run, with why
             _log.warning("bench run %s failed to play: %s", task.id, exc, exc_info=True)
             leaf = _leaf(exc)
