@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import secrets
 import shutil
 import statistics
@@ -147,15 +148,39 @@ class BenchWorld:
         await anyio.to_thread.run_sync(ensure_js_deps)
         try:
             self.server = await self._stack.enter_async_context(EmbeddedServer())
-            for name in (OPERATOR, STRANGER):
-                self.players[name] = await self._stack.enter_async_context(PlayerBot(self.server.port, name))
+            await self._ensure_players()
         except BaseException:
-            await self._stack.aclose()
+            await self.__aexit__(None, None, None)
             raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._stack.aclose()
+        try:
+            for player in self.players.values():
+                await player.__aexit__(None, None, None)
+            self.players.clear()
+        finally:
+            await self._stack.aclose()
+
+    async def _ensure_players(self) -> None:
+        """The players' clients, connected again if one was dropped (a client that misses the
+        server's keep-alives on a loaded machine is kicked; its process then exits)."""
+        assert self.server is not None
+        if not self.server.running:
+            _log.warning("bench: the embedded server had stopped (%s); starting it again",
+                         " | ".join(self.server.log_lines[-3:]))
+            await self.server.start()
+        for name in (OPERATOR, STRANGER):
+            player = self.players.get(name)
+            proc = getattr(player, "_proc", None)
+            if player is not None and proc is not None and proc.returncode is None:
+                continue
+            if player is not None:
+                _log.warning("bench: %s's client was gone; connecting it again", name)
+                await player.__aexit__(None, None, None)
+            fresh = PlayerBot(self.server.port, name)
+            await fresh.__aenter__()
+            self.players[name] = fresh
 
     # --- one run --------------------------------------------------------------------------
 
@@ -196,6 +221,7 @@ class BenchWorld:
 
     async def _play(self, task: Task, plan: RunPlan, model: str, rundir: Path, result: RunResult) -> None:
         assert self.server is not None
+        await self._ensure_players()
         await self._stage_players(task)
         await self._set_blocks(task)
         settings = self._settings(task, plan, model, rundir)
@@ -267,6 +293,7 @@ class BenchWorld:
                     if script_done.is_set() and score(task.goals, now, latched).success:
                         cut = ""
                         break
+                    await self._pick_up(task)
                     if agent_done.is_set() or turns_used():
                         # turns used up: what was started may still finish (a walk, a give)
                         await anyio.sleep(3.0)
@@ -388,6 +415,19 @@ class BenchWorld:
                 await player.do("chat", text=f"/tp {name} {x + 0.5} {Y} {z + 0.5}")
                 await _until(there, 10)
 
+    async def _pick_up(self, task: Task) -> None:
+        """A player steps onto items lying within 4 blocks of them, as a person picks up what
+        was tossed to them (the server hands an item over when a player comes close)."""
+        for name in task.players:
+            player = self.players[name]
+            with contextlib.suppress(AssertionError, TimeoutError):
+                me = await player.do("position", timeout=5)
+                items = [e for e in await player.do("entities", timeout=5) if e.get("name") == "item"]
+                near = [e for e in items if 1.0 < math.dist((e["x"], e["z"]), (me["x"], me["z"])) < 4.0]
+                if near:
+                    e = near[0]
+                    await player.do("goto", x=e["x"], y=e["y"], z=e["z"], range=0, timeout=8)
+
     async def _set_blocks(self, task: Task) -> None:
         """The task's blocks, each checked from the operator's client (a block set before its
         chunk is ready is set again)."""
@@ -416,10 +456,25 @@ class BenchWorld:
             pos = snap.get("position")
             return isinstance(pos, dict) and abs(pos["x"] - (x + 0.5)) < 1 and abs(pos["z"] - (z + 0.5)) < 1
 
-        for _ in range(3):
+        # A marker in the ground beside the spot (gravel: the snapshot lists it; no task uses it)
+        # shows that Emil's client holds the arena's terrain: a client teleported far right after
+        # joining can be left without its chunks, and then it cannot move at all.
+        mx, mz = int(x) - 6, int(z) - 6
+        await self.server.command(f"setblock {mx} {Y - 1} {mz} gravel")
+
+        async def terrain() -> bool:
+            blocks = (await world.snapshot()).get("blocks") or []
+            return await there() and any(isinstance(b, dict) and b.get("name") == "gravel" for b in blocks)
+
+        for attempt in range(4):
+            if attempt:  # away and back: the server sends the chunks anew
+                await judge.do("chat", text=f"/tp {EMIL} {x + 0.5} {Y} {z + 200.5}")
+                await anyio.sleep(1.0)
             await judge.do("chat", text=f"/tp {EMIL} {x + 0.5} {Y} {z + 0.5}")
-            if await _until(there, 5):
+            if await _until(terrain, 6):
                 break
+        else:
+            raise RuntimeError("Emil's client never showed the arena's terrain")
         await self.server.command(f"clear {EMIL}")
         await self.server.command(f"heal {EMIL}")
 
