@@ -41,6 +41,7 @@ from emil.bench.goals import Block, Dug, Score, WorldState, score
 from emil.bench.tasks import OPERATOR, STRANGER, Task, Y
 from emil.config import Settings
 from emil.context.budget import Budget
+from emil.llm.types import ToolCall
 from emil.recording import (
     CompletionRecord,
     EventRecord,
@@ -475,6 +476,18 @@ class BenchWorld:
                 break
         else:
             raise RuntimeError("Emil's client never showed the arena's terrain")
+        # Emil must be able to move: a client whose teleport the server still waits to see
+        # confirmed has every move put back (seen under load: it stands frozen on its spot).
+        for attempt in range(3):
+            if await self._moves(session, x + 2.5, z + 0.5) and await self._moves(session, x + 0.5, z + 0.5):
+                break
+            _log.warning("bench: Emil could not move on its spot (attempt %d); teleporting it away and back", attempt + 1)
+            await judge.do("chat", text=f"/tp {EMIL} {x + 0.5} {Y} {z + 200.5}")
+            await anyio.sleep(1.5)
+            await judge.do("chat", text=f"/tp {EMIL} {x + 0.5} {Y} {z + 0.5}")
+            await _until(terrain, 6)
+        else:
+            raise RuntimeError("Emil's client cannot move in the arena")
         await self.server.command(f"clear {EMIL}")
         await self.server.command(f"heal {EMIL}")
 
@@ -507,6 +520,14 @@ class BenchWorld:
             raise RuntimeError(f"Emil's client does not see {sorted(task.players)}")
         # Staging made events (items arriving, the teleport); the first turn is the task's line.
         await anyio.sleep(0.5)
+
+    async def _moves(self, session: Session, x: float, z: float) -> bool:
+        """Emil walks to (x, z) through its own go_to (outside any turn) and gets there."""
+        call = ToolCall(id="bench-stage", name="go_to", raw_arguments="", arguments={"x": x, "y": Y, "z": z, "range": 0})
+        with contextlib.suppress(Exception):
+            await session.agent.world.run_tool(call, limit_s=8.0)
+        pos = (await session.agent.world.snapshot()).get("position")
+        return isinstance(pos, dict) and abs(pos["x"] - x) < 1.0 and abs(pos["z"] - z) < 1.0
 
     async def _tidy(self, task: Task) -> None:
         """Leave no mob of this run for a later one (the arenas are apart; this is belt and braces)."""
