@@ -226,6 +226,18 @@ class BenchWorld:
         await self._stage_players(task)
         await self._set_blocks(task)
         settings = self._settings(task, plan, model, rundir)
+        for attempt in (1, 2):
+            try:
+                await self._session(task, plan, settings, rundir, result)
+                return
+            except Exception as exc:
+                if attempt == 2 or not isinstance(_leaf(exc), _Frozen):
+                    raise
+                _log.warning("bench: %s: %s; starting Emil's session again", task.id, _leaf(exc))
+                (rundir / "session.jsonl").rename(rundir / "session-frozen.jsonl")
+
+    async def _session(self, task: Task, plan: RunPlan, settings: Settings, rundir: Path, result: RunResult) -> None:
+        assert self.server is not None
         async with open_session(settings, recording=rundir / "session.jsonl") as session:
             if "prompt_budget_over_fixed" in task.settings:
                 _narrow_budget(session, int(task.settings["prompt_budget_over_fixed"]))
@@ -478,7 +490,7 @@ class BenchWorld:
             raise RuntimeError("Emil's client never showed the arena's terrain")
         # Emil must be able to move: a client whose teleport the server still waits to see
         # confirmed has every move put back (seen under load: it stands frozen on its spot).
-        for attempt in range(3):
+        for attempt in range(2):
             if await self._moves(session, x + 2.5, z + 0.5) and await self._moves(session, x + 0.5, z + 0.5):
                 break
             _log.warning("bench: Emil could not move on its spot (attempt %d); teleporting it away and back", attempt + 1)
@@ -487,7 +499,7 @@ class BenchWorld:
             await judge.do("chat", text=f"/tp {EMIL} {x + 0.5} {Y} {z + 0.5}")
             await _until(terrain, 6)
         else:
-            raise RuntimeError("Emil's client cannot move in the arena")
+            raise _Frozen("Emil's client cannot move in the arena")
         await self.server.command(f"clear {EMIL}")
         await self.server.command(f"heal {EMIL}")
 
@@ -548,6 +560,10 @@ class BenchWorld:
         base.update(self.options.settings)
         base.update({k: v for k, v in task.settings.items() if k != "prompt_budget_over_fixed"})
         return Settings(**base)
+
+
+class _Frozen(RuntimeError):
+    """Emil's client cannot move (a new session, a new connection, cures it)."""
 
 
 def _leaf(exc: BaseException) -> BaseException:
