@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 
 from emil.agent.persona import DEFAULT_PROMPTS_DIR, PROMPT_FILES
 from emil.agent.session import Session, open_session
@@ -144,11 +145,14 @@ class BenchWorld:
         """When the run's first player line was said (monotonic): turns count from then."""
         """When the current run's play began (wall clock): items gained count from then."""
         self._stack = contextlib.AsyncExitStack()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._release: dict[str, anyio.Event] = {}
 
     async def __aenter__(self) -> BenchWorld:
         await anyio.to_thread.run_sync(ensure_js_deps)
         try:
             self.server = await self._stack.enter_async_context(EmbeddedServer())
+            self._tg = await self._stack.enter_async_context(anyio.create_task_group())
             await self._ensure_players()
         except BaseException:
             await self.__aexit__(None, None, None)
@@ -156,17 +160,24 @@ class BenchWorld:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        try:
-            for player in self.players.values():
-                await player.__aexit__(None, None, None)
-            self.players.clear()
-        finally:
-            await self._stack.aclose()
+        for done in self._release.values():
+            done.set()
+        if self._tg is not None:
+            self._tg.cancel_scope.cancel()
+        await self._stack.aclose()
+
+    async def _hold(self, name: str, ready: anyio.Event, release: anyio.Event) -> None:
+        """One player's client, held open in a task of its own (its scopes never mix with a run's)."""
+        assert self.server is not None
+        async with PlayerBot(self.server.port, name) as player:
+            self.players[name] = player
+            ready.set()
+            await release.wait()
 
     async def _ensure_players(self) -> None:
         """The players' clients, connected again if one was dropped (a client that misses the
         server's keep-alives on a loaded machine is kicked; its process then exits)."""
-        assert self.server is not None
+        assert self.server is not None and self._tg is not None
         if not self.server.running:
             _log.warning("bench: the embedded server had stopped (%s); starting it again",
                          " | ".join(self.server.log_lines[-3:]))
@@ -176,12 +187,14 @@ class BenchWorld:
             proc = getattr(player, "_proc", None)
             if player is not None and proc is not None and proc.returncode is None:
                 continue
-            if player is not None:
+            if name in self._release:
                 _log.warning("bench: %s's client was gone; connecting it again", name)
-                await player.__aexit__(None, None, None)
-            fresh = PlayerBot(self.server.port, name)
-            await fresh.__aenter__()
-            self.players[name] = fresh
+                self._release[name].set()
+            ready, release = anyio.Event(), anyio.Event()
+            self._release[name] = release
+            self._tg.start_soon(self._hold, name, ready, release)
+            with anyio.fail_after(60):
+                await ready.wait()
 
     # --- one run --------------------------------------------------------------------------
 
@@ -487,7 +500,7 @@ class BenchWorld:
             if await _until(terrain, 6):
                 break
         else:
-            raise RuntimeError("Emil's client never showed the arena's terrain")
+            raise _Frozen("Emil's client never showed the arena's terrain")
         # Emil must be able to move: a client whose teleport the server still waits to see
         # confirmed has every move put back (seen under load: it stands frozen on its spot).
         for attempt in range(2):
