@@ -322,7 +322,7 @@ class BenchWorld:
                     await self._pick_up(task)
                     if agent_done.is_set() or turns_used():
                         # turns used up: what was started may still finish (a walk, a give)
-                        await anyio.sleep(3.0)
+                        await anyio.sleep(3.0 if any(t.actions for t in stats.turns) else 0.5)
                         cut = "out of turns"
                         break
             result.game_s = round(time.monotonic() - start, 1)

@@ -19,7 +19,7 @@ from emil.bench.tasks import SUITE
 from emil.serving.cpu_vllm import CpuVLLMServer
 
 
-@pytest.mark.timeout(600, func_only=True)
+@pytest.mark.timeout(1500, func_only=True)
 async def test_random_weights_score_nothing(real_vllm: CpuVLLMServer, tmp_path: Path) -> None:
     options = BenchOptions(workdir=tmp_path, settings={"output_reserve": 16}, turn_cap=1)
     results = []
