@@ -364,6 +364,14 @@ class BenchWorld:
                     await player.do("place", item=step.item, x=x, y=y, z=z, sneak=True)
                 else:
                     await player.do("chest", x=x, y=y, z=z, deposit=step.items)
+                    # What a player stored is in the chest only: a deposit that left anything in
+                    # their hands would let a task's "they got it back" hold for nothing.
+                    await self.server.command(f"clear {step.who}")
+
+                    async def emptied(p: PlayerBot = player) -> bool:
+                        return await _empty(p)
+
+                    await _until(emptied, 10)
             elif step.do == "mark":
                 state = await self._read(task, session, marks, heard_from)
                 if step.who in state.positions:
@@ -626,6 +634,10 @@ def _from_emil(text: str) -> str:
         if text.startswith(prefix):
             return text[len(prefix):]
     return ""
+
+
+async def _empty(player: PlayerBot) -> bool:
+    return bool(await player.do("inventory") == {})
 
 
 async def _has(player: PlayerBot, items: dict[str, int]) -> bool:
