@@ -63,6 +63,10 @@ NOT_HERE: dict[str, str] = {
         "past the docs tier's ceiling); tests/integration/world/test_npc_loop.py plays the "
         "defaults case with two Emils and bounds their requests"
     ),
+    "python3 tools/bench_play.py --oracle": (
+        "plays all 17 bench tasks three times in the embedded world (about 25 minutes on this "
+        "box); tests/integration/bench/test_oracle.py plays the same code on every task once"
+    ),
     "python3 run_emil.py memory": (
         "reads the notes a session wrote to data_dir (a fresh clone has none); "
         "tests/unit/memory/test_cli.py runs every subcommand on a real notes database"
@@ -125,11 +129,6 @@ SCALED: dict[str, tuple[str, str]] = {
         "--steps 50 --accuracy-turns 50",
         "300 timed requests and 300 accuracy turns: 19 s of CPU; 50 of each here",
     ),
-    "python3 tools/bench_play.py --oracle": (
-        "--runs 1 --tasks give_asked",
-        "the documented run plays all 17 tasks three times (about 15 minutes of play); here one "
-        "task once (the later flags win)",
-    ),
     "python3 tools/bench_throughput.py --demo-double": (
         "-n 3 --warmups 1 --max-tokens 64",
         "the double streams at its simulated 72-110 tok/s: 10 requests of the default length to two "
@@ -165,7 +164,6 @@ BUDGET_S: dict[str, float] = {
     "docs/examples/standin-": 8,
     "python3 tools/bench_throughput.py --demo-double": 8,
     "python3 tools/check_tool_calls.py --demo-double": 12,
-    "python3 tools/bench_play.py --oracle": 25,  # embedded server, three bots, the double, one run
 }
 """The docs tier's time budget. Every slow command has one; any other command FAST_BUDGET_S. A
 command that uses more than OVER times its budget fails (scale it down in SCALED, or raise its
