@@ -79,6 +79,10 @@ NOT_HERE: dict[str, str] = {
         "eight whole Emils behind the real vllm-router and three gated double replicas (about 4 minutes); "
         "its parts are tested in tests/unit/testing/test_double_replicas.py"
     ),
+    "python3 tools/bench_play.py --oracle": (
+        "plays all 17 bench tasks three times in the embedded world (about 25 minutes on this "
+        "box); tests/integration/bench/test_oracle.py plays the same code on every task once"
+    ),
     "python3 run_emil.py memory": (
         "reads the notes a session wrote to data_dir (a fresh clone has none); "
         "tests/unit/memory/test_cli.py runs every subcommand on a real notes database"
@@ -192,7 +196,8 @@ budget and keep the sum under CEILING_S)."""
 
 FAST_BUDGET_S = 5.0
 OVER = 3.0
-CEILING_S = 725.0  # 720 until issue #31's six fleet commands (12 s: docs/fleet.md)
+CEILING_S = 755.0  # 720 until this round: the fleet's six commands (12 s, docs/fleet.md), the real
+# model's install check (8 s, docs/serving.md) and the play bench's (docs/play-bench.md)
 """The sum of every documented command's budget, in CPU seconds: the docs tier's ceiling (a
 command that waits, e.g. 30 s of soak play, uses little CPU; docs/reliability.md has the wall
 times)."""

@@ -1,0 +1,76 @@
+"""The bench's figures: the Wilson interval, the per-task table, JSON, the picture, the CLI's
+one-line errors and exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from emil.bench.report import figures, format_table, plot, to_json, wilson
+from emil.bench.runner import RunResult, _failure_reason
+
+
+def test_wilson_interval() -> None:
+    assert wilson(0, 0) == (0.0, 1.0)
+    low, high = wilson(0, 10)
+    assert low == 0.0 and 0.25 < high < 0.35  # 0/10 is not "certainly never"
+    low, high = wilson(10, 10)
+    assert 0.65 < low < 0.75 and high == 1.0
+    low, high = wilson(5, 10)
+    assert low < 0.5 < high and abs((0.5 - low) - (high - 0.5)) < 1e-9
+
+
+def _run(task: str, endpoint: str, ok: bool, **kw: object) -> RunResult:
+    r = RunResult(task, "social", endpoint, 0, "t", success=ok, fraction=1.0 if ok else 0.0, turns=2, game_s=5.0,
+                  prompt_tokens=100, completion_tokens=10, tool_calls=2, invalid_calls=0 if ok else 1,
+                  reason="" if ok else "timed out")
+    r.__dict__.update(kw)
+    return r
+
+
+def test_figures_table_json_and_plot(tmp_path: Path) -> None:
+    results = [_run("follow", "A", True), _run("follow", "A", False), _run("follow", "B", False), _run("stay", "A", True)]
+    rows = figures(results)
+    follow_a = next(f for f in rows if f.task == "follow" and f.endpoint == "A")
+    assert (follow_a.runs, follow_a.successes, follow_a.reasons) == (2, 1, {"timed out": 1})
+    assert follow_a.validity == 3 / 4 and follow_a.prompt_tokens == 200
+    table = format_table(rows)
+    assert "follow" in table and "timed out x1" in table and "ALL" in table
+    data = to_json(results, rows, {"runs": 2})
+    assert json.loads(json.dumps(data))["totals"]["A"]["successes"] == 2
+    png = plot(rows, tmp_path / "p.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_failure_reasons_most_telling_first() -> None:
+    assert _failure_reason(_run("x", "A", False, goal_reasons=["wrong target: bob got 2 diamond"])) == "wrong target"
+    assert _failure_reason(_run("x", "A", False, refused=1)) == "refused"
+    assert _failure_reason(_run("x", "A", False, tool_calls=2, invalid_calls=2)) == "invalid call"
+    assert _failure_reason(_run("x", "A", False, tool_calls=0)) == "no tool call"
+    assert _failure_reason(_run("x", "A", False, tool_calls=1, invalid_calls=0, reason="out of turns")) == "out of turns"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "says"),
+    [
+        (["--runs", "0", "--endpoint", "http://127.0.0.1:9/v1"], 2, "must be a positive integer"),
+        (["--endpoint", "http://127.0.0.1:9/v1", "--tasks", "nope"], 2, "unknown task(s) nope"),
+        ([], 2, "--endpoint URL is required"),
+        (["--oracle", "--endpoint", "http://127.0.0.1:9/v1"], 2, "leave out --endpoint"),
+        (["--endpoint", "http://127.0.0.1:9/v1"], 3, "cannot reach endpoint http://127.0.0.1:9/v1"),
+    ],
+)
+def test_bad_arguments_and_an_unreachable_endpoint_are_one_line(
+    argv: list[str], code: int, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tools.bench_play import main
+
+    try:
+        got = main(argv)
+    except SystemExit as exc:  # argparse's errors
+        got = int(exc.code or 0)
+    assert got == code
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], lines
