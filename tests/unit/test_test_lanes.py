@@ -1,0 +1,64 @@
+"""tools/test_lanes.py (.ci/run's two pytest sessions at once): the lanes split the suite with
+nothing lost and nothing run twice, and the exit code says the worst of both."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = ROOT / "tools" / "test_lanes.py"
+
+
+def _tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("test_lanes", TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["test_lanes"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _lane(tool: ModuleType, code: int) -> object:
+    lane = tool.Lane("x", [], Path("x.log"), shown=False)
+    lane.exit_code = code
+    return lane
+
+
+@pytest.mark.parametrize(
+    ("codes", "expected"),
+    [((0, 0), 0), ((1, 0), 1), ((0, 1), 1), ((5, 1), 1), ((2, 0), 2), ((0, 5), 5), ((4, 2), 4)],
+)
+def test_the_exit_code_is_the_worst_of_both_lanes(codes: tuple[int, int], expected: int) -> None:
+    tool = _tool()
+    assert tool.exit_code([_lane(tool, c) for c in codes]) == expected
+
+
+def _collected(output: str) -> set[str]:
+    return {line.strip() for line in output.splitlines() if re.match(r"^tests/\S+::\S", line.strip())}
+
+
+@pytest.mark.slow
+def test_the_two_lanes_collect_the_whole_suite_once(tmp_path: Path) -> None:
+    run = subprocess.run([sys.executable, str(TOOL), "--log-dir", str(tmp_path), "--", "--collect-only", "-q",
+                          "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    servers = _collected((tmp_path / "servers.log").read_text())
+    rest = _collected((tmp_path / "rest.log").read_text())
+    whole = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+    everything = _collected(whole.stdout)
+    assert servers and rest
+    assert not servers & rest
+    assert servers | rest == everything
+    tiers = _tool().SERVER_TIERS
+    assert all(t.startswith(tiers) for t in servers)
+    assert not any(t.startswith(tiers) for t in rest)
+    assert re.search(r"lane servers: \d+ min \d\d s, .*: passed", run.stdout), run.stdout[-2000:]
+    assert re.search(r"lane rest: \d+ min \d\d s, .*: passed", run.stdout), run.stdout[-2000:]

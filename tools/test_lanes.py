@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Run the whole suite in two lanes at once: the vLLM servers' tiers and everything else.
+
+    python3 tools/test_lanes.py                 (what .ci/run does after its setup and lints)
+    python3 tools/test_lanes.py -- -x           (pytest options after -- go to both lanes)
+
+Why two lanes: the real-vLLM tier, the real-model tier and the play bench's oracle spend most of
+their wall time waiting (a server's prefill on one core, a task's seconds of game time), and so
+does much of the rest (bots walking, budgets of game time); one after the other they left the
+second core idle for most of an hour. Each lane is its own pytest session, so each heavy server
+still starts once per session: the ``servers`` lane holds every test of
+tests/integration/real_vllm, tests/integration/real_model and tests/integration/bench (the only
+users of those servers, and the bench's world), the ``rest`` lane everything else. Only the
+``rest`` lane writes pytest's cache (``--lf`` reruns its failures; the two would race on it).
+
+The ``rest`` lane prints to the terminal as it runs; the ``servers`` lane writes to its log only,
+printed whole when it ends (both logs in ``--log-dir``, default ``ci-lanes/``), then one line
+per lane: its wall time, pytest's counts and every failed or erroring test. Exit 0 when both
+lanes passed; else 1 when a test failed, else the first lane's non-zero pytest exit code
+(2 interrupted, 3 internal error, 4 usage error, 5 no tests collected). Ctrl-C or SIGTERM stops
+both lanes (each in a process group of its own) and exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's emil
+from emil._bootstrap import use_project_python
+
+use_project_python(__file__)  # re-runs this script in the checkout's .venv when needed
+
+from emil.testing.pytest_output import parse_pytest_output
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER_TIERS = ("tests/integration/real_vllm", "tests/integration/real_model", "tests/integration/bench")
+"""The tests that use a vLLM server of their own tier (or the bench's world): the ``servers`` lane."""
+
+
+@dataclass
+class Lane:
+    name: str
+    argv: list[str]
+    log: Path
+    shown: bool  # its output also goes to the terminal as it comes
+    started: float = 0.0
+    wall_s: float = 0.0
+    exit_code: int | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    process: subprocess.Popen[bytes] | None = None
+
+
+def lanes(pytest_args: list[str], log_dir: Path) -> list[Lane]:
+    base = [sys.executable, "-m", "pytest", "--durations=15", *pytest_args]
+    servers = Lane("servers", [*base, "-p", "no:cacheprovider", *SERVER_TIERS],
+                   log_dir / "servers.log", shown=False)
+    rest = Lane("rest", [*base, *(f"--ignore={tier}" for tier in SERVER_TIERS)], log_dir / "rest.log", shown=True)
+    return [servers, rest]
+
+
+def start(lane: Lane) -> None:
+    lane.started = time.monotonic()
+    if lane.shown:
+        lane.process = subprocess.Popen(lane.argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+        return
+    with lane.log.open("wb") as out:  # the child keeps its own copy of the descriptor
+        lane.process = subprocess.Popen(lane.argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def finish(lane: Lane) -> None:
+    """Wait for the lane; a shown lane's output is copied to the terminal and its log as it comes
+    (in chunks, so pytest's progress dots appear when written)."""
+    assert lane.process is not None
+    if lane.shown:
+        assert lane.process.stdout is not None
+        with lane.log.open("wb") as out:
+            while chunk := os.read(lane.process.stdout.fileno(), 65536):
+                out.write(chunk)
+                sys.stdout.buffer.write(chunk)
+                sys.stdout.buffer.flush()
+    lane.exit_code = lane.process.wait()
+    lane.wall_s = time.monotonic() - lane.started
+    lane.counts, lane.failures = parse_pytest_output(lane.log.read_text(errors="replace"))
+
+
+def stop(lane: Lane) -> None:
+    process = lane.process
+    if process is None or process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def minutes(seconds: float) -> str:
+    m, s = divmod(round(seconds), 60)
+    return f"{m} min {s:02d} s"
+
+
+def describe(lane: Lane) -> str:
+    counts = ", ".join(f"{n:,} {what}" for what, n in lane.counts.items() if what != "warnings")
+    where = lane.log.relative_to(ROOT) if lane.log.is_relative_to(ROOT) else lane.log
+    verdict = "passed" if lane.exit_code == 0 else f"FAILED (pytest exit {lane.exit_code})"
+    return f"lane {lane.name}: {minutes(lane.wall_s)}, {counts or 'counts in its output'} ({where}): {verdict}"
+
+
+@contextlib.contextmanager
+def stopped_on_signal(running: list[Lane]) -> Iterator[None]:
+    """SIGTERM behaves as Ctrl-C: both lanes' process groups are stopped."""
+
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    except KeyboardInterrupt:
+        for lane in running:
+            stop(lane)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def exit_code(done: list[Lane]) -> int:
+    codes = [lane.exit_code or 0 for lane in done]
+    if all(c == 0 for c in codes):
+        return 0
+    if 1 in codes:
+        return 1
+    return next(c for c in codes if c != 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in args:
+        i = args.index("--")
+        args, extra = args[:i], args[i + 1 :]
+    parser = argparse.ArgumentParser(
+        prog="tools/test_lanes.py",
+        description="Run the suite in two pytest sessions at once (the vLLM servers' tiers, the rest); "
+                    "options after -- go to both.",
+    )
+    parser.add_argument("--log-dir", type=Path, default=ROOT / "ci-lanes",
+                        help="where the servers lane's output goes (default: ci-lanes/)")
+    opts = parser.parse_args(args)
+    opts.log_dir.mkdir(parents=True, exist_ok=True)
+    todo = lanes(extra, opts.log_dir.resolve())
+    servers, rest = todo
+    sys.stdout.write(f"lane servers ({', '.join(SERVER_TIERS)}): output in {servers.log}, printed when it ends\n"
+                     f"lane rest (every other test): output below and in {rest.log}\n")
+    sys.stdout.flush()
+    try:
+        with stopped_on_signal(todo):
+            for lane in todo:
+                start(lane)
+            finish(rest)
+            if servers.process is not None and servers.process.poll() is None:
+                sys.stdout.write(f"\nlane rest done in {minutes(rest.wall_s)}; waiting for lane servers\n")
+                sys.stdout.flush()
+            finish(servers)
+    except KeyboardInterrupt:
+        sys.stdout.write("\nstopped: both lanes ended\n")
+        return 130
+    sys.stdout.write(f"\n{'=' * 30} lane servers: {servers.log} {'=' * 30}\n")
+    sys.stdout.write(servers.log.read_text(errors="replace"))
+    sys.stdout.write("\n")
+    for lane in todo:
+        sys.stdout.write(describe(lane) + "\n")
+        for line in lane.failures:
+            sys.stdout.write(f"  {line}\n")
+    sys.stdout.flush()
+    return exit_code(todo)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
