@@ -4,13 +4,12 @@
     python3 tools/test_lanes.py                 (what .ci/run does after its setup and lints)
     python3 tools/test_lanes.py -- -x           (pytest options after -- go to both lanes)
 
-Why two lanes: the real-vLLM tier, the real-model tier and the play bench's oracle spend most of
-their wall time waiting (a server's prefill on one core, a task's seconds of game time), and so
-does much of the rest (bots walking, budgets of game time); one after the other they left the
-second core idle for most of an hour. Each lane is its own pytest session, so each heavy server
-still starts once per session: the ``servers`` lane holds every test of
-tests/integration/real_vllm, tests/integration/real_model and tests/integration/bench (the only
-users of those servers, and the bench's world), the ``rest`` lane everything else. Only the
+Why two lanes: most of the suite's wall time is waiting (a vLLM server's start and prefills, a
+bench task's seconds of game time, bots walking), so one session after another left the second
+core idle for most of an hour. Each lane is its own pytest session, so each heavy server still
+starts once per session: the ``servers`` lane holds every test of tests/integration/real_vllm
+and tests/integration/real_model (the only users of those two servers; about half the suite's
+time, measured), the ``rest`` lane everything else. Only the
 ``rest`` lane writes pytest's cache (``--lf`` reruns its failures; the two would race on it).
 
 The ``rest`` lane prints to the terminal as it runs; the ``servers`` lane writes to its log only,
@@ -42,8 +41,8 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 from emil.testing.pytest_output import parse_pytest_output
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVER_TIERS = ("tests/integration/real_vllm", "tests/integration/real_model", "tests/integration/bench")
-"""The tests that use a vLLM server of their own tier (or the bench's world): the ``servers`` lane."""
+SERVER_TIERS = ("tests/integration/real_vllm", "tests/integration/real_model")
+"""The tests that use a vLLM server of their tier: the ``servers`` lane."""
 
 
 @dataclass
