@@ -58,10 +58,13 @@ def chest_at(found: dict[str, Any]) -> str:
 
 
 class _Target(Tool):
-    x: float | None = Field(default=None, description="Block x coordinate")
-    y: float | None = Field(default=None, description="Block y coordinate")
-    z: float | None = Field(default=None, description="Block z coordinate")
-    player: str | None = Field(default=None, pattern=PLAYER_NAME, description="A player's name, instead of coordinates")
+    # Either x, y and z or player, never both: said in each field, because a small model given
+    # "instead of coordinates" still sent both (go_to and look_at, 2 of 45 calls: docs/llm.md).
+    x: float | None = Field(default=None, description="Block x coordinate (leave out when giving player)")
+    y: float | None = Field(default=None, description="Block y coordinate (leave out when giving player)")
+    z: float | None = Field(default=None, description="Block z coordinate (leave out when giving player)")
+    player: str | None = Field(default=None, pattern=PLAYER_NAME,
+                               description="A player's name; give it alone, without x, y or z")
 
     @model_validator(mode="after")
     def _one_target(self) -> _Target:
@@ -74,7 +77,7 @@ class _Target(Tool):
 
 
 class GoTo(_Target):
-    """Walk to coordinates or to a player. Returns when there (or when no path exists)."""
+    """Walk to a place (x, y and z) or to a player (player alone). Returns when there (or when no path exists)."""
 
     tool_name: ClassVar[str] = "go_to"
     job: ClassVar[bool] = True
@@ -107,7 +110,7 @@ class Stop(Tool):
 
 
 class LookAt(_Target):
-    """Turn to look at coordinates or at a player."""
+    """Turn to look at a place (x, y and z) or at a player (player alone)."""
 
     tool_name: ClassVar[str] = "look_at"
 
