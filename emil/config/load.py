@@ -26,9 +26,8 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from emil.config.settings import AUTO_FIELDS, ENV_PREFIX, Settings, parse_address
+from emil.config.settings import AUTO_FIELDS, ENV_PREFIX, Settings, parse_address, valid_name
 from emil.exceptions import ConfigurationError
-from emil.trust.people import valid_name
 
 __all__ = [
     "DEFAULT_CONFIG_FILE",

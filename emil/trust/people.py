@@ -8,19 +8,12 @@ operator's only when it is, character for character, one of ``operators``.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from emil.config.settings import NAME, valid_name
+
 __all__ = ["NAME", "Level", "People", "valid_name"]
-
-NAME = re.compile(r"^[A-Za-z0-9_]{1,16}$")
-"""A Minecraft username (what the settings' lists must hold)."""
-
-
-def valid_name(name: str) -> bool:
-    """True for a well-formed Minecraft username."""
-    return NAME.match(name) is not None
 
 
 class Level(StrEnum):

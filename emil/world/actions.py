@@ -40,6 +40,7 @@ from emil.world.tool import TOOLS, ActionPolicy, BotLike, MemoryPort, Outcome, T
 # every prompt (tests/unit/world/test_actions.py holds it).
 from emil.world import chat, body, making, queries, memory_tools, waiting  # noqa: F401
 # isort: on
+from emil.world import tool_names  # noqa: F401  (checks disabled_tools against them)
 
 __all__ = ["TOOLS", "dispatch", "parse_tool", "tool_specs", "validate_tool_call"]
 
