@@ -8,16 +8,15 @@ Field docstrings are the descriptions ``--help`` and docs/operations.md read; a 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from emil.config.checks import run_check
 
 __all__ = ["AUTO_FIELDS", "DEFAULT_RUNGS", "ENV_PREFIX", "NAME", "SECRET_FIELDS", "Settings", "parse_address",
-           "recorded_settings", "valid_name"]
+           "valid_name"]
 
 ENV_PREFIX = "EMIL_"
 SECRET_FIELDS = frozenset({"api_key"})
@@ -360,19 +359,3 @@ class Settings(BaseModel):
 
 AUTO_FIELDS = frozenset(n for n, f in Settings.model_fields.items() if f.default is None)
 """Fields that are "auto" when unset (their default is None)."""
-
-
-def recorded_settings(data: Mapping[str, Any]) -> Settings:
-    """The settings a recording's header names (``Settings.public_dump``), so that replay builds
-    what the recorded session built: a key this version does not know, or a value it refuses,
-    is left at its default (the header of an older or newer Emil still replays)."""
-    known = {k: v for k, v in data.items() if k in Settings.model_fields and k not in SECRET_FIELDS}
-    for _ in range(len(known) + 1):
-        try:
-            return Settings.model_validate(known)
-        except ValidationError as e:
-            wrong = {str(err["loc"][0]) for err in e.errors() if err["loc"]}
-            if not wrong & known.keys():
-                wrong = set(known)  # a check across fields: fall back to every default
-            known = {k: v for k, v in known.items() if k not in wrong}
-    return Settings()
