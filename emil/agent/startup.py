@@ -57,7 +57,6 @@ from emil.model.tokens import TokenCounter
 from emil.model.verify import verify_family
 from emil.perception import PerceptionPolicy
 from emil.recording import HeaderRecord, Recorder
-from emil.trust.caps import AnswerCaps
 from emil.world.actions import TOOLS
 from emil.world.port import WorldPort
 
@@ -288,14 +287,8 @@ def new_client(
     return OpenAIClient(
         s.endpoint, model=None if s.model == "auto" else s.model, api_key=s.api_key,
         timeout=s.request_timeout_s, first_token_timeout=s.first_token_timeout_s, tool_validator=tool_validator,
-        headers=headers, request_id_prefix=session_key(s, session_id), caps=answer_caps(s),
+        headers=headers, request_id_prefix=session_key(s, session_id), caps=s,
     )
-
-
-def answer_caps(s: Settings) -> AnswerCaps:
-    """The caps on one model answer (docs/trust.md, "Caps on one answer")."""
-    return AnswerCaps(tool_calls=s.tool_calls_per_answer, argument_chars=s.tool_argument_chars,
-                      argument_depth=s.tool_argument_depth)
 
 
 def agent_options(s: Settings, prompt_budget: int | None = None, family: ModelFamily | None = None) -> AgentOptions:
