@@ -39,6 +39,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from emil.config import Settings
 from emil.trust.ledger import Ledger, Source
 from emil.trust.people import People
 from emil.trust.rules import ANY, Rule, Verdict, declare
@@ -171,13 +172,13 @@ class Guarding(Protocol):
     that checks the call (emil.world.guard.Guard): the rule table's verdicts for this turn, the
     ownership ledger, refusals, and the chat caps."""
 
+    settings: Settings
+    """What the guard applies (``give_items_per_hour``, Emil's ``bot_name``...)."""
     people: People
     ledger: Ledger
     known_players: set[str]
     """Lower-case names of every player Emil has met."""
 
-    @property
-    def give_items_per_hour(self) -> int: ...
     def requesters(self) -> frozenset[str]: ...
     def decide(self, row: Rule, owner: str | None = None) -> Verdict: ...
     async def inventory(self, bot: BotLike) -> dict[str, int] | None: ...
