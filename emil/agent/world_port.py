@@ -42,8 +42,7 @@ class Body(BotLike, Protocol):
 
 def action_policy(s: Settings) -> ActionPolicy:
     """What the operator allows, from the settings (each turn adds its requesters)."""
-    return ActionPolicy(allow_commands=s.allow_commands, operators=frozenset(s.operators),
-                        disabled=frozenset(s.tools_off))
+    return ActionPolicy(settings=s)
 
 
 def guard_for(settings: Settings, ledger: Ledger | None = None) -> Guard:

@@ -80,7 +80,7 @@ class Guard:
         """A guard for callers without one (tests, offline runs): the policy's operators and
         command switch, its requesters' words unknown (so no command is in them), a ledger in
         memory."""
-        guard = cls(Settings(operators=tuple(sorted(policy.operators)), allow_commands=policy.allow_commands), Ledger())
+        guard = cls(policy.settings, Ledger())
         guard.begin_turn(Authority(tuple(Line(name, "") for name in sorted(policy.requesters))))
         return guard
 

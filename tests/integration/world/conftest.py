@@ -61,7 +61,7 @@ async def emil(server: EmbeddedServer) -> AsyncIterator[Bot]:
 
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(bot, "_emit", observed)
-            _WORLDS[id(bot)] = BotWorld(bot, ActionPolicy(operators=OPERATORS), guard=guard)
+            _WORLDS[id(bot)] = BotWorld(bot, ActionPolicy(settings=guard.settings), guard=guard)
             try:
                 yield bot
             finally:

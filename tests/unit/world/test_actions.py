@@ -102,7 +102,7 @@ def test_disabled_tools_are_left_out_and_refused() -> None:
     assert "attack" not in names and "store" not in names and len(names) == len(TOOLS) - 2
     # a model that calls one anyway (from an older turn, or made up) gets a result, not an act
     bot = BotDouble()
-    policy = ActionPolicy(disabled=frozenset(s.disabled_tools))
+    policy = ActionPolicy(settings=s)
     out = anyio.run(dispatch, bot, call("attack", target="zombie"), policy)
     assert not out.ok and out.text == "error: attack is switched off on this server; use another tool"
     assert bot.calls == []
