@@ -38,7 +38,7 @@ from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
 from emil.memory.summary import load_summary_prompt
 from emil.model.resolve import family_for_recording
 from emil.model.template import TemplateError
-from emil.perception import Perception, PerceptionPolicy
+from emil.perception import Perception
 from emil.recording import EventRecord, HeaderRecord, ToolResultRecord
 from emil.replay.compare import RequestDiff, diff_messages
 from emil.replay.live import LiveStep, compare_live
@@ -180,8 +180,7 @@ class Replayer:
         )
         # Triaged as live (the recorded NPC lines as NPC lines), without live's turn budget:
         # the recording says when each turn started.
-        self.perception = Perception(PerceptionPolicy(bot_name=self.settings.bot_name,
-                                                      npcs=frozenset(self.settings.npc_players)))
+        self.perception = Perception(self.settings)
         self.judge = None if live is None else SummaryJudge(
             session.summaries, live, name=self.settings.bot_name,
             prompt=load_summary_prompt(None, name=self.settings.bot_name, max_tokens=self.settings.summary_max_tokens),
