@@ -279,11 +279,12 @@ def test_config_is_at_the_bottom() -> None:
     assert drawn_layers()["emil.config"] <= 1
 
 
-def test_the_command_line_loads_every_settings_check() -> None:
-    """A name a setting holds is never let through unchecked: the command line imports every
-    owner of a check before it reads settings."""
-    probe = ("import emil.cli\nfrom emil.config.checks import OWNERS, registered\n"
-             "print(sorted(set(OWNERS) - registered()))")
+@pytest.mark.parametrize("entry", ["emil.cli", "tools/check_tool_calls.py"])  # tools/soak.py: via emil.testing.soak
+def test_the_entry_points_load_every_settings_check(entry: str) -> None:
+    """A name a setting holds is never let through unchecked: the command line, and every tool
+    script that reads settings itself, imports every owner of a check before it reads them."""
+    load = f"import {entry}" if entry.startswith("emil") else f"import runpy\nrunpy.run_path({entry!r})"
+    probe = f"{load}\nfrom emil.config.checks import OWNERS, registered\nprint(sorted(set(OWNERS) - registered()))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
