@@ -25,6 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+# The owners of what settings name register their checks on import (emil.config.checks).
+import emil.context.rungs
+import emil.model.family
+import emil.world.actions  # noqa: F401
 from emil import __version__
 from emil.cli_args import positive_seconds
 from emil.config import (

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from emil.config import Settings
 from emil.events import (
     ActionFinished,
     BlockPlaced,
@@ -44,27 +45,9 @@ from emil.events import (
 )
 from emil.trust.npc import HELD_LIMIT, TurnBudget
 
-__all__ = ["Perception", "PerceptionPolicy", "Priority", "Triaged", "asks_to_stop"]
+__all__ = ["Perception", "Priority", "Triaged", "asks_to_stop"]
 
 Priority = Literal["urgent", "normal", "ambient"]
-
-
-@dataclass(frozen=True)
-class PerceptionPolicy:
-    """The thresholds perception works with (from :class:`emil.config.Settings`)."""
-
-    bot_name: str = "Emil"
-    low_health: float = 6.0
-    hostile_urgent_distance: float = 8.0
-    chat_debounce_s: float = 0.4
-    turns_per_minute: float | None = None
-    """The turn-rate cap and the NPC chat budget (emil.trust.npc); None: neither (offline use)."""
-    npcs: frozenset[str] = frozenset()
-    npc_turns_per_minute: float = 2.0
-    npc_exchanges: int = 3
-    npc_loop_detection: bool = False
-    speech_actions: frozenset[str] = frozenset({"say", "whisper"})
-    """Actions that are Emil speaking (the tools that declare ``speaks``)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +71,15 @@ class Perception:
     so tests can drive the clock.
     """
 
-    policy: PerceptionPolicy = field(default_factory=PerceptionPolicy)
+    settings: Settings = field(default_factory=Settings)
+    """What it reads: ``bot_name``, ``low_health``, ``hostile_urgent_distance``,
+    ``chat_debounce_s``, ``npc_players``; with ``budgeted``, the turn budget's
+    (``turns_per_minute``, ``npc_turns_per_minute``, ``npc_exchanges``, ``npc_loop_detection``)."""
+    budgeted: bool = False
+    """Live: turns start within the turn-rate cap and NPC chat within its budget (emil.trust.npc);
+    off: every event, at once (replay, the offline tools)."""
+    speech_actions: frozenset[str] = frozenset({"say", "whisper"})
+    """Actions that are Emil speaking (the tools that declare ``speaks``)."""
     pending: list[Triaged] = field(default_factory=list)
     ambient: dict[str, Any] = field(default_factory=dict)
     """Latest ambient facts (time phase, raining, health/food), shown in the status line."""
@@ -101,16 +92,16 @@ class Perception:
     """Actions the driver dispatched and awaited whose ``action_finished`` has not come yet."""
 
     def __post_init__(self) -> None:
-        p = self.policy
-        if self.budget is None and p.turns_per_minute is not None:
-            self.budget = TurnBudget(npcs=p.npcs, npc_turns_per_minute=p.npc_turns_per_minute,
-                                     npc_exchanges=p.npc_exchanges, turns_per_minute=p.turns_per_minute,
-                                     detect_loops=p.npc_loop_detection, clock=self.clock)
+        s = self.settings
+        if self.budget is None and self.budgeted:
+            self.budget = TurnBudget(npcs=frozenset(s.npc_players), npc_turns_per_minute=s.npc_turns_per_minute,
+                                     npc_exchanges=s.npc_exchanges, turns_per_minute=s.turns_per_minute,
+                                     detect_loops=s.npc_loop_detection, clock=self.clock)
 
     def is_npc(self, name: str) -> bool:
         """A player whose chat is budgeted (listed in npc_players, another Emil, or caught
         answering in a loop)."""
-        return name in self.policy.npcs or (self.budget is not None and self.budget.is_npc(name))
+        return name in self.settings.npc_players or (self.budget is not None and self.budget.is_npc(name))
 
     def emil_spoke(self) -> None:
         """Emil's own chat went out (loop detection, emil.trust.npc)."""
@@ -129,14 +120,14 @@ class Perception:
         if not isinstance(event, ActionFinished) or self.awaited[event.action] <= 0:
             return False
         self.awaited[event.action] -= 1
-        if event.ok and event.action in self.policy.speech_actions:
+        if event.ok and event.action in self.speech_actions:
             self.emil_spoke()
         return True
 
     def classify(self, event: GameEvent, *, npc: bool | None = None) -> tuple[Priority, str]:
         """Priority of one event and a short reason (pure apart from the health memory);
         ``npc``: whether a chat line's speaker is an NPC (None: ask :meth:`is_npc`)."""
-        p = self.policy
+        p = self.settings
         if npc is None:
             npc = isinstance(event, Chat) and self.is_npc(event.sender)
         match event:
@@ -174,10 +165,10 @@ class Perception:
         """Classify and queue an event (ambient ones only update the status facts). ``npc``:
         whether a chat line is an NPC's, as recorded (replay); None: as perception sees it now."""
         now = time.monotonic() if now is None else now
-        if self.budget is not None and isinstance(event, Chat) and event.sender != self.policy.bot_name:
+        if self.budget is not None and isinstance(event, Chat) and event.sender != self.settings.bot_name:
             self.budget.heard(event.sender)
         if npc is None:
-            npc = isinstance(event, Chat) and event.sender != self.policy.bot_name and self.is_npc(event.sender)
+            npc = isinstance(event, Chat) and event.sender != self.settings.bot_name and self.is_npc(event.sender)
         priority, why = self.classify(event, npc=npc)
         self._remember(event)
         triaged = Triaged(event, priority, why, now, npc=npc)
@@ -243,7 +234,7 @@ class Perception:
             return rate
         now = time.monotonic() if now is None else now
         if self._last_chat is not None and all(isinstance(t.event, Chat) for t in due):
-            return max(rate, self._last_chat + self.policy.chat_debounce_s - now)
+            return max(rate, self._last_chat + self.settings.chat_debounce_s - now)
         return rate
 
     def take(self) -> list[Triaged]:

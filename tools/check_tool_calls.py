@@ -31,6 +31,10 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 import anyio
 from tqdm import tqdm
 
+# The owners of what settings name register their checks on import (emil.config.checks).
+import emil.context.rungs
+import emil.model.family
+import emil.world.actions  # noqa: F401
 from emil.cli_args import OneLineParser, fraction, positive_int, recording_path
 from emil.config import load_settings
 from emil.exceptions import EmilError

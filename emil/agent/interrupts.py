@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 
+from emil.config import Settings
 from emil.events import Chat, Damage, Death, GameEvent, Health, HostileNearby
 from emil.perception import Perception, Triaged, asks_to_stop
 
@@ -36,10 +37,10 @@ def urgent_key(event: GameEvent) -> str:
 class Interrupts:
     """The interrupt rules over one session (see the module doc)."""
 
-    def __init__(self, *, operators: frozenset[str], urgent_interval_s: float) -> None:
-        self.operators = operators
-        """Players whose "stop" cancels a model call even when they did not start the turn."""
-        self.urgent_interval_s = urgent_interval_s
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        """Its ``operators`` (whose "stop" cancels a model call even when they did not start the
+        turn) and ``urgent_interval_s``."""
         self.turn_keys: set[str] = set()
         """The emergencies the running turn answers (they do not interrupt it again)."""
         self.requesters: frozenset[str] = frozenset()
@@ -61,7 +62,7 @@ class Interrupts:
         """A "stop" from an operator or from a player this turn is answering."""
         return (
             isinstance(event, Chat)
-            and (event.sender in self.operators or event.sender in self.requesters)
+            and (event.sender in self.settings.operators or event.sender in self.requesters)
             and asks_to_stop(event.text)
         )
 
@@ -81,7 +82,7 @@ class Interrupts:
         if not self.may_interrupt(triaged, now):
             return False
         if isinstance(triaged.event, Chat):
-            self.quiet_until[triaged.event.sender] = now + self.urgent_interval_s
+            self.quiet_until[triaged.event.sender] = now + self.settings.urgent_interval_s
         return True
 
     def cancels_call(self, triaged: Triaged) -> bool:

@@ -27,7 +27,7 @@ import math
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -39,6 +39,7 @@ from emil.agent.request_shape import RequestShape
 from emil.agent.turn import TurnEngine
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.backoff import OutageEvent
+from emil.config import Settings
 from emil.events import Death
 from emil.exceptions import (
     ConfigurationError,
@@ -53,7 +54,7 @@ from emil.exceptions import (
 from emil.llm.classify import config_hint
 from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.types import Completion, ToolCall
-from emil.perception import Perception, PerceptionPolicy, Triaged
+from emil.perception import Perception, Triaged
 from emil.recording import (
     ErrorRecord,
     EventRecord,
@@ -78,28 +79,16 @@ refused request is that turn's content; every request refused is the setup."""
 
 @dataclass(frozen=True)
 class AgentOptions:
-    """Loop settings (from :class:`emil.config.Settings`)."""
+    """What the loop needs beyond the settings (which it reads itself): values found at start,
+    and two timings the tests shorten."""
 
-    perception: PerceptionPolicy = field(default_factory=PerceptionPolicy)
-    step_limit: int = 8
-    action_timeout_s: float = 240.0
-    output_reserve: int = 6144
-    enable_thinking: bool = False
-    preserve_thinking: bool = False
-    temperature: float | None = None
-    stream: bool = False
-    """Ask for streamed answers (the live setting defaults to on; see emil.config)."""
-    tool_choice: str = "auto"
-    """"required": every answer must call a tool (the setting; emil.agent.request_shape)."""
-    snapshot_timeout_s: float = 5.0
-    interrupt_grace_s: float = 1.0
-    """An urgent event lets a model call in flight finish for this long, then cancels it."""
-    urgent_interval_s: float = 10.0
-    """One player's urgent lines interrupt at most once per this many seconds."""
     observation_cap_tokens: int | None = None
-    """Token cap of one observation (None: no cap); floods are coalesced to fit."""
-    operators: frozenset[str] = frozenset()
-    """Players whose "stop" cancels a model call even when they did not start the turn."""
+    """Token cap of one observation (None: no cap); floods are coalesced to fit. The setting, or
+    a share of the prompt budget when it is on auto (emil.agent.turn.observation_cap)."""
+    preserve_thinking: bool | None = None
+    """Whether ``preserve_thinking`` is sent (None: the setting): only when the served family's
+    template reads it (emil.model.family.ModelFamily.sends_preserve_thinking)."""
+    snapshot_timeout_s: float = 5.0
     stop_abort_s: float = 1.0
     """On a stop, how long the world gets to abort a running action."""
 
@@ -120,7 +109,9 @@ class Agent:
         context: ContextPort,
         completer: Completer,
         recorder: Recorder,
+        settings: Settings | None = None,
         options: AgentOptions | None = None,
+        perception: Perception | None = None,
         name: str = "Emil",
         recall: Recall | None = None,
     ) -> None:
@@ -128,9 +119,12 @@ class Agent:
         self.context = context
         self.completer = completer
         self.recorder = recorder
+        self.settings = s = settings or Settings()
+        """What the loop reads: step_limit, action_timeout_s, interrupt_grace_s, urgent_interval_s,
+        operators, the request's shape (emil.agent.request_shape)."""
         self.options = options or AgentOptions()
         self.name = name
-        self.perception = Perception(self.options.perception)
+        self.perception = perception or Perception(s)
         self.stats = SessionStats()
         self._turn_no = 0
         self._wake = anyio.Event()
@@ -138,7 +132,7 @@ class Agent:
         self._world_ended = False
         self._action_scope: anyio.CancelScope | None = None
         self._interrupt_reason: str | None = None
-        self.interrupts = Interrupts(operators=self.options.operators, urgent_interval_s=self.options.urgent_interval_s)
+        self.interrupts = Interrupts(s)
         """Which urgent event interrupts what, and the turn's requesters."""
         self._in_turn = False
         self._current: TurnStats | None = None
@@ -153,12 +147,11 @@ class Agent:
         o = self.options
         self.engine = TurnEngine(
             context=context, model=self._call_model, world=_LiveWorld(self), recorder=recorder,
-            shape=RequestShape(
-                tools=context.tools or None, max_completion_tokens=o.output_reserve, temperature=o.temperature,
-                stream=o.stream, enable_thinking=o.enable_thinking, preserve_thinking=o.preserve_thinking,
-                tool_choice="required" if o.tool_choice == "required" else None,
+            shape=RequestShape.of(
+                s, tools=context.tools or None,
+                preserve_thinking=s.preserve_thinking if o.preserve_thinking is None else o.preserve_thinking,
             ),
-            step_limit=o.step_limit, observation_cap=o.observation_cap_tokens, recall=recall, log=self._log,
+            step_limit=s.step_limit, observation_cap=o.observation_cap_tokens, recall=recall, log=self._log,
         )
         """The turn's rules (emil.agent.turn), with this loop's parts."""
 
@@ -238,7 +231,7 @@ class Agent:
         elif self._call_scope is not None and self.interrupts.cancels_call(triaged) and self.interrupts.claim(triaged):
             # Give an answer about to arrive a moment to land; then start over with the news.
             self._call_interrupted_by = why
-            grace = anyio.current_time() + self.options.interrupt_grace_s
+            grace = anyio.current_time() + self.settings.interrupt_grace_s
             self._call_scope.deadline = min(self._call_scope.deadline, grace)
 
     # --- turns --------------------------------------------------------------------------
@@ -340,7 +333,7 @@ class Agent:
         it (the world aborts the job) and the turn hears :class:`Interrupted`."""
         self._interrupt_reason = None
         self.perception.dispatched(call.name)
-        timeout = self.options.action_timeout_s
+        timeout = self.settings.action_timeout_s
         with anyio.CancelScope() as scope:
             self._action_scope = scope
             try:

@@ -55,9 +55,8 @@ from emil.model.family import ModelFamily, server_family
 from emil.model.resolve import ResolvedFamily, resolve_family
 from emil.model.tokens import TokenCounter
 from emil.model.verify import verify_family
-from emil.perception import PerceptionPolicy
+from emil.perception import Perception
 from emil.recording import HeaderRecord, Recorder
-from emil.trust.caps import AnswerCaps
 from emil.world.actions import TOOLS
 from emil.world.port import WorldPort
 
@@ -70,6 +69,7 @@ __all__ = [
     "default_recording_path",
     "endpoint_patience",
     "header_record",
+    "live_perception",
     "new_client",
     "new_session_id",
     "preflight",
@@ -288,37 +288,26 @@ def new_client(
     return OpenAIClient(
         s.endpoint, model=None if s.model == "auto" else s.model, api_key=s.api_key,
         timeout=s.request_timeout_s, first_token_timeout=s.first_token_timeout_s, tool_validator=tool_validator,
-        headers=headers, request_id_prefix=session_key(s, session_id), caps=answer_caps(s),
+        headers=headers, request_id_prefix=session_key(s, session_id), caps=s,
     )
-
-
-def answer_caps(s: Settings) -> AnswerCaps:
-    """The caps on one model answer (docs/trust.md, "Caps on one answer")."""
-    return AnswerCaps(tool_calls=s.tool_calls_per_answer, argument_chars=s.tool_argument_chars,
-                      argument_depth=s.tool_argument_depth)
 
 
 def agent_options(s: Settings, prompt_budget: int | None = None, family: ModelFamily | None = None) -> AgentOptions:
-    """Loop options from settings (``prompt_budget`` sizes the observation cap left on auto;
-    ``family`` says whether ``preserve_thinking`` is sent: only when its template reads it).
-    Replay derives the same from a recording's settings (emil.replay.engine)."""
-    cap = observation_cap(s.observation_cap_tokens, prompt_budget)
-    preserve = s.preserve_thinking if family is None else family.sends_preserve_thinking(
+    """What the loop needs beyond the settings: the observation cap (``prompt_budget`` sizes
+    it when the setting is on auto) and whether ``preserve_thinking`` is sent (``family``:
+    only when its template reads it). Replay derives the same from a recording's settings
+    (emil.replay.engine)."""
+    preserve = None if family is None else family.sends_preserve_thinking(
         enable_thinking=s.enable_thinking, preserve_thinking=s.preserve_thinking)
-    return AgentOptions(
-        perception=PerceptionPolicy(
-            bot_name=s.bot_name, low_health=s.low_health,
-            hostile_urgent_distance=s.hostile_urgent_distance, chat_debounce_s=s.chat_debounce_s,
-            turns_per_minute=s.turns_per_minute, npcs=frozenset(s.npc_players),
-            npc_turns_per_minute=s.npc_turns_per_minute, npc_exchanges=s.npc_exchanges,
-            npc_loop_detection=s.npc_loop_detection,
-            speech_actions=frozenset(name for name, cls in TOOLS.items() if cls.speaks is not None),
-        ),
-        step_limit=s.step_limit, action_timeout_s=s.action_timeout_s, output_reserve=s.output_reserve,
-        enable_thinking=s.enable_thinking, preserve_thinking=preserve, temperature=s.temperature,
-        stream=s.stream, interrupt_grace_s=s.interrupt_grace_s, urgent_interval_s=s.urgent_interval_s,
-        observation_cap_tokens=cap, operators=frozenset(s.operators), tool_choice=s.tool_choice,
-    )
+    return AgentOptions(observation_cap_tokens=observation_cap(s.observation_cap_tokens, prompt_budget),
+                        preserve_thinking=preserve)
+
+
+def live_perception(s: Settings) -> Perception:
+    """Perception as a live session runs it: the settings' thresholds, the turn-rate cap and
+    the NPC chat budget, and the tools that are Emil speaking."""
+    return Perception(s, budgeted=True,
+                      speech_actions=frozenset(name for name, cls in TOOLS.items() if cls.speaks is not None))
 
 
 def header_record(
@@ -371,7 +360,8 @@ def build_agent(
     agent = Agent(
         world=world, context=context,
         completer=recovering_completer(model.llm, context, s, model.window, patience),
-        recorder=recorder, options=options, name=s.bot_name, recall=recall,
+        recorder=recorder, settings=s, options=options, perception=live_perception(s), name=s.bot_name,
+        recall=recall,
     )
     patience.limit_s = None  # mid-session the endpoint is waited for until stopped
     patience.on_event = agent.record_outage

@@ -19,9 +19,8 @@ from emil.events import GameEvent
 from emil.llm.types import ToolCall
 from emil.trust.authority import Authority, Line
 from emil.trust.ledger import Ledger
-from emil.trust.people import People
 from emil.world.actions import dispatch
-from emil.world.guard import Guard, GuardLimits
+from emil.world.guard import Guard
 from emil.world.tool import ActionPolicy, BotLike, MemoryPort, Outcome
 
 __all__ = ["OWNERSHIP_FILE", "Body", "BotWorld", "action_policy", "guard_for"]
@@ -43,19 +42,12 @@ class Body(BotLike, Protocol):
 
 def action_policy(s: Settings) -> ActionPolicy:
     """What the operator allows, from the settings (each turn adds its requesters)."""
-    return ActionPolicy(allow_commands=s.allow_commands, operators=frozenset(s.operators),
-                        disabled=frozenset(s.tools_off))
+    return ActionPolicy(settings=s)
 
 
 def guard_for(settings: Settings, ledger: Ledger | None = None) -> Guard:
     """The guard the settings describe (the ledger in data_dir unless given)."""
-    people = People(operators=frozenset(settings.operators), trusted=frozenset(settings.trusted_players),
-                    npcs=frozenset(settings.npc_players), bot_name=settings.bot_name)
-    limits = GuardLimits(allow_commands=settings.allow_commands, give_items_per_hour=settings.give_items_per_hour,
-                         chat_lines_per_turn=settings.chat_lines_per_turn,
-                         chat_lines_per_minute=settings.chat_lines_per_minute,
-                         command_confirm_s=settings.command_confirm_s)
-    return Guard(people, ledger if ledger is not None else Ledger.open(settings.data_dir / OWNERSHIP_FILE), limits)
+    return Guard(settings, ledger if ledger is not None else Ledger.open(settings.data_dir / OWNERSHIP_FILE))
 
 
 class BotWorld:

@@ -22,6 +22,7 @@ from emil.config.load import (
     config_path,
     flags_from_namespace,
     format_settings,
+    load_recorded_settings,
     load_settings,
     read_config_file,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "config_path",
     "flags_from_namespace",
     "format_settings",
+    "load_recorded_settings",
     "load_settings",
     "parse_address",
     "read_config_file",

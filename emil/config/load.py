@@ -26,9 +26,15 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from emil.config.settings import AUTO_FIELDS, ENV_PREFIX, Settings, parse_address
+from emil.config.settings import (
+    AUTO_FIELDS,
+    ENV_PREFIX,
+    SECRET_FIELDS,
+    Settings,
+    parse_address,
+    valid_name,
+)
 from emil.exceptions import ConfigurationError
-from emil.trust.people import valid_name
 
 __all__ = [
     "DEFAULT_CONFIG_FILE",
@@ -42,6 +48,7 @@ __all__ = [
     "config_path",
     "flags_from_namespace",
     "format_settings",
+    "load_recorded_settings",
     "load_settings",
     "read_config_file",
 ]
@@ -364,6 +371,31 @@ def load_settings(
         raise SettingsError(problems)
     full = {name: sources.get(name, "default") for name in Settings.model_fields}
     return LoadedSettings(settings=settings, sources=full, config_file=path, npc=npc)
+
+
+def load_recorded_settings(recorded: Mapping[str, Any], flags: Mapping[str, Any] | None = None) -> LoadedSettings:
+    """The settings a recorded session ran with, for replay: defaults < the recording's
+    ``recorded`` values (its header's ``Settings.public_dump``) < replay's ``flags``, validated
+    as :func:`load_settings` validates (no config file, no environment: a replay rebuilds the
+    recorded session, not today's). A recorded key this version does not know, or a value it
+    refuses, is left at its default (the header of an older or newer Emil still replays); a bad
+    flag is a :class:`SettingsError` as in live."""
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    known = {k: v for k, v in recorded.items() if k in Settings.model_fields and k not in SECRET_FIELDS and k not in given}
+    sources = {k: "the recording" for k in known} | {k: f"flag {_flag(k)}" for k in given}
+    while True:
+        raw = {**known, **given}
+        try:
+            settings = Settings.model_validate(raw)
+        except ValidationError as e:
+            if not known:
+                raise SettingsError(_explain(e, sources, raw)) from e
+            wrong = {str(err["loc"][0]) for err in e.errors() if err["loc"]} & known.keys()
+            known = {k: v for k, v in known.items() if k not in (wrong or known.keys())}  # across fields: all
+            sources = {k: v for k, v in sources.items() if k in known or k in given}
+            continue
+        full = {name: sources.get(name, "default") for name in Settings.model_fields}
+        return LoadedSettings(settings=settings, sources=full)
 
 
 def flags_from_namespace(ns: argparse.Namespace) -> dict[str, Any]:

@@ -7,21 +7,34 @@ Field docstrings are the descriptions ``--help`` and docs/operations.md read; a 
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from emil.context.ladder import DEFAULT_RUNGS
-from emil.context.rungs import check_rungs
+from emil.config.checks import run_check
 
-__all__ = ["AUTO_FIELDS", "ENV_PREFIX", "SECRET_FIELDS", "Settings", "parse_address", "recorded_settings"]
+__all__ = ["AUTO_FIELDS", "DEFAULT_RUNGS", "ENV_PREFIX", "NAME", "SECRET_FIELDS", "Settings", "parse_address",
+           "valid_name"]
 
 ENV_PREFIX = "EMIL_"
 SECRET_FIELDS = frozenset({"api_key"})
+
+DEFAULT_RUNGS = (
+    "refresh_notes", "drop_reasoning", "collapse_status", "elide_results", "summarise", "fold", "evict", "cut_newest",
+)
+"""The trim ladder's default order, cheapest loss first (plain names: emil.context.rungs owns
+the rungs and checks a ``trim_rungs`` value against them, this one included)."""
+
+NAME = re.compile(r"^[A-Za-z0-9_]{1,16}$")
+"""A Minecraft username (what the settings' lists of players must hold)."""
+
+
+def valid_name(name: str) -> bool:
+    """True for a well-formed Minecraft username."""
+    return NAME.match(name) is not None
+
 
 def parse_address(text: str) -> tuple[str, int] | None:
     """``host:port`` (``[::1]:9477`` for IPv6) -> (host, port); ``off`` -> None. ValueError if bad."""
@@ -248,12 +261,8 @@ class Settings(BaseModel):
     @field_validator("model_family")
     @classmethod
     def _known_family(cls, v: str) -> str:
-        from emil.model.family import family_names
-
         v = v.strip().lower()
-        if v not in ("auto", "server", *family_names()):
-            raise ValueError(f"expected auto, server or one of {', '.join(family_names())}")
-        return v
+        return v if v in ("auto", "server") else str(run_check("model_family", v))
 
     @model_validator(mode="before")
     @classmethod
@@ -278,21 +287,12 @@ class Settings(BaseModel):
     @field_validator("trim_rungs")
     @classmethod
     def _known_rungs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        return check_rungs(v)
+        return v if v == DEFAULT_RUNGS else tuple(run_check("trim_rungs", v))
 
     @field_validator("disabled_tools")
     @classmethod
     def _known_tools(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        from emil.world.actions import TOOLS  # every tool class, registered
-
-        for name in v:
-            if name not in TOOLS:
-                close = difflib.get_close_matches(name, list(TOOLS), n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise ValueError(f"unknown tool {name!r}{hint} Tools: {', '.join(TOOLS)}")
-        if "say" in v:
-            raise ValueError("say cannot be disabled: it is how Emil answers players")
-        return tuple(dict.fromkeys(v))
+        return tuple(run_check("disabled_tools", v)) if v else v
 
     @field_validator("operators", "trusted_players", "npc_players", "reflexes", "trim_rungs", "disabled_tools",
                      mode="before")
@@ -306,7 +306,7 @@ class Settings(BaseModel):
     @classmethod
     def _player_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for name in v:
-            if not re.fullmatch(r"[A-Za-z0-9_]{1,16}", name):
+            if not valid_name(name):
                 raise ValueError(f"{name!r} is not a Minecraft name (1-16 letters, digits or _); names match exactly, "
                                  "letter case included")
         return tuple(dict.fromkeys(v))
@@ -359,19 +359,3 @@ class Settings(BaseModel):
 
 AUTO_FIELDS = frozenset(n for n, f in Settings.model_fields.items() if f.default is None)
 """Fields that are "auto" when unset (their default is None)."""
-
-
-def recorded_settings(data: Mapping[str, Any]) -> Settings:
-    """The settings a recording's header names (``Settings.public_dump``), so that replay builds
-    what the recorded session built: a key this version does not know, or a value it refuses,
-    is left at its default (the header of an older or newer Emil still replays)."""
-    known = {k: v for k, v in data.items() if k in Settings.model_fields and k not in SECRET_FIELDS}
-    for _ in range(len(known) + 1):
-        try:
-            return Settings.model_validate(known)
-        except ValidationError as e:
-            wrong = {str(err["loc"][0]) for err in e.errors() if err["loc"]}
-            if not wrong & known.keys():
-                wrong = set(known)  # a check across fields: fall back to every default
-            known = {k: v for k, v in known.items() if k not in wrong}
-    return Settings()

@@ -20,14 +20,11 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from emil.config.settings import DEFAULT_RUNGS
 from emil.context.history import History, Message, Turn
 from emil.llm.types import LLM
 
 __all__ = ["DEFAULT_RUNGS", "LadderConfig", "Preparation", "Rung", "Trim", "TrimRecord", "run_ladder"]
-
-DEFAULT_RUNGS = (
-    "refresh_notes", "drop_reasoning", "collapse_status", "elide_results", "summarise", "fold", "evict", "cut_newest",
-)
 
 
 class TrimRecord(BaseModel):

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Protocol, TypeVar
 
+from emil.config.checks import register_check
+from emil.config.settings import DEFAULT_RUNGS
 from emil.context.history import History, Message, Turn
 from emil.context.ladder import LadderConfig, Preparation, Rung, Trim
 
@@ -354,6 +356,10 @@ def check_rungs(names: Iterable[str]) -> tuple[str, ...]:
         if cls.last and name in order and order[-1] != name:
             raise ValueError(f"trim rung {name!r} must be the last one: move it to the end")
     return order
+
+
+check_rungs(DEFAULT_RUNGS)  # the settings' default is taken as it is: it must be a valid order
+register_check("trim_rungs", check_rungs)
 
 
 def build_rungs(config: LadderConfig, given: Iterable[Rung] = ()) -> tuple[Rung, ...]:

@@ -38,6 +38,7 @@ import httpx
 import openai
 from openai import AsyncOpenAI, AsyncStream, RequestOptions
 
+from emil.config import Settings
 from emil.exceptions import (
     EmilError,
     EndpointConfigError,
@@ -51,7 +52,7 @@ from emil.llm.overflow import extract_error_message, parse_overflow
 from emil.llm.response import StreamAssembler, parse_completion, parse_models
 from emil.llm.tokenize import ServerTokenizeCounter
 from emil.llm.types import ChatRequest, Completion, Timings, ToolCall, ToolChoice, root_url_of
-from emil.trust.caps import AnswerCaps, argument_problem, valid_json, valid_unicode
+from emil.trust.caps import argument_problem, valid_json, valid_unicode
 
 __all__ = ["OpenAIClient", "ServedModel", "parse_tool_call"]
 
@@ -73,16 +74,17 @@ class ServedModel:
     """The checkpoint the served name points at (a HF id or a local path)."""
 
 
-def parse_tool_call(call_id: str, name: str, raw_arguments: str | None, caps: AnswerCaps | None = None) -> ToolCall:
+def parse_tool_call(call_id: str, name: str, raw_arguments: str | None, caps: Settings | None = None) -> ToolCall:
     """A tool call as data: parsed arguments, or the raw text and why it does not parse. With
-    ``caps``, arguments too long or nested too deep are refused before parsing (only their
+    ``caps`` (the settings ``tool_argument_chars``, ``tool_argument_depth``), arguments too
+    long or nested too deep are refused before parsing (only their
     start is kept), so no size or depth reaches the parser. The name and the arguments are made
     valid Unicode first (:func:`~emil.trust.caps.valid_json`: a lone surrogate, raw or escaped,
     becomes U+FFFD), so no tool, record or later request gets text UTF-8 cannot hold."""
     name = valid_unicode(name)
     raw = valid_unicode(raw_arguments) if raw_arguments is not None else ""
     if caps is not None:
-        problem = argument_problem(raw, max_chars=caps.argument_chars, max_depth=caps.argument_depth)
+        problem = argument_problem(raw, max_chars=caps.tool_argument_chars, max_depth=caps.tool_argument_depth)
         if problem is not None:
             return ToolCall(id=call_id, name=name, raw_arguments=raw[:200], error=problem)
     raw = valid_json(raw)
@@ -170,7 +172,7 @@ class OpenAIClient:
         extra_body: dict[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         request_id_prefix: str | None = None,
-        caps: AnswerCaps | None = None,
+        caps: Settings | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.root_url = root_url_of(self.base_url)
@@ -181,8 +183,9 @@ class OpenAIClient:
         self.first_token_timeout = first_token_timeout
         """Seconds until the first generated token of a streamed answer (None: no own limit)."""
         self.tool_validator = tool_validator
-        self.caps = caps or AnswerCaps()
-        """Hard caps on one answer: tool calls, argument size and depth (emil.trust.caps)."""
+        self.caps = caps or Settings()
+        """The settings whose caps on one answer it applies: ``tool_calls_per_answer``,
+        ``tool_argument_chars``, ``tool_argument_depth`` (emil.trust.caps)."""
         self.extra_body = dict(extra_body or {})
         """Sent with every request, under each request's own ``extra_body``."""
         self.headers = dict(headers or {})
@@ -376,14 +379,14 @@ class OpenAIClient:
 
     async def _complete_once(self, request: ChatRequest, started: float) -> Completion:
         body = await self._post(request)
-        return parse_completion(body, tool_call=self._tool_call, max_tool_calls=self.caps.tool_calls,
+        return parse_completion(body, tool_call=self._tool_call, max_tool_calls=self.caps.tool_calls_per_answer,
                                 total_s=time.perf_counter() - started)
 
     async def _complete_streaming(
         self, request: ChatRequest, started: float, on_first_token: Callable[[], None]
     ) -> Completion:
         stream = await self._post_streaming(request)
-        assembler = StreamAssembler(max_tool_calls=self.caps.tool_calls)
+        assembler = StreamAssembler(max_tool_calls=self.caps.tool_calls_per_answer)
         first_token: float | None = None
         async with stream:
             try:

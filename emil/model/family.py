@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from emil.config.checks import register_check
 from emil.exceptions import ConfigurationError
 from emil.model.prepare import reasoning_of_request, text_of
 from emil.model.qwen_blocks import BlockRenderer, qwen3_block, qwen35_block, qwen36_block
@@ -41,6 +42,7 @@ __all__ = [
     "FAMILIES",
     "ModelFamily",
     "PromptCounting",
+    "check_family_name",
     "family_by_name",
     "family_for_model",
     "family_names",
@@ -242,6 +244,17 @@ _ALIASES = {"qwen3.5/3.6": "qwen3.6", "qwen36": "qwen3.6", "qwen35": "qwen3.5"}
 def family_names() -> tuple[str, ...]:
     """The ``model_family`` names of the shipped families."""
     return tuple(_BY_NAME)
+
+
+def check_family_name(name: str) -> str:
+    """The ``model_family`` setting's check (emil.config.checks): a shipped family's name, or
+    ValueError listing them (``auto`` and ``server`` are the setting's own words)."""
+    if name not in _BY_NAME:
+        raise ValueError(f"expected auto, server or one of {', '.join(family_names())}")
+    return name
+
+
+register_check("model_family", check_family_name)
 
 
 def family_by_name(name: str) -> ModelFamily:

@@ -74,7 +74,7 @@ from emil.offline.sim_people import ROSTER, Happenings
 from emil.offline.sim_policy import ScriptedEmil, Step
 from emil.offline.sim_world import BOT, DURATIONS, SimBody, SimWorld, resolve
 from emil.offline.trace import SessionTrace
-from emil.perception import Perception, PerceptionPolicy
+from emil.perception import Perception
 from emil.trust.authority import Authority
 from emil.world.actions import tool_specs, validate_tool_call
 from emil.world.port import WorldPort
@@ -261,7 +261,7 @@ class _Day:
         self.people = Happenings(self.rng, self.world, start=start, end=self.end, said=said, plant=plant, seed=seed)
         self.archivist = Archivist(archive, bot_name=BOT, clock=lambda: self.world.t) if archive is not None else None
         self.emil = ScriptedEmil(self.rng, self.world)
-        self.perception = Perception(PerceptionPolicy(bot_name=BOT))
+        self.perception = Perception(Settings(bot_name=BOT))
         self.learner = Learner(store, bot_name=BOT, clock=lambda: self.world.t) if store is not None else None
         self.pinned, self.notes_every_s = notes, notes_every_s
         self.reasoning = reasoning

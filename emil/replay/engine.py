@@ -28,7 +28,7 @@ from emil.agent.ports import Interrupted
 from emil.agent.request_shape import RequestShape
 from emil.agent.turn import TurnEngine, observation_cap
 from emil.agent.turnstats import TurnStats
-from emil.config.settings import Settings, recorded_settings
+from emil.config import Settings, load_recorded_settings
 from emil.context.budget import Budget
 from emil.context.history import Message
 from emil.events import Death, GameEvent, parse_event
@@ -38,7 +38,7 @@ from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
 from emil.memory.summary import load_summary_prompt
 from emil.model.resolve import family_for_recording
 from emil.model.template import TemplateError
-from emil.perception import Perception, PerceptionPolicy
+from emil.perception import Perception
 from emil.recording import EventRecord, HeaderRecord, ToolResultRecord
 from emil.replay.compare import RequestDiff, diff_messages
 from emil.replay.live import LiveStep, compare_live
@@ -180,8 +180,7 @@ class Replayer:
         )
         # Triaged as live (the recorded NPC lines as NPC lines), without live's turn budget:
         # the recording says when each turn started.
-        self.perception = Perception(PerceptionPolicy(bot_name=self.settings.bot_name,
-                                                      npcs=frozenset(self.settings.npc_players)))
+        self.perception = Perception(self.settings)
         self.judge = None if live is None else SummaryJudge(
             session.summaries, live, name=self.settings.bot_name,
             prompt=load_summary_prompt(None, name=self.settings.bot_name, max_tokens=self.settings.summary_max_tokens),
@@ -204,19 +203,18 @@ class Replayer:
         )
 
     def _settings(self, header: HeaderRecord) -> Settings:
-        """The settings the session ran with (the header's), with this replay's overrides."""
-        recorded = recorded_settings(header.settings)
-        # Headers written before a setting existed: what those sessions did.
-        update: dict[str, Any] = {"enable_thinking": header.enable_thinking}
-        if "preserve_thinking" not in header.settings:
-            update["preserve_thinking"] = header.preserve_thinking
-        if "bot_name" not in header.settings and header.bot_name:
-            update["bot_name"] = header.bot_name
-        if self.options.output_reserve is not None:
-            update["output_reserve"] = self.options.output_reserve
-        elif header.output_reserve is not None:
-            update["output_reserve"] = header.output_reserve
-        return recorded.model_copy(update=update)
+        """The settings the session ran with (the header's), with this replay's flags: loaded
+        as live loads them (emil.config.load_recorded_settings)."""
+        recorded: dict[str, Any] = dict(header.settings)
+        # What the header says beside its settings, and what headers written before a setting
+        # existed did.
+        recorded["enable_thinking"] = header.enable_thinking
+        recorded.setdefault("preserve_thinking", header.preserve_thinking)
+        if header.bot_name:
+            recorded.setdefault("bot_name", header.bot_name)
+        if header.output_reserve is not None:
+            recorded["output_reserve"] = header.output_reserve
+        return load_recorded_settings(recorded, {"output_reserve": self.options.output_reserve}).settings
 
     def _budget(self, header: HeaderRecord, settings: Settings) -> Budget:
         o = self.options

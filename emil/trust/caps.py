@@ -26,17 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["AnswerCaps", "SlidingWindow", "SpamMeter", "TokenBucket", "argument_problem", "json_depth", "valid_json", "valid_json_text", "valid_loads", "valid_unicode"]
-
-
-@dataclass(frozen=True)
-class AnswerCaps:
-    """The caps on one model answer (settings ``tool_calls_per_answer``, ``tool_argument_chars``,
-    ``tool_argument_depth``)."""
-
-    tool_calls: int = 8
-    argument_chars: int = 4096
-    argument_depth: int = 6
+__all__ = ["SlidingWindow", "SpamMeter", "TokenBucket", "argument_problem", "json_depth", "valid_json", "valid_json_text", "valid_loads", "valid_unicode"]
 
 
 def json_depth(raw: str) -> int:

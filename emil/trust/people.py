@@ -8,19 +8,12 @@ operator's only when it is, character for character, one of ``operators``.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
+from emil.config.settings import NAME, Settings, valid_name
+
 __all__ = ["NAME", "Level", "People", "valid_name"]
-
-NAME = re.compile(r"^[A-Za-z0-9_]{1,16}$")
-"""A Minecraft username (what the settings' lists must hold)."""
-
-
-def valid_name(name: str) -> bool:
-    """True for a well-formed Minecraft username."""
-    return NAME.match(name) is not None
 
 
 class Level(StrEnum):
@@ -33,36 +26,33 @@ class Level(StrEnum):
 
 @dataclass(frozen=True)
 class People:
-    """The operator's lists (settings ``operators``, ``trusted_players``, ``npc_players``)."""
+    """Who is who by the operator's lists, read from the settings where they are defined
+    (``operators``, ``trusted_players``, ``npc_players``, and Emil's own ``bot_name``)."""
 
-    operators: frozenset[str] = frozenset()
-    trusted: frozenset[str] = frozenset()
-    npcs: frozenset[str] = frozenset()
-    """Other bots (NPCs) on the server: their chat starts turns only within a budget."""
-    bot_name: str = "Emil"
+    settings: Settings = field(default_factory=Settings)
 
     def level(self, name: str) -> Level:
         """The trust level of ``name`` (exact match)."""
-        if name in self.operators:
+        if name in self.settings.operators:
             return Level.OPERATOR
-        if name in self.trusted:
+        if name in self.settings.trusted_players:
             return Level.TRUSTED
         return Level.PLAYER
 
     def is_operator(self, name: str) -> bool:
-        return name in self.operators
+        return name in self.settings.operators
 
     def is_trusted(self, name: str) -> bool:
         """Trusted or operator."""
-        return name in self.trusted or name in self.operators
+        return self.level(name) is not Level.PLAYER
 
     def look_alike_of(self, name: str) -> str | None:
         """The operator ``name`` imitates (same letters but for case, 0/O, 1/l/I, an underscore
         or invisible characters), when it is not that operator: for the refusal's wording."""
-        if name in self.operators:
+        if name in self.settings.operators:
             return None
         key = _skeleton(name)
-        for op in sorted(self.operators):
+        for op in sorted(self.settings.operators):
             if _skeleton(op) == key:
                 return op
         return None

@@ -40,6 +40,7 @@ from emil.world.tool import TOOLS, ActionPolicy, BotLike, MemoryPort, Outcome, T
 # every prompt (tests/unit/world/test_actions.py holds it).
 from emil.world import chat, body, making, queries, memory_tools, waiting  # noqa: F401
 # isort: on
+from emil.world import tool_names  # noqa: F401  (checks disabled_tools against them)
 
 __all__ = ["TOOLS", "dispatch", "parse_tool", "tool_specs", "validate_tool_call"]
 
@@ -92,8 +93,9 @@ async def dispatch(bot: BotLike, call: ToolCall, policy: ActionPolicy | None = N
     """Run one tool call through the guard (the rule table, emil.trust.rules; without one, a
     guard made from the policy). Model mistakes, refusals and failed actions become text,
     never exceptions."""
-    policy = policy or ActionPolicy()
-    if call.name in policy.disabled:  # not offered; a model may still call it from memory
+    if policy is None:  # the guard's settings, when it has them
+        policy = ActionPolicy(settings=guard.settings) if guard is not None else ActionPolicy()
+    if call.name in policy.settings.tools_off:  # not offered; a model may still call it from memory
         return Outcome(False, f"error: {call.name} is switched off on this server; use another tool", fate="invalid")
     tool = parse_tool(call)
     if isinstance(tool, str):

@@ -281,9 +281,9 @@ class Give(Tool):
         rated = src.own > 0 and not people.is_trusted(to) and not (asked and all(people.is_trusted(r) for r in asked))
         if rated:
             row = _GIVE_OWN.id
-            allowance = guard.give_items_per_hour - guard.ledger.given_recently(to)
+            allowance = guard.settings.give_items_per_hour - guard.ledger.given_recently(to)
             if src.own > allowance:
-                why = (f"Emil gives at most {guard.give_items_per_hour} of its own items to a player within an hour, "
+                why = (f"Emil gives at most {guard.settings.give_items_per_hour} of its own items to a player within an hour, "
                        f"and {to} may have {max(0, allowance)} more now")
                 return await guard.refuse(bot, self, Verdict(False, _GIVE_OWN.id, why), what=f"{count} {item} to {to}")
         out = await self.run(ctx)
@@ -370,7 +370,7 @@ class Attack(Tool):
         kind = str(res.result.get("kind")) if res.ok and isinstance(res.result, dict) else "unknown"
         name = str(res.result.get("name")) if res.ok and isinstance(res.result, dict) else target
         lower = target.lower()
-        if lower == guard.people.bot_name.lower():
+        if lower == guard.settings.bot_name.lower():
             kind = "unknown"
         elif kind != "player" and lower in guard.known_players:
             kind = "absent player"  # a player the server does not list now (or Python knows better)

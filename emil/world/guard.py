@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import JsonValue
 
+from emil.config import Settings
 from emil.events import BlockPlaced, BlockRemoved, Chat, GameEvent, PlayerJoined
 from emil.trust.authority import Authority, Confirmations, Line
 from emil.trust.caps import SlidingWindow, SpamMeter
@@ -36,28 +37,20 @@ from emil.world.tool import Outcome, ToolContext
 if TYPE_CHECKING:
     from emil.world.tool import ActionPolicy, BotLike, Tool
 
-__all__ = ["Guard", "GuardLimits"]
+__all__ = ["Guard"]
 
 _log = logging.getLogger("emil.trust")
 
-@dataclass(frozen=True)
-class GuardLimits:
-    """The settings the guard applies (emil.config.Settings)."""
-
-    allow_commands: bool = False
-    give_items_per_hour: int = 32
-    chat_lines_per_turn: int = 6
-    chat_lines_per_minute: int = 20
-    command_confirm_s: float = 60.0
-
-
 @dataclass
 class Guard:
-    """Checks, runs and notes every tool call of one Emil (see the module docstring)."""
+    """Checks, runs and notes every tool call of one Emil (see the module docstring).
 
-    people: People
+    It reads what it applies from ``settings`` where it applies it: the lists of people
+    (:class:`~emil.trust.people.People`), ``allow_commands``, ``give_items_per_hour``,
+    ``chat_lines_per_turn``, ``chat_lines_per_minute``, ``command_confirm_s``."""
+
+    settings: Settings
     ledger: Ledger
-    limits: GuardLimits = field(default_factory=GuardLimits)
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep
     """How the chat pacing waits (tests pass one that moves their clock)."""
@@ -67,14 +60,18 @@ class Guard:
     known_players: set[str] = field(default_factory=set)
     """Lower-case names of every player Emil has met (the server's list, chat, joins)."""
     _turn_lines: int = 0
+    people: People = field(init=False)
+    """Who is who, by the settings' lists."""
     _minute: SlidingWindow | None = None
     _spam: SpamMeter | None = None
 
     def __post_init__(self) -> None:
-        self._minute = SlidingWindow(self.limits.chat_lines_per_minute, 60.0, clock=self.clock)
+        s = self.settings
+        self.people = People(s)
+        self._minute = SlidingWindow(s.chat_lines_per_minute, 60.0, clock=self.clock)
         self._spam = SpamMeter(clock=self.clock)
-        self.confirmations.ttl_s = self.limits.command_confirm_s
-        self.known_players |= {n.lower() for n in self.people.operators | self.people.trusted | self.people.npcs}
+        self.confirmations.ttl_s = s.command_confirm_s
+        self.known_players |= {n.lower() for n in (*s.operators, *s.trusted_players, *s.npc_players)}
 
     # --- what the guard sees -----------------------------------------------------------
 
@@ -83,7 +80,7 @@ class Guard:
         """A guard for callers without one (tests, offline runs): the policy's operators and
         command switch, its requesters' words unknown (so no command is in them), a ledger in
         memory."""
-        guard = cls(People(operators=policy.operators), Ledger(), GuardLimits(allow_commands=policy.allow_commands))
+        guard = cls(policy.settings, Ledger())
         guard.begin_turn(Authority(tuple(Line(name, "") for name in sorted(policy.requesters))))
         return guard
 
@@ -97,7 +94,7 @@ class Guard:
         match event:
             case BlockPlaced():
                 key = chest_key(event.position["x"], event.position["y"], event.position["z"])
-                if event.by == self.people.bot_name:
+                if event.by == self.settings.bot_name:
                     self.ledger.set_chest(key, SELF, "emil")
                 elif event.by is not None and valid_name(event.by):
                     self.ledger.set_chest(key, event.by, "placed")
@@ -136,10 +133,6 @@ class Guard:
         """May this turn's requesters have ``row``'s act (against a target of ``owner``)?"""
         return decide(row, self.requesters(), self.people, owner=owner)
 
-    @property
-    def give_items_per_hour(self) -> int:
-        return self.limits.give_items_per_hour
-
     def js_authority(self, **more: JsonValue) -> dict[str, JsonValue]:
         """What the bot needs to check the act again."""
         out: dict[str, JsonValue] = {"requesters": list(sorted(self.requesters()))}
@@ -177,12 +170,12 @@ class Guard:
     def chat_room(self) -> tuple[int, str]:
         """How many chat lines may go out now, and which cap binds when it is 0."""
         assert self._minute is not None
-        turn_left = self.limits.chat_lines_per_turn - self._turn_lines
+        turn_left = self.settings.chat_lines_per_turn - self._turn_lines
         minute_left = self._minute.room()
         if turn_left <= 0:
-            return 0, f"{self.limits.chat_lines_per_turn} chat lines this turn already (chat_lines_per_turn)"
+            return 0, f"{self.settings.chat_lines_per_turn} chat lines this turn already (chat_lines_per_turn)"
         if minute_left <= 0:
-            return 0, (f"{self.limits.chat_lines_per_minute} chat lines within a minute already "
+            return 0, (f"{self.settings.chat_lines_per_minute} chat lines within a minute already "
                        f"(chat_lines_per_minute); wait {self._minute.wait_s():.0f} s")
         return min(turn_left, minute_left), ""
 
@@ -202,7 +195,7 @@ class Guard:
 
     def command_verdict(self, piece: str) -> tuple[Verdict, bool]:
         """May this command piece go out? (verdict, whether to ask an operator to confirm)."""
-        if not self.limits.allow_commands:
+        if not self.settings.allow_commands:
             return Verdict(False, CHAT_COMMAND.id, "commands are not enabled on this server (allow_commands)"), False
         verdict = self.decide(CHAT_COMMAND)
         if not verdict.allowed:
@@ -219,7 +212,7 @@ class Guard:
         ops: list[JsonValue] = list(sorted(operators))
         await self.pace()
         res = await bot.act("ask_confirm", {"command": piece, "code": pending.code, "operators": ops,
-                                            "ttl_s": self.limits.command_confirm_s}, timeout=10.0)
+                                            "ttl_s": self.settings.command_confirm_s}, timeout=10.0)
         if not res.ok:
             self.confirmations.pending.pop(pending.code, None)
             _log.warning("could not ask for a confirmation: %s", res.error)
@@ -233,7 +226,7 @@ class Guard:
         return (
             f'{tool}: not sent yet: "{piece}" is a server command that is not, word for word, in an operator\'s own '
             f'words in this turn. Asked {operators} to confirm it: when they reply "confirm {code}" (within '
-            f"{self.limits.command_confirm_s:g} s) it is sent as it is, without you."
+            f"{self.settings.command_confirm_s:g} s) it is sent as it is, without you."
         )
 
     async def run_confirmed(self, bot: BotLike) -> list[Outcome]:
@@ -241,7 +234,7 @@ class Guard:
         out = []
         for pending, operator in self.confirmations.confirmed(self.authority.lines, self.people):
             auth: dict[str, JsonValue] = {"requesters": [operator], "confirm": pending.code}
-            if not self.limits.allow_commands:
+            if not self.settings.allow_commands:
                 continue
             await self.pace()
             res = await bot.act("say", {"text": pending.command, "authority": auth, "quiet": True}, timeout=10.0)

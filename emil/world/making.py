@@ -346,7 +346,7 @@ class ClaimChest(_Spot):
         if owner.lower() in ("nobody", "unknown"):
             guard.ledger.forget_chest(key)
             text = f"the chest {where} is of unknown owner now (only operators may open it)"
-        elif owner == guard.people.bot_name or owner.lower() == "emil":
+        elif owner == guard.settings.bot_name or owner.lower() == "emil":
             guard.ledger.set_chest(key, SELF, "claimed")
             text = f"the chest {where} is Emil's now (anyone may use it)"
         else:

@@ -39,6 +39,7 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from emil.config import Settings
 from emil.trust.ledger import Ledger, Source
 from emil.trust.people import People
 from emil.trust.rules import ANY, Rule, Verdict, declare
@@ -125,18 +126,14 @@ class Outcome:
 
 
 class ActionPolicy(BaseModel):
-    """What the operator allows, and whose words this turn acts on."""
+    """What the operator allows (the settings: ``allow_commands``, ``operators``, the tools
+    switched off: ``Settings.tools_off``), and whose words this turn acts on."""
 
     model_config = ConfigDict(frozen=True)
 
-    allow_commands: bool = False
-    """Let chat that reads as a server command go out, on operators' words only."""
-    operators: frozenset[str] = frozenset()
-    """Player names allowed to order operator-only behaviour (exact names)."""
+    settings: Settings = Settings()
     requesters: frozenset[str] = frozenset()
     """Every player whose words are in this turn (empty: Emil acts on its own)."""
-    disabled: frozenset[str] = frozenset()
-    """Tools the operator switched off (``disabled_tools``): not offered, refused if called."""
     max_chat_messages: int = Field(default=3, ge=1, le=10)
     """A long say() is split into at most this many chat messages; the rest is cut."""
 
@@ -144,11 +141,11 @@ class ActionPolicy(BaseModel):
         """True when this turn acts on operators' words only: at least one player spoke, and
         every player whose words are in the turn is an operator. Anyone else's words in the
         turn may be what asks for the act, so they take the order away."""
-        return bool(self.requesters) and self.requesters <= self.operators
+        return bool(self.requesters) and self.requesters <= frozenset(self.settings.operators)
 
     def may_command(self) -> bool:
         """True when chat that reads as a server command may go out this turn."""
-        return self.allow_commands and self.operator_order()
+        return self.settings.allow_commands and self.operator_order()
 
 
 class BotLike(Protocol):
@@ -171,13 +168,13 @@ class Guarding(Protocol):
     that checks the call (emil.world.guard.Guard): the rule table's verdicts for this turn, the
     ownership ledger, refusals, and the chat caps."""
 
+    settings: Settings
+    """What the guard applies (``give_items_per_hour``, Emil's ``bot_name``...)."""
     people: People
     ledger: Ledger
     known_players: set[str]
     """Lower-case names of every player Emil has met."""
 
-    @property
-    def give_items_per_hour(self) -> int: ...
     def requesters(self) -> frozenset[str]: ...
     def decide(self, row: Rule, owner: str | None = None) -> Verdict: ...
     async def inventory(self, bot: BotLike) -> dict[str, int] | None: ...

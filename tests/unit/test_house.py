@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -266,6 +268,25 @@ def test_the_packages_import_only_downward_as_architecture_md_draws_them() -> No
     assert sorted(set(graph) - set(layers)) == [], "packages missing from the picture in docs/architecture.md"
     assert sorted(set(layers) - set(graph)) == [], "the picture in docs/architecture.md names packages that do not exist"
     assert downward_violations(graph, layers) == []
+
+
+def test_config_is_at_the_bottom() -> None:
+    """The settings are read by every package and import none of them (only the exceptions):
+    what a setting names that a package above owns is checked by that package
+    (emil.config.checks)."""
+    graph = package_graph(module_graph())
+    assert graph["emil.config"] <= {"emil.exceptions"}, sorted(graph["emil.config"])
+    assert drawn_layers()["emil.config"] <= 1
+
+
+@pytest.mark.parametrize("entry", ["emil.cli", "tools/check_tool_calls.py"])  # tools/soak.py: via emil.testing.soak
+def test_the_entry_points_load_every_settings_check(entry: str) -> None:
+    """A name a setting holds is never let through unchecked: the command line, and every tool
+    script that reads settings itself, imports every owner of a check before it reads them."""
+    load = f"import {entry}" if entry.startswith("emil") else f"import runpy\nrunpy.run_path({entry!r})"
+    probe = f"{load}\nfrom emil.config.checks import OWNERS, registered\nprint(sorted(set(OWNERS) - registered()))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
 def test_no_module_is_imported_by_a_name_in_a_string() -> None:

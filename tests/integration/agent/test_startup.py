@@ -131,7 +131,7 @@ async def test_preserve_thinking_reaches_the_manager_the_loop_and_the_header(tmp
             agent = build_agent(s, model, world, SAY, rec)
             rec.close()
             world.close()
-    assert agent_options(s).preserve_thinking is preserve
+    assert agent_options(s, family=model.family).preserve_thinking is preserve
     assert agent.options.preserve_thinking is preserve
     assert agent.context.manager.incremental.preserve_thinking is preserve  # type: ignore[attr-defined]
     header = read_recording(tmp_path / "r.jsonl").records[0]

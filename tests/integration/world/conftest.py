@@ -10,11 +10,11 @@ import anyio
 import pytest
 
 from emil.agent.world_port import BotWorld
+from emil.config import Settings
 from emil.events import GameEvent
 from emil.llm.types import ToolCall
 from emil.trust.authority import Authority, Line
 from emil.trust.ledger import Ledger
-from emil.trust.people import People
 from emil.world.bridge import Bot
 from emil.world.guard import Guard
 from emil.world.player import PlayerBot
@@ -51,7 +51,7 @@ async def emil(server: EmbeddedServer) -> AsyncIterator[Bot]:
     """The module's Emil, with ONE guard for the module as live play has (one per Emil, its
     ledger in memory here): the guard sees every event as it arrives, as the live loop's world
     port does, so it remembers the chests Emil placed; :func:`act` sends calls through it."""
-    guard = Guard(People(operators=OPERATORS), Ledger())
+    guard = Guard(Settings(operators=tuple(sorted(OPERATORS))), Ledger())
     async with Bot.connect(BotSettings(port=server.port, operators=OPERATORS)) as bot:
         emit = bot._emit
 
@@ -61,7 +61,7 @@ async def emil(server: EmbeddedServer) -> AsyncIterator[Bot]:
 
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(bot, "_emit", observed)
-            _WORLDS[id(bot)] = BotWorld(bot, ActionPolicy(operators=OPERATORS), guard=guard)
+            _WORLDS[id(bot)] = BotWorld(bot, ActionPolicy(settings=guard.settings), guard=guard)
             try:
                 yield bot
             finally:

@@ -182,3 +182,18 @@ def recovering_completer(brain: Brain, patience: Patience) -> tuple[Callable[...
         return await complete_with_recovery(llm, assemble, window=100_000, on_event=on_event, patience=patience)
 
     return completer, llm
+
+
+def loop_parts(**opts: Any) -> dict[str, Any]:
+    """``Agent`` keyword arguments for a test loop: ``opts`` are settings, or the loop's own
+    options (:class:`~emil.agent.loop.AgentOptions`); chat starts a turn at once, answers are
+    not streamed and old reasoning is not kept unless a test says so."""
+    from dataclasses import fields
+
+    from emil.agent.loop import AgentOptions
+    from emil.config import Settings
+
+    own = {f.name for f in fields(AgentOptions)}
+    settings = Settings(**{"chat_debounce_s": 0.0, "stream": False, "preserve_thinking": False,
+                           **{k: v for k, v in opts.items() if k not in own}})
+    return {"settings": settings, "options": AgentOptions(**{k: v for k, v in opts.items() if k in own})}

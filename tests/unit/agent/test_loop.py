@@ -8,12 +8,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emil.agent import Agent, AgentOptions, SessionStats
+from emil.agent import Agent, SessionStats
 from emil.backoff import Backoff, Patience
 from emil.events import Chat, Damage, Death, TimeOfDay
 from emil.exceptions import ContextOverflowError, EndpointConfigError, EndpointUnavailable
 from emil.llm.types import ChatRequest, Completion
-from emil.perception import PerceptionPolicy
 from emil.recording import (
     CompletionRecord,
     ErrorRecord,
@@ -31,12 +30,11 @@ from tests.unit.agent.doubles import (
     ContextDouble,
     WorldDouble,
     answer,
+    loop_parts,
     recovering_completer,
     scripted_completer,
     tool,
 )
-
-OPTS = AgentOptions(perception=PerceptionPolicy(chat_debounce_s=0.0))
 
 
 @pytest.fixture(autouse=True)
@@ -56,9 +54,8 @@ def _agent(tmp_path: Path, brain, completer=None, tools=None, **opts):  # type: 
     context = ContextDouble(tools=tools or [])
     scripted, requests = scripted_completer(brain)
     completer = completer or scripted
-    options = AgentOptions(**{**OPTS.__dict__, **opts})
     rec = Recorder(tmp_path / "rec.jsonl")
-    agent = Agent(world=world, context=context, completer=completer, recorder=rec, options=options)
+    agent = Agent(world=world, context=context, completer=completer, recorder=rec, **loop_parts(**opts))
     return agent, world, context, requests, rec
 
 
@@ -100,7 +97,7 @@ async def test_every_player_whose_words_are_in_the_turn_is_a_requester(tmp_path:
             return answer(tool("say", '{"text": "ok"}'))
         return answer(content="done")
 
-    agent, world, _, _, rec = _agent(tmp_path, brain, perception=PerceptionPolicy(chat_debounce_s=0.3))
+    agent, world, _, _, rec = _agent(tmp_path, brain, chat_debounce_s=0.3)
     # Lines in one burst (within the debounce) make one turn.
     await world.send.send(Chat(sender="alex", text="hello"))
     await world.send.send(Chat(sender="mallory", text="hi"))

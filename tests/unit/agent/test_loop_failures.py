@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from emil.agent import Agent, AgentOptions
+from emil.agent import Agent
 from emil.events import Chat, Damage, Death, Health, HostileNearby
 from emil.exceptions import (
     ContextOverflowError,
@@ -23,9 +23,8 @@ from emil.exceptions import (
 )
 from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion
-from emil.perception import PerceptionPolicy
 from emil.recording import ErrorRecord, ObservationRecord, Recorder, TurnRecord, read_recording
-from tests.unit.agent.doubles import ContextDouble, WorldDouble, answer, tool
+from tests.unit.agent.doubles import ContextDouble, WorldDouble, answer, loop_parts, tool
 
 _WORLDS: list[WorldDouble] = []
 
@@ -56,10 +55,7 @@ def _agent(
         return await step(request)
 
     rec = Recorder(tmp_path / "rec.jsonl")
-    options = AgentOptions(perception=PerceptionPolicy(chat_debounce_s=0.0), **opts)  # type: ignore[arg-type]
-    agent = Agent(
-        world=world, context=ContextDouble(), completer=completer, recorder=rec, options=options
-    )
+    agent = Agent(world=world, context=ContextDouble(), completer=completer, recorder=rec, **loop_parts(**opts))
     return agent, world, requests, rec
 
 
@@ -444,7 +440,7 @@ async def test_chat_from_several_players_names_every_sender(tmp_path: Path) -> N
         return replies.pop(0)
 
     agent, world, requests, rec = _agent(tmp_path, step)
-    agent.perception.policy = PerceptionPolicy(chat_debounce_s=0.2)
+    agent.perception.settings = agent.settings.model_copy(update={"chat_debounce_s": 0.2})
     await world.send.send(Chat(sender="alex", text="hello"))
     await world.send.send(Chat(sender="bob", text="hi there"))
     with anyio.fail_after(10):
@@ -553,7 +549,7 @@ async def test_tool_results_are_recorded_whole(tmp_path: Path) -> None:
     agent, world, requests, rec = _agent(tmp_path, step)
 
     async def run_tool(call, *, limit_s, requesters=frozenset()):  # type: ignore[no-untyped-def]
-        assert limit_s == agent.options.action_timeout_s
+        assert limit_s == agent.settings.action_timeout_s
         if call.name == "say":
             return Outcome(True, "said it", {"heard_by": ["alex"], "bad": {1, 2}}, 12.5)  # type: ignore[dict-item]  # not JSON: the record must cope
         return Outcome(False, "no such tool", None)
@@ -756,7 +752,7 @@ async def test_every_record_of_a_recovered_step_whole(tmp_path: Path) -> None:
         on_event(
             RecoveryEvent("transient", 0, message="ignored here: the Patience records attempts")
         )
-        assert second.max_completion_tokens == agent.options.output_reserve
+        assert second.max_completion_tokens == agent.settings.output_reserve
         assert (
             second.stream,
             second.temperature,
@@ -775,15 +771,8 @@ async def test_every_record_of_a_recovered_step_whole(tmp_path: Path) -> None:
     _WORLDS.append(world)
     rec = Recorder(tmp_path / "rec.jsonl")
     context = ContextDouble()
-    options = AgentOptions(
-        perception=PerceptionPolicy(chat_debounce_s=0.0),
-        output_reserve=512,
-        temperature=0.3,
-        stream=True,
-        enable_thinking=True,
-        preserve_thinking=True,
-    )
-    agent = Agent(world=world, context=context, completer=completer, recorder=rec, options=options)
+    parts = loop_parts(output_reserve=512, temperature=0.3, stream=True, enable_thinking=True, preserve_thinking=True)
+    agent = Agent(world=world, context=context, completer=completer, recorder=rec, **parts)
     await world.send.send(Chat(sender="alex", text="hi"))
     with anyio.fail_after(10):
         stats = await agent.run(max_turns=1)

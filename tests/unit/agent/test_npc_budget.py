@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from emil.config import Settings
 from emil.events import Chat, Damage, PlayerJoined
-from emil.perception import Perception, PerceptionPolicy
+from emil.perception import Perception
 from emil.trust.npc import HELD_LIMIT, LOOP_STREAK, RUN_RESET_S
 
 
@@ -17,9 +17,9 @@ class Clock:
 
 
 def perception(clock: Clock, **kw: object) -> Perception:
-    policy = PerceptionPolicy(chat_debounce_s=0.0, turns_per_minute=kw.pop("turns", 600), npcs=frozenset({"Otto"}),
-                              npc_loop_detection=True, **kw)  # type: ignore[arg-type]
-    return Perception(policy, clock=clock)
+    settings = Settings(chat_debounce_s=0.0, turns_per_minute=kw.pop("turns", 600), npc_players=("Otto",),
+                        npc_loop_detection=True, **kw)  # type: ignore[arg-type]
+    return Perception(settings, budgeted=True, clock=clock)
 
 
 def test_npc_chat_naming_emil_is_not_urgent() -> None:
@@ -30,7 +30,7 @@ def test_npc_chat_naming_emil_is_not_urgent() -> None:
 
 def test_two_npcs_stop_after_a_few_exchanges_until_a_player_speaks() -> None:
     clock = Clock()
-    p = perception(clock, npc_turns_per_minute=600, npc_exchanges=3)
+    p = perception(clock, npc_turns_per_minute=60, npc_exchanges=3)
     turns = 0
     for _ in range(50):  # Otto answers every line at once, forever
         p.add(Chat(sender="Otto", text="Hello, Emil!"), clock.now)
@@ -52,7 +52,7 @@ def test_two_npcs_stop_after_a_few_exchanges_until_a_player_speaks() -> None:
 
 def test_the_run_starts_over_after_a_quiet_while() -> None:
     clock = Clock()
-    p = perception(clock, npc_turns_per_minute=600, npc_exchanges=1)
+    p = perception(clock, npc_turns_per_minute=60, npc_exchanges=1)
     p.add(Chat(sender="Otto", text="hi"), clock.now)
     p.take()
     p.add(Chat(sender="Otto", text="hi again"), clock.now)
@@ -82,8 +82,8 @@ def test_loop_detection_also_catches_people_in_a_busy_chat_so_it_is_off_by_defau
     urgent and starts at most ``npc_turns_per_minute`` turns. Off, nobody is taken for one."""
     for detect, caught in ((True, {"alice", "bob"}), (False, set())):
         clock = Clock()
-        p = Perception(PerceptionPolicy(chat_debounce_s=0.0, turns_per_minute=600, npc_loop_detection=detect),
-                       clock=clock)
+        p = Perception(Settings(chat_debounce_s=0.0, turns_per_minute=600, npc_loop_detection=detect),
+                       budgeted=True, clock=clock)
         for i in range(2 * LOOP_STREAK + 2):
             p.add(Chat(sender=("alice", "bob")[i % 2], text="hi Emil"), clock.now)
             p.take()
@@ -108,7 +108,7 @@ def test_the_turn_rate_cap_holds_whatever_starts_turns() -> None:
 
 
 def test_without_a_budget_nothing_changes() -> None:
-    p = Perception(PerceptionPolicy(chat_debounce_s=0.0))
+    p = Perception(Settings(chat_debounce_s=0.0))
     assert p.budget is None and not p.is_npc("Otto")
     p.add(PlayerJoined(username="x"), 0)
     assert p.wait_s(0) == 0

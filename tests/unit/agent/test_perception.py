@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from emil.config import Settings
 from emil.events import (
     ActionFinished,
     Chat,
@@ -25,7 +26,7 @@ from emil.events import (
     Weather,
 )
 from emil.observation import format_observation, format_status
-from emil.perception import Perception, PerceptionPolicy, asks_to_stop
+from emil.perception import Perception, asks_to_stop
 
 
 @pytest.mark.parametrize(
@@ -55,7 +56,7 @@ def test_classification(event: GameEvent, priority: str) -> None:
 
 
 def test_low_health_is_urgent_only_when_crossing_the_mark() -> None:
-    p = Perception(PerceptionPolicy(low_health=6))
+    p = Perception(Settings(low_health=6))
     assert p.add(Health(health=5, food=20)).priority == "urgent"
     assert p.add(Health(health=4, food=20)).priority == "ambient"
     assert p.add(Health(health=10, food=20)).priority == "ambient"
@@ -73,7 +74,7 @@ def test_ambient_events_never_start_a_turn_but_update_status() -> None:
 
 
 def test_chat_burst_is_debounced_into_one_turn() -> None:
-    p = Perception(PerceptionPolicy(chat_debounce_s=0.5))
+    p = Perception(Settings(chat_debounce_s=0.5))
     p.add(Chat(sender="alex", text="hi"), now=10.0)
     assert p.wait_s(now=10.1) == pytest.approx(0.4)
     p.add(Chat(sender="alex", text="how are you"), now=10.3)
@@ -85,11 +86,11 @@ def test_chat_burst_is_debounced_into_one_turn() -> None:
 
 
 def test_urgent_and_non_chat_events_do_not_wait() -> None:
-    p = Perception(PerceptionPolicy(chat_debounce_s=5))
+    p = Perception(Settings(chat_debounce_s=5))
     p.add(Chat(sender="alex", text="hi"), now=0)
     p.add(Chat(sender="alex", text="Emil!"), now=0)
     assert p.urgent and p.wait_s(now=0) == 0.0
-    q = Perception(PerceptionPolicy(chat_debounce_s=5))
+    q = Perception(Settings(chat_debounce_s=5))
     q.add(Chat(sender="alex", text="hi"), now=0)
     q.add(ItemCollected(item="bread"), now=0)
     assert q.wait_s(now=0) == 0.0
@@ -143,24 +144,24 @@ def test_status_reads_the_bot_snapshot_shape() -> None:
 
 
 def test_a_hostile_at_exactly_the_urgent_distance_is_urgent() -> None:
-    p = Perception(PerceptionPolicy(hostile_urgent_distance=8))
+    p = Perception(Settings(hostile_urgent_distance=8))
     assert p.classify(HostileNearby(name="zombie", distance=8))[0] == "urgent"
     assert p.classify(HostileNearby(name="zombie", distance=8.01))[0] == "normal"
     assert p.classify(HostileNearby(name="zombie", distance=8))[1] == "zombie within 8 blocks"
 
 
 def test_health_from_exactly_the_low_mark_is_no_new_crossing() -> None:
-    p = Perception(PerceptionPolicy(low_health=6))
+    p = Perception(Settings(low_health=6))
     assert p.add(Health(health=6, food=20)).priority == "urgent"  # first report at the mark
     assert p.add(Health(health=5, food=20)).priority == "ambient"  # was at the mark already
-    p2 = Perception(PerceptionPolicy(low_health=6))
+    p2 = Perception(Settings(low_health=6))
     p2.add(Health(health=6.5, food=20))
     assert p2.add(Health(health=6, food=20)).priority == "urgent"  # just above -> at: crossing
     assert p2.add(Health(health=6, food=20)).priority == "ambient"
 
 
 def test_damage_remembers_health_for_the_crossing() -> None:
-    p = Perception(PerceptionPolicy(low_health=6))
+    p = Perception(Settings(low_health=6))
     p.add(Damage(amount=15, health=5, attacker="zombie"))
     assert p.add(Health(health=4, food=20)).priority == "ambient"  # the hit already took it low
     p.add(Respawn())
@@ -278,7 +279,7 @@ def test_the_ambient_facts_kept_for_the_status() -> None:
 
 
 def test_taking_the_events_forgets_the_chat_debounce() -> None:
-    p = Perception(PerceptionPolicy(chat_debounce_s=5))
+    p = Perception(Settings(chat_debounce_s=5))
     p.add(Chat(sender="alex", text="a"), now=0)
     assert p.wait_s(now=1) == 4
     p.take()
@@ -288,7 +289,7 @@ def test_taking_the_events_forgets_the_chat_debounce() -> None:
 
 
 def test_the_end_of_an_awaited_action_is_an_echo_once_per_dispatch() -> None:
-    p = Perception(PerceptionPolicy(turns_per_minute=600))
+    p = Perception(Settings(turns_per_minute=600), budgeted=True)
     done = ActionFinished(action="go_to", ok=True)
     assert not p.echo(done)  # nobody awaited it: a real event
     p.dispatched("go_to")
@@ -299,7 +300,7 @@ def test_the_end_of_an_awaited_action_is_an_echo_once_per_dispatch() -> None:
 
 
 def test_an_echo_of_speech_that_went_out_is_emil_speaking() -> None:
-    p = Perception(PerceptionPolicy(turns_per_minute=600))
+    p = Perception(Settings(turns_per_minute=600), budgeted=True)
     assert p.budget is not None
     spoke: list[bool] = []
     p.budget.emil_spoke = lambda: spoke.append(True)  # type: ignore[method-assign]

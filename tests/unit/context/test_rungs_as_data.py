@@ -19,9 +19,9 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from emil.agent import Agent, AgentOptions
+from emil.agent import Agent
 from emil.agent.context_port import ManagedContext
-from emil.config import load_settings
+from emil.config import Settings, load_settings
 from emil.context.budget import Budget
 from emil.context.history import History
 from emil.context.ladder import DEFAULT_RUNGS, LadderConfig, Preparation, Rung, Trim
@@ -37,7 +37,6 @@ from emil.offline.synthetic import (
     request_steps,
     synthetic_turns,
 )
-from emil.perception import PerceptionPolicy
 from emil.recording import Recorder, TrimRecord, read_recording
 from tests.unit.agent.doubles import WorldDouble, answer, scripted_completer, tool
 
@@ -229,8 +228,8 @@ async def test_the_loop_prepares_the_real_ladder_between_turns(tmp_path: Path, s
 
     completer, _ = scripted_completer(brain)
     rec = Recorder(tmp_path / "rec.jsonl")
-    options = AgentOptions(perception=PerceptionPolicy(chat_debounce_s=0.0))
-    agent = Agent(world=world, context=context, completer=completer, recorder=rec, options=options)
+    agent = Agent(world=world, context=context, completer=completer, recorder=rec,
+                  settings=Settings(chat_debounce_s=0.0, stream=False, preserve_thinking=False))
     turns = 16
 
     async def player() -> None:

@@ -193,7 +193,7 @@ def test_a_bad_chunk_shows_itself() -> None:
     assert "nope" in err.value.body
 
 
-# --- hard caps on one answer (emil.trust.caps.AnswerCaps) --------------------------------
+# --- hard caps on one answer (the settings tool_calls_per_answer, tool_argument_*) --------------------------------
 
 
 def _many_calls(n: int, arguments: str = '{"text": "hi"}') -> bytes:
@@ -221,20 +221,20 @@ def test_a_stream_with_5000_calls_keeps_the_first_few() -> None:
 
 @pytest.mark.parametrize("depth", [7, 300, 5000, 200_000])
 def test_arguments_nested_deep_are_data_not_a_recursion_error(depth: int) -> None:
-    from emil.trust.caps import AnswerCaps
+    from emil.config import Settings
 
     raw = '{"text": ' + "[" * depth + "]" * depth + "}"
-    call = parse_tool_call("c", "say", raw, AnswerCaps(argument_chars=10**7, argument_depth=6))
+    call = parse_tool_call("c", "say", raw, Settings(tool_argument_chars=1_000_000, tool_argument_depth=6))
     assert call.arguments is None and call.error is not None and f"nested {depth + 1} levels" in call.error
     assert len(call.raw_arguments) <= 200
 
 
 def test_arguments_too_long_are_data() -> None:
-    from emil.trust.caps import AnswerCaps
+    from emil.config import Settings
 
-    call = parse_tool_call("c", "say", json.dumps({"text": "x" * 10_000}), AnswerCaps(argument_chars=4096))
+    call = parse_tool_call("c", "say", json.dumps({"text": "x" * 10_000}), Settings(tool_argument_chars=4096))
     assert call.arguments is None and call.error is not None and "10,012 characters" in call.error
-    ok = parse_tool_call("c", "say", json.dumps({"text": "x" * 100}), AnswerCaps())
+    ok = parse_tool_call("c", "say", json.dumps({"text": "x" * 100}), Settings())
     assert ok.error is None and ok.arguments == {"text": "x" * 100}
 
 

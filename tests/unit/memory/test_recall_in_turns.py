@@ -22,7 +22,7 @@ import pytest
 
 from emil.agent.context_port import session_context
 from emil.agent.loop import Agent
-from emil.agent.startup import agent_options
+from emil.agent.startup import agent_options, live_perception
 from emil.config import Settings
 from emil.context.budget import Budget
 from emil.events import Chat, GameEvent
@@ -103,7 +103,8 @@ async def _play(data_dir: Path, path: Path, *, broken: bool = False) -> World:
                 system_prompt=SYSTEM, tools=tools, bot_name=SETTINGS.bot_name,
             ))
             agent = Agent(world=world, context=context, completer=Model(), recorder=recorder,
-                          options=agent_options(SETTINGS, budget.prompt_budget, family),
+                          settings=SETTINGS, options=agent_options(SETTINGS, budget.prompt_budget, family),
+                          perception=live_perception(SETTINGS),
                           recall=recall)
 
             async def play() -> None:

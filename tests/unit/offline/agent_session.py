@@ -17,7 +17,8 @@ from typing import Any
 import anyio
 
 from emil.agent.context_port import ManagedContext
-from emil.agent.loop import Agent, AgentOptions
+from emil.agent.loop import Agent
+from emil.config import Settings
 from emil.context.budget import Budget
 from emil.context.manager import ContextManager
 from emil.events import Chat, GameEvent, ItemCollected
@@ -113,7 +114,7 @@ async def record_session(
         world = PlayedWorldDouble(events(turns), lambda: sum(1 for t in agent.stats.turns if t.ended is not None))
         agent = Agent(
             world=world, context=context, completer=completer, recorder=recorder,
-            options=AgentOptions(output_reserve=output_reserve),
+            settings=Settings(output_reserve=output_reserve, stream=False, preserve_thinking=False),
         )
         with anyio.fail_after(60):
             await agent.run()

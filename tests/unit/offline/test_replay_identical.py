@@ -22,7 +22,7 @@ import pytest
 
 from emil.agent.context_port import session_context
 from emil.agent.loop import Agent
-from emil.agent.startup import agent_options
+from emil.agent.startup import agent_options, live_perception
 from emil.config import Settings
 from emil.context.budget import Budget
 from emil.events import Chat, Damage, GameEvent
@@ -129,7 +129,8 @@ async def _play(path: Path) -> Path:
             system_prompt=SYSTEM, tools=tools, bot_name=SETTINGS.bot_name,
         ))
         options = agent_options(SETTINGS, budget.prompt_budget, family)
-        agent = Agent(world=world, context=context, completer=model, recorder=recorder, options=options)
+        agent = Agent(world=world, context=context, completer=model, recorder=recorder, settings=SETTINGS, options=options,
+                      perception=live_perception(SETTINGS))
 
         def turns_done() -> int:
             return sum(1 for t in agent.stats.turns if t.ended is not None)

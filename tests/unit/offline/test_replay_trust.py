@@ -19,7 +19,7 @@ import pytest
 
 from emil.agent.context_port import session_context
 from emil.agent.loop import Agent
-from emil.agent.startup import agent_options
+from emil.agent.startup import agent_options, live_perception
 from emil.config import Settings
 from emil.context.budget import Budget
 from emil.events import Chat, GameEvent
@@ -107,7 +107,8 @@ async def _play(path: Path) -> tuple[Path, GuardedWorld]:
             preserve_thinking=False, system_prompt=SYSTEM, tools=tools, bot_name=SETTINGS.bot_name,
         ))
         agent = Agent(world=world, context=context, completer=CappedModel(), recorder=recorder,
-                      options=agent_options(SETTINGS, budget.prompt_budget, family))
+                      settings=SETTINGS, options=agent_options(SETTINGS, budget.prompt_budget, family),
+                      perception=live_perception(SETTINGS))
         assert agent.perception.budget is not None
         agent.perception.budget.peers = lambda: frozenset({"Zed"})  # another Emil, found without a list
 

@@ -6,10 +6,11 @@ import random
 
 import pytest
 
+from emil.config import Settings
 from emil.trust.authority import Authority, Confirmations, Line, command_in_words
 from emil.trust.people import People
 
-PEOPLE = People(operators=frozenset({"Olga", "Omar"}))
+PEOPLE = People(Settings(operators=("Olga", "Omar")))
 
 CONTAINED = [
     ("/time set day", "/time set day"),

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 import emil.world.actions  # noqa: F401 - the tools declare their rows of the table
+from emil.config import Settings
 from emil.trust.people import People, valid_name
 from emil.trust.rules import Rule, Who, decide, declare, rule, rules, rules_markdown
 
 RULES = rules()
 
-PEOPLE = People(operators=frozenset({"Olga"}), trusted=frozenset({"Tess"}), npcs=frozenset({"Otto"}))
+PEOPLE = People(Settings(operators=("Olga",), trusted_players=("Tess",), npc_players=("Otto",)))
 
 
 def test_ids_are_unique_and_every_row_has_who() -> None:

@@ -9,14 +9,14 @@ from typing import Any
 import anyio
 import pytest
 
+from emil.config import Settings
 from emil.llm.types import ToolCall
 from emil.trust.authority import Authority, Line
 from emil.trust.ledger import SELF, Ledger
-from emil.trust.people import People
 from emil.world import actions
 from emil.world.actions import TOOLS, dispatch, tool_specs, validate_tool_call
 from emil.world.chat import CHAT_LIMIT, reads_as_command, split_chat
-from emil.world.guard import Guard, GuardLimits
+from emil.world.guard import Guard
 from emil.world.making import Build
 from emil.world.tool import ActionPolicy
 from emil.world.wire import ActionResult, Snapshot
@@ -102,7 +102,7 @@ def test_disabled_tools_are_left_out_and_refused() -> None:
     assert "attack" not in names and "store" not in names and len(names) == len(TOOLS) - 2
     # a model that calls one anyway (from an older turn, or made up) gets a result, not an act
     bot = BotDouble()
-    policy = ActionPolicy(disabled=frozenset(s.disabled_tools))
+    policy = ActionPolicy(settings=s)
     out = anyio.run(dispatch, bot, call("attack", target="zombie"), policy)
     assert not out.ok and out.text == "error: attack is switched off on this server; use another tool"
     assert bot.calls == []
@@ -193,7 +193,7 @@ def guard(*lines: tuple[str, str], allow: bool = True, chests: dict[str, str] | 
     ledger = Ledger()
     for key, owner in (chests or {}).items():
         ledger.set_chest(key, owner, "placed")
-    g = Guard(People(operators=OPERATORS), ledger, GuardLimits(allow_commands=allow))
+    g = Guard(Settings(operators=tuple(sorted(OPERATORS)), allow_commands=allow), ledger)
     g.begin_turn(Authority(tuple(Line(who, text) for who, text in lines)))
     return g
 

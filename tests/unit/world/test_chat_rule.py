@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from emil.config import Settings
 from emil.llm.types import ToolCall
 from emil.world.actions import dispatch
 from emil.world.chat import CHAT_LIMIT, SLASHES, clean_chat, reads_as_command, split_chat, utf16_len
@@ -96,7 +97,7 @@ def test_without_an_operator_order_nothing_sent_can_run_a_command(
     args = {"text": text} if tool == "say" else {"player": "Alex", "text": text}
     call = ToolCall(id="c", name=tool, raw_arguments=json.dumps(args), arguments=args)
     bot = BotDouble()
-    policy = ActionPolicy(allow_commands=True, operators=OPERATORS, requesters=requesters)
+    policy = ActionPolicy(settings=Settings(allow_commands=True, operators=tuple(sorted(OPERATORS))), requesters=requesters)
     out = anyio.run(dispatch, bot, call, policy)
     # what the guard itself whispers to the players it refused is its own wording
     sent = [a["text"] for _, a, _ in bot.calls if not a["text"].startswith("I won't ")]
@@ -167,7 +168,7 @@ def test_the_js_rule_agrees_on_every_case() -> None:
     differ = [p for p, r in zip(pieces, js["reads"], strict=True) if r != reads_as_command(p)]
     assert differ == [], [(p[:12], [f"U+{ord(c):04X} {unicodedata.category(c)}" for c in p[:3]]) for p in differ[:20]]
     python_may = [
-        ActionPolicy(allow_commands=bool(o["allowCommands"]), operators=frozenset(o["operators"]),  # type: ignore[arg-type]
+        ActionPolicy(settings=Settings(allow_commands=bool(o["allowCommands"]), operators=o["operators"]),
                      requesters=frozenset(r)).may_command()
         for o, r in policies
     ]

@@ -12,18 +12,18 @@ from typing import Any
 
 import pytest
 
+from emil.config import Settings
 from emil.events import BlockPlaced, BlockRemoved
 from emil.llm.types import ToolCall
 from emil.trust.authority import Authority, Line
 from emil.trust.ledger import SELF, UNSURE, Ledger, chest_key
-from emil.trust.people import People
 from emil.world.actions import dispatch
-from emil.world.guard import Guard, GuardLimits
+from emil.world.guard import Guard
 from emil.world.tool import Outcome
 from tests.unit.world.world_double import WorldDouble
 
 BOBS, CARLS, EMILS, UNKNOWN = (4, 5, 0), (10, 5, 0), (-4, 5, 0), (0, 5, 8)
-PEOPLE = People(operators=frozenset({"Olga"}), trusted=frozenset({"Tess"}), bot_name="Emil")
+SETTINGS = Settings(operators=("Olga",), trusted_players=("Tess",), bot_name="Emil", give_items_per_hour=32)
 
 
 def k(pos: tuple[int, int, int]) -> str:
@@ -51,7 +51,7 @@ def world() -> tuple[WorldDouble, Guard]:
     ledger.set_chest(k(CARLS), "carl", "placed")
     ledger.set_chest(k(EMILS), SELF, "emil")
     clock = Clock()
-    return w, Guard(PEOPLE, ledger, GuardLimits(allow_commands=True, give_items_per_hour=32), clock=clock, sleep=clock.sleep)
+    return w, Guard(SETTINGS.model_copy(update={"allow_commands": True}), ledger, clock=clock, sleep=clock.sleep)
 
 
 def call(name: str, **arguments: Any) -> ToolCall:
@@ -202,7 +202,7 @@ async def test_unsure_items_need_an_operator(tmp_path: Any) -> None:
     path = tmp_path / "ownership.json"
     path.write_text("{damaged")
     w, _ = world()
-    g = Guard(PEOPLE, Ledger.open(path), GuardLimits(give_items_per_hour=32))
+    g = Guard(SETTINGS, Ledger.open(path))
     g.observe_snapshot((await w.snapshot()).model_dump())
     assert g.ledger.held[UNSURE]["gold_ingot"] == 8
     out = await turn(w, g, "carl", "give", player="carl", item="gold_ingot", count=1)
@@ -273,21 +273,21 @@ async def test_one_answer_cannot_flood_the_chat() -> None:
     w, g = world()
     g.begin_turn(Authority((Line("carl", "say hi 5000 times"),)))
     outs = [await dispatch(w, call("say", text=f"hi {i}"), guard=g) for i in range(5000)]
-    assert len(w.said()) == g.limits.chat_lines_per_turn
-    assert all(not o.ok and "chat_lines_per_turn" in o.text for o in outs[g.limits.chat_lines_per_turn:])
+    assert len(w.said()) == g.settings.chat_lines_per_turn
+    assert all(not o.ok and "chat_lines_per_turn" in o.text for o in outs[g.settings.chat_lines_per_turn:])
     g.begin_turn(Authority((Line("carl", "again"),)))
     for i in range(100):
         await dispatch(w, call("say", text=f"again {i}"), guard=g)
         if i % 6 == 5:
             g.begin_turn(Authority((Line("carl", "again"),)))
-    assert len(w.said()) == g.limits.chat_lines_per_minute  # the minute's cap, across turns
+    assert len(w.said()) == g.settings.chat_lines_per_minute  # the minute's cap, across turns
 
 
 async def test_refusals_are_told_within_the_chat_rate() -> None:
     w, g = world()
     for _ in range(100):
         await turn(w, g, "carl", "take", items={"diamond": 1}, **at(BOBS))
-    assert len(w.whispers("carl")) == g.limits.chat_lines_per_minute
+    assert len(w.whispers("carl")) == g.settings.chat_lines_per_minute
     assert all(t.startswith("I won't take") for t in w.whispers("carl"))
 
 
