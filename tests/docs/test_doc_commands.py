@@ -200,7 +200,7 @@ budget and keep the sum under CEILING_S)."""
 
 FAST_BUDGET_S = 5.0
 OVER = 3.0
-CEILING_S = 755.0  # 720 until this round: the fleet's six commands (12 s, docs/fleet.md), the real
+CEILING_S = 760.0  # 755 before tools/test_lanes.py (its --help, 5 s); 720 until this round: the fleet's six commands (12 s, docs/fleet.md), the real
 # model's install check (8 s, docs/serving.md) and the play bench's (docs/play-bench.md)
 """The sum of every documented command's budget, in CPU seconds: the docs tier's ceiling (a
 command that waits, e.g. 30 s of soak play, uses little CPU; docs/reliability.md has the wall
