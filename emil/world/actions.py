@@ -65,9 +65,14 @@ def _explain(name: str, err: ValidationError) -> str:
 
 
 def parse_tool(call: ToolCall) -> Tool | str:
-    """The tool instance a call asks for, or why there is none (text the model can read)."""
+    """The tool instance a call asks for, or why there is none (text the model can read): the
+    one validation of a call's arguments against its tool's model. A call validated already
+    (:func:`validate_tool_call`, run by the client on every call the model wrote) carries its
+    tool, which is used as it is."""
     if call.error:
         return call.error
+    if isinstance(call.tool, Tool):
+        return call.tool
     cls = TOOLS.get(call.name)
     if cls is None:
         return f"unknown tool {call.name!r}; tools are: {', '.join(TOOLS)}"
@@ -80,13 +85,15 @@ def parse_tool(call: ToolCall) -> Tool | str:
 
 
 def validate_tool_call(call: ToolCall) -> ToolCall:
-    """Fill ``error`` for an unknown tool or invalid arguments; normalise valid arguments."""
-    if call.error:
+    """Fill ``error`` for an unknown tool or invalid arguments; normalise valid arguments, and
+    keep the tool they make on the call (``tool``), so the body runs it without validating
+    again."""
+    if call.error or call.tool is not None:
         return call
     tool = parse_tool(call)
     if isinstance(tool, str):
         return call.model_copy(update={"error": tool})
-    return call.model_copy(update={"arguments": tool.wire_args()})
+    return call.model_copy(update={"arguments": tool.wire_args(), "tool": tool})
 
 
 class Body(BotLike, Protocol):
