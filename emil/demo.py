@@ -86,7 +86,7 @@ class _Player:
         await self.server.command(f"give {DEMO_PLAYER} {item} {count}")
         await anyio.sleep(1.0)
         await self.step(f"hands Emil {count} {item}", "give", {"player": self.emil, "item": item, "count": count}, then_wait=3.0)
-        inventory = (await self.emil_world.snapshot()).get("inventory") or {}
+        inventory = (await self.emil_world.snapshot() or {}).get("inventory") or {}
         if not inventory.get(item):
             # The toss can land out of Emil's reach; the console give still shows Emil an item
             # arriving (the bot reports inventory gains from any cause).

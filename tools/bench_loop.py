@@ -34,7 +34,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ from emil.recording import Recorder
 from emil.testing.script import Reply, ScriptedCall, ScriptRequest
 from emil.testing.subprocess_double import double_in_subprocess
 from emil.testing.vllm_double import VLLMDouble
+from emil.world.port import TurnContext
 from emil.world.tool import Outcome
 
 
@@ -75,7 +76,10 @@ class BenchWorldDouble:
     async def snapshot(self) -> Mapping[str, Any]:
         return {"position": {"x": 10.5, "y": 64, "z": -3.2}, "health": 20.0, "food": 18.0, "inventory": {"bread": 2}}
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
+    async def begin_turn(self, turn: TurnContext) -> Sequence[Outcome]:
+        return ()
+
+    async def run_tool(self, call: ToolCall, turn: TurnContext) -> Outcome:
         return Outcome(True, f"{call.name}: ok")
 
     async def abort(self) -> None:

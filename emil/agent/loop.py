@@ -26,7 +26,7 @@ import logging
 import math
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ from emil.agent.turn import TurnEngine
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.backoff import OutageEvent
 from emil.config import Settings
-from emil.events import Death
+from emil.events import Death, GameEvent
 from emil.exceptions import (
     ConfigurationError,
     ContextOverflowError,
@@ -61,8 +61,7 @@ from emil.recording import (
     Recorder,
     outage_record,
 )
-from emil.trust.authority import Authority
-from emil.world.port import TurnWords, WorldPort
+from emil.world.port import TurnContext, WorldPort
 from emil.world.tool import Outcome
 
 __all__ = ["Agent", "AgentOptions"]
@@ -146,7 +145,7 @@ class Agent:
         self._between = BetweenTurns(lambda: self.context.prepare())
         o = self.options
         self.engine = TurnEngine(
-            context=context, model=self._call_model, world=_LiveWorld(self), recorder=recorder,
+            context=context, model=self._call_model, world=_LiveWorld(world, self), recorder=recorder,
             shape=RequestShape.of(
                 s, tools=context.tools or None,
                 preserve_thinking=s.preserve_thinking if o.preserve_thinking is None else o.preserve_thinking,
@@ -271,7 +270,7 @@ class Agent:
                     await self.engine.run(
                         stats, triaged, ambient=self.perception.ambient, reason=reason,
                         interruption=lambda call: self.interrupts.pending(self.perception),
-                        stopping=lambda call: self._stop.is_set(),
+                        stopping=lambda call: self._stop.is_set(), limit_s=self.settings.action_timeout_s,
                     )
                     self._rejected_in_a_row = 0
                 except Interrupted as e:
@@ -328,28 +327,6 @@ class Agent:
         self.recorder.write(ErrorRecord(turn=stats.turn, error_type=type(error).__name__, message=str(error),
                                         where=where, detail=detail))
 
-    async def _act(self, call: ToolCall, requesters: frozenset[str]) -> Outcome:
-        """One valid call in the world, within the action's time limit; an urgent event cancels
-        it (the world aborts the job) and the turn hears :class:`Interrupted`."""
-        self._interrupt_reason = None
-        self.perception.dispatched(call.name)
-        timeout = self.settings.action_timeout_s
-        with anyio.CancelScope() as scope:
-            self._action_scope = scope
-            try:
-                with anyio.fail_after(timeout + min(5.0, timeout)):  # backstop: the bridge has its own
-                    outcome = await self.world.run_tool(call, limit_s=timeout, requesters=requesters)
-            except TimeoutError:
-                outcome = Outcome(False, f"error: {call.name} timed out after {timeout:g} s and was aborted",
-                                  fate="timed_out")
-                await self._abort()
-            finally:
-                self._action_scope = None
-        if scope.cancelled_caught:
-            await self._abort()
-            raise Interrupted(self._interrupt_reason or "interrupted")
-        return outcome
-
     async def _abort(self, limit_s: float = ABORT_LIMIT_S) -> None:
         # One shielded scope with the deadline on it: a shield inside a caller's deadline would
         # make that deadline wait for this one (a stop's stop_abort_s waited the whole 5 s).
@@ -383,19 +360,47 @@ class Agent:
 
 
 class _LiveWorld:
-    """The world as the turn engine sees it, live: the snapshot within its time limit, each
-    call in the loop's action scope (see :meth:`Agent._act`)."""
+    """The world as the turn engine sees it, live: a :class:`~emil.world.port.WorldPort` wrapped
+    around the session's (``world``), adding what the loop owns: the snapshot within its time
+    limit, and each call in the loop's action scope, within the turn's time limit
+    (``turn.limit_s``, with a backstop past it: the bridge has each tool's own). An urgent event
+    cancels the call (the world aborts the job) and the turn hears :class:`Interrupted`."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, world: WorldPort, agent: Agent) -> None:
+        self.world = world
         self.agent = agent
+
+    def events(self) -> AsyncIterator[GameEvent]:
+        return self.world.events()
 
     async def snapshot(self) -> Mapping[str, Any] | None:
         with anyio.fail_after(self.agent.options.snapshot_timeout_s):
-            return dict(await self.agent.world.snapshot())
+            snap = await self.world.snapshot()
+        return None if snap is None else dict(snap)
 
-    async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
-        world = self.agent.world
-        return await world.begin_turn(words) if isinstance(world, TurnWords) else ()
+    async def begin_turn(self, turn: TurnContext) -> Sequence[Outcome]:
+        return await self.world.begin_turn(turn)
 
-    async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
-        return await self.agent._act(call, requesters)
+    async def run_tool(self, call: ToolCall, turn: TurnContext) -> Outcome:
+        agent = self.agent
+        agent._interrupt_reason = None
+        agent.perception.dispatched(call.name)
+        timeout = turn.limit_s
+        with anyio.CancelScope() as scope:
+            agent._action_scope = scope
+            try:
+                with anyio.fail_after(timeout + min(5.0, timeout)):  # backstop: the bridge has its own
+                    outcome = await self.world.run_tool(call, turn)
+            except TimeoutError:
+                outcome = Outcome(False, f"error: {call.name} timed out after {timeout:g} s and was aborted",
+                                  fate="timed_out")
+                await agent._abort()
+            finally:
+                agent._action_scope = None
+        if scope.cancelled_caught:
+            await agent._abort()
+            raise Interrupted(agent._interrupt_reason or "interrupted")
+        return outcome
+
+    async def abort(self) -> None:
+        await self.world.abort()

@@ -1,15 +1,16 @@
 """What the agent loop and the turn engine need from the world, the context window, the model,
 the recording and the clock.
 
-The loop depends on these small protocols only (and on the world's, :class:`emil.world.port.WorldPort`);
+The loop depends on these small protocols only (and on the world's, :class:`emil.world.port.WorldPort`,
+the one protocol of Emil's body that every driver's world implements);
 adapters (:mod:`emil.agent.context_port`, :mod:`emil.agent.world_port`, the completer bound in
 :mod:`emil.agent.startup`) build them from the real parts (the context manager, the mineflayer
 bridge, the recovering LLM client), and tests drive the loop with doubles of them. Keeping the
 seam here means a change in one area's API touches one adapter, not the loop.
 
 The turn engine (:mod:`emil.agent.turn`) is handed what differs between its drivers (live,
-replay, the synthetic day) through the same kind of seam: :class:`TurnWorld`,
-:class:`TurnRecorder` (or :data:`NULL_RECORDER`), :class:`Clock`, and the :data:`Recall`,
+replay, the synthetic day) through the same kind of seam: the world (a
+:class:`~emil.world.port.WorldPort`), :class:`TurnRecorder` (or :data:`NULL_RECORDER`), :class:`Clock`, and the :data:`Recall`,
 :data:`Interruption` and :data:`Stopping` callables; :class:`Interrupted` is how a driver's model
 or world says an interrupt cut the turn.
 """
@@ -26,8 +27,6 @@ from emil.context.ladder import TrimRecord
 from emil.events import GameEvent
 from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.types import Completion, ToolCall
-from emil.trust.authority import Authority
-from emil.world.tool import Outcome
 
 __all__ = [
     "NULL_RECORDER",
@@ -40,7 +39,6 @@ __all__ = [
     "Recall",
     "Stopping",
     "TurnRecorder",
-    "TurnWorld",
 ]
 
 
@@ -108,24 +106,6 @@ class Interrupted(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-class TurnWorld(Protocol):
-    """Emil's body as a turn uses it (the live world adds its time limits and abort)."""
-
-    async def snapshot(self) -> Mapping[str, Any] | None:
-        """The status for the observation; None: no status this turn (already reported)."""
-        ...
-
-    async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
-        """The turn's chat lines (who said what), before its observation; returns what the
-        world did on them before the model (a command an operator confirmed), each noted at
-        the top of the observation. Worlds without a guard return nothing."""
-        ...
-
-    async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
-        """Run one valid call; :class:`Interrupted` when an interrupt aborted it."""
-        ...
 
 
 class TurnRecorder(Protocol):

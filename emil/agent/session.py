@@ -42,7 +42,7 @@ from emil.agent.startup import (
     preflight,
     summary_line,
 )
-from emil.agent.world_port import BotWorld, action_policy, guard_for
+from emil.agent.world_port import action_policy, guard_for
 from emil.backoff import OutageEvent
 from emil.config import LoadedSettings, Settings
 from emil.context.untrusted import Neutraliser, served_specials
@@ -51,7 +51,7 @@ from emil.llm.client import OpenAIClient, ServedModel
 from emil.memory.session import Memory, open_memory
 from emil.metrics import MetricsServer, serve_metrics
 from emil.recording import ErrorRecord, Recorder, outage_record
-from emil.world.actions import tool_specs, validate_tool_call
+from emil.world.actions import BotWorld, tool_specs, validate_tool_call
 from emil.world.bridge import Bot
 from emil.world.peers import PeerRegistry
 from emil.world.wire import BotSettings, ReflexSettings
@@ -92,6 +92,9 @@ class Session:
     """The /metrics endpoint of this session (None when metrics_address is off)."""
     memory: Memory | None = None
     """The session's notes (store, learner)."""
+    body: BotWorld | None = None
+    """Emil's body under the session's wrappers: the bot and its guard (``agent.world`` is
+    the body with its memory)."""
 
 
 @dataclass(frozen=True)
@@ -217,7 +220,8 @@ async def open_session(
                                             pinned=context.notes_text)
                 memory_tools = memory.tools(tokens_of=model.counter.count, neutralise=neutralise)
                 async with Bot.connect(bot_settings(s), on_outage=outages) as bot:
-                    world = memory.world(BotWorld(bot, action_policy(s), guard=guard_for(s), memory=memory_tools))
+                    body = BotWorld(bot, action_policy(s), guard=guard_for(s), memory=memory_tools)
+                    world = memory.world(body)
                     agent = build_agent(s, model, world, tools, recorder, context=context, patience=patience,
                                         recall=recall, session_id=session_id)
                     outages.agent = agent
@@ -226,7 +230,7 @@ async def open_session(
                         if agent.perception.budget is not None:
                             agent.perception.budget.peers = peers.peers
                         yield Session(agent, recorder, llm, model.served, model.window, model.budget.prompt_budget,
-                                      path, metrics, memory)
+                                      path, metrics, memory, body)
     except BaseException as e:
         _close(recorder, ending_of(e, stop_reason=_why(agent, why_stopped)))
         raise

@@ -47,11 +47,14 @@ What differs between the drivers is injected, not branched on (the seams are in
                  turn (emil.memory.retrieval)  observation's ``recalled``)  recalls per budget
 ==============  ============================  ===========================  =====================
 
-Who may ask for what (issue #22, docs/trust.md): before the observation, the world hears the
-turn's words (:meth:`~emil.agent.ports.TurnWorld.begin_turn`: who said what; live, the guard
-starts its per-turn caps and sends the commands an operator confirmed, noted at the top of the
-observation); every call passes :meth:`TurnEngine.dispatch` with the turn's speakers
-(``requesters``) at hand, and its record names them and the rule that allowed or refused it.
+Who may ask for what (issue #22, docs/trust.md): the engine makes the turn's
+:class:`~emil.world.port.TurnContext` once (its words: who said what; the time limit of one
+action) and hands the same object to the world for the whole turn. Before the observation the
+world hears it (:meth:`~emil.world.port.WorldPort.begin_turn`; live, the guard learns the words
+there, starts its per-turn caps and sends the commands an operator confirmed, noted at the top of
+the observation); every call passes :meth:`TurnEngine.dispatch` and then
+:meth:`~emil.world.port.WorldPort.run_tool` with it, and its record names the turn's speakers
+(``requesters``) and the rule that allowed or refused it.
 Calls past the cap of one answer were dropped by the client; the last result of that answer
 says how many.
 
@@ -66,6 +69,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -80,7 +84,6 @@ from emil.agent.ports import (
     Recall,
     Stopping,
     TurnRecorder,
-    TurnWorld,
 )
 from emil.agent.request_shape import RequestShape
 from emil.agent.turnstats import TurnStats
@@ -102,6 +105,7 @@ from emil.recording import (
     ToolResultRecord,
 )
 from emil.trust.authority import Authority, Line
+from emil.world.port import TurnContext, WorldPort
 from emil.world.tool import TOOLS, Outcome
 
 __all__ = ["STOPPING", "TurnEngine", "aborted", "dropped_note", "history_call", "invalid", "not_run",
@@ -201,7 +205,7 @@ class TurnEngine:
         *,
         context: ContextPort,
         model: Completer,
-        world: TurnWorld,
+        world: WorldPort,
         shape: RequestShape,
         step_limit: int,
         observation_cap: int | None,
@@ -233,14 +237,17 @@ class TurnEngine:
         reason: str = "events",
         interruption: Interruption = _never_interrupted,
         stopping: Stopping = _never_stopping,
+        limit_s: float = math.inf,
     ) -> None:
-        """One turn: its observation, then its steps (see the module docstring).
+        """One turn: its observation, then its steps (see the module docstring). ``limit_s``:
+        the time limit of one action (the driver's world applies it).
 
         Returns when the turn is over (``stats`` says how: interrupted, steps, actions);
         :class:`Interrupted` from the model, and every failure, propagate to the driver.
         """
-        requesters = frozenset(t.event.sender for t in triaged if isinstance(t.event, Chat))
-        notes = await self.hear(stats, triaged)
+        lines = tuple(Line(t.event.sender, t.event.text, t.event.whisper) for t in triaged if isinstance(t.event, Chat))
+        turn = TurnContext(Authority(lines), limit_s, stats.turn)
+        notes = await self.hear(stats, turn)
         await self.observe(stats, triaged, ambient=ambient, reason=reason, notes=notes)
         corrected = False
         self._ran.clear()
@@ -266,7 +273,7 @@ class TurnEngine:
                 )), turn=stats.turn)
                 self.log.info("turn %d: a call to %s written as text; the model is told", stats.turn, written.name)
                 continue
-            if await self.run_calls(stats, step, calls, requesters, interruption, stopping,
+            if await self.run_calls(stats, step, calls, turn, interruption, stopping,
                                     dropped=completion.dropped_tool_calls):
                 return
             if any(passes_turn(c) for c in calls):
@@ -275,12 +282,11 @@ class TurnEngine:
 
     # -- the observation ----------------------------------------------------------------------
 
-    async def hear(self, stats: TurnStats, triaged: list[Triaged]) -> list[str]:
+    async def hear(self, stats: TurnStats, turn: TurnContext) -> list[str]:
         """The world hears the turn's words; what it did on them (a command an operator
         confirmed) is recorded as a result of step 0 and returned as notes for the observation."""
-        lines = tuple(Line(t.event.sender, t.event.text, t.event.whisper) for t in triaged if isinstance(t.event, Chat))
         notes = []
-        for i, outcome in enumerate(await self.world.begin_turn(Authority(lines))):
+        for i, outcome in enumerate(await self.world.begin_turn(turn)):
             # what it is: a command an operator confirmed (not a say the model wrote), the
             # operator who confirmed it as its requester, the confirmation code it answered
             data = outcome.data if isinstance(outcome.data, dict) else {}
@@ -347,7 +353,7 @@ class TurnEngine:
     # -- the tool calls -----------------------------------------------------------------------
 
     async def run_calls(
-        self, stats: TurnStats, step: int, calls: list[ToolCall], requesters: frozenset[str],
+        self, stats: TurnStats, step: int, calls: list[ToolCall], turn: TurnContext,
         interruption: Interruption, stopping: Stopping, *, dropped: int = 0,
     ) -> bool:
         """Run a completion's calls in order; True when the turn ends here (interrupted, or
@@ -355,6 +361,7 @@ class TurnEngine:
         dropped (``dropped``)."""
         interrupted: str | None = None
         stopped = False
+        requesters = turn.requesters
         for i, call in enumerate(calls):
             tail = dropped_note(dropped, len(calls)) if i == len(calls) - 1 else ""
             if stopping(call):
@@ -375,7 +382,7 @@ class TurnEngine:
                     stats.first_action_at = self.clock.monotonic()
                 stats.actions += 1
                 try:
-                    outcome = await self.dispatch(call, requesters)
+                    outcome = await self.dispatch(call, turn)
                 except Interrupted as e:
                     interrupted = e.reason
                     outcome = aborted(e.reason)
@@ -389,13 +396,14 @@ class TurnEngine:
             return True
         return stopped or stopping(None)
 
-    async def dispatch(self, call: ToolCall, requesters: frozenset[str]) -> Outcome:
+    async def dispatch(self, call: ToolCall, turn: TurnContext) -> Outcome:
         """One call: a malformed one is its error (what the model reads next); a valid one runs
-        in the world, timed. The one place every call passes before it acts."""
+        in the world (with the turn's context), timed. The one place every call passes before it
+        acts."""
         if call.error is not None or call.arguments is None:
             return invalid(call.error or f"arguments are not a JSON object: {call.raw_arguments!r}")
         started = self.clock.monotonic()
-        outcome = await self.world.run_tool(call, requesters=requesters)
+        outcome = await self.world.run_tool(call, turn)
         if outcome.elapsed_ms is None:
             outcome = replace(outcome, elapsed_ms=(self.clock.monotonic() - started) * 1000)
         return outcome

@@ -51,6 +51,7 @@ from emil.recording import (
     read_recording,
 )
 from emil.world.player import PlayerBot
+from emil.world.port import TurnContext
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 
@@ -391,7 +392,7 @@ class BenchWorld:
     async def _read(self, task: Task, session: Session, marks: dict[str, Any], heard_from: dict[str, int]) -> WorldState:
         """One reading of the world: Emil's client for Emil, the players' clients for the rest."""
         state = WorldState(marks=dict(marks))
-        snap = await session.agent.world.snapshot()
+        snap = await session.agent.world.snapshot() or {}
         inv = snap.get("inventory")
         state.inventories[EMIL] = dict(inv) if isinstance(inv, dict) else {}
         pos = snap.get("position")
@@ -486,7 +487,7 @@ class BenchWorld:
         world = session.agent.world
 
         async def there() -> bool:
-            snap = await world.snapshot()
+            snap = await world.snapshot() or {}
             pos = snap.get("position")
             return isinstance(pos, dict) and abs(pos["x"] - (x + 0.5)) < 1 and abs(pos["z"] - (z + 0.5)) < 1
 
@@ -497,7 +498,7 @@ class BenchWorld:
         await self.server.command(f"setblock {mx} {Y - 1} {mz} gravel")
 
         async def terrain() -> bool:
-            blocks = (await world.snapshot()).get("blocks") or []
+            blocks = (await world.snapshot() or {}).get("blocks") or []
             return await there() and any(isinstance(b, dict) and b.get("name") == "gravel" for b in blocks)
 
         for attempt in range(4):
@@ -525,21 +526,21 @@ class BenchWorld:
         await self.server.command(f"heal {EMIL}")
 
         async def emptied() -> bool:
-            return (await world.snapshot()).get("inventory") in ({}, None)
+            return (await world.snapshot() or {}).get("inventory") in ({}, None)
 
         await _until(emptied, 10)
         for item, count in task.emil_items.items():
             await self.server.command(f"give {EMIL} {item} {count}")
 
         async def stocked() -> bool:
-            inv = (await world.snapshot()).get("inventory") or {}
+            inv = (await world.snapshot() or {}).get("inventory") or {}
             return all(isinstance(inv, dict) and inv.get(i, 0) >= n for i, n in task.emil_items.items())
 
         if not await _until(stocked, 10):
             raise RuntimeError(f"Emil's items did not arrive: {task.emil_items}")
 
         async def sees_players() -> bool:
-            seen = {p.get("name") for p in (await world.snapshot()).get("players") or [] if isinstance(p, dict)}
+            seen = {p.get("name") for p in (await world.snapshot() or {}).get("players") or [] if isinstance(p, dict)}
             return set(task.players) <= seen
 
         for _ in range(3):  # a player teleported before Emil joined may not be shown to it yet
@@ -557,9 +558,11 @@ class BenchWorld:
     async def _moves(self, session: Session, x: float, z: float) -> bool:
         """Emil walks to (x, z) through its own go_to (outside any turn) and gets there."""
         call = ToolCall(id="bench-stage", name="go_to", raw_arguments="", arguments={"x": x, "y": Y, "z": z, "range": 0})
+        turn = TurnContext(limit_s=8.0)  # Emil on its own: no one's words
         with contextlib.suppress(Exception), anyio.move_on_after(8.0):  # a frozen client's go_to never ends
-            await session.agent.world.run_tool(call, limit_s=8.0)
-        pos = (await session.agent.world.snapshot()).get("position")
+            await session.agent.world.begin_turn(turn)
+            await session.agent.world.run_tool(call, turn)
+        pos = (await session.agent.world.snapshot() or {}).get("position")
         return isinstance(pos, dict) and abs(pos["x"] - x) < 1.0 and abs(pos["z"] - z) < 1.0
 
     async def _tidy(self, task: Task) -> None:

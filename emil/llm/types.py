@@ -53,6 +53,10 @@ class ToolCall(BaseModel):
     """Parsed JSON object, or None when ``raw_arguments`` is not a JSON object."""
     error: str | None = None
     """Why the call is unusable (bad JSON, unknown tool, failed validation), for the model."""
+    tool: Any = Field(default=None, exclude=True, repr=False)
+    """What the one validation made of the arguments (the client's ``tool_validator``: the
+    world's tool instance), so the world runs the call without validating it again; None: not
+    validated yet. Never recorded."""
 
 
 class Usage(BaseModel):

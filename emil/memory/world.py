@@ -1,6 +1,7 @@
 """Emil's body with a memory: a :class:`~emil.world.port.WorldPort` that learns as it goes.
 
-It forwards everything to the world it wraps and hands what passes through to the
+A wrapper: it holds the world below (the body, :class:`emil.world.actions.BotWorld`), passes
+every call of the protocol to it unchanged and hands what passes through to the
 :class:`~emil.memory.learn.Learner` and the :class:`~emil.memory.archivist.Archivist`: every
 game event (before the loop sees it), every status snapshot, and every tool call with its
 outcome. The agent loop does not change; memory is
@@ -23,8 +24,7 @@ from emil.llm.types import ToolCall
 from emil.memory.archivist import Archivist
 from emil.memory.dbfile import Trouble
 from emil.memory.learn import Learner
-from emil.trust.authority import Authority
-from emil.world.port import TurnWords, WorldPort
+from emil.world.port import TurnContext, WorldPort
 from emil.world.tool import Outcome
 
 __all__ = ["RememberingWorld"]
@@ -60,19 +60,24 @@ class RememberingWorld:
                 self._safely("archive", self.archivist.observe, event)
             yield event
 
-    async def snapshot(self) -> Mapping[str, Any]:
+    async def snapshot(self) -> Mapping[str, Any] | None:
         if self._check is not None:
             self._safely("check", self._check)
         snap = await self.world.snapshot()
-        self._safely("snapshot", self.learner.observe_snapshot, snap)
+        if snap is not None:
+            self._safely("snapshot", self.learner.observe_snapshot, snap)
         return snap
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
+    async def begin_turn(self, turn: TurnContext) -> Sequence[Outcome]:
+        return await self.world.begin_turn(turn)
+
+    async def run_tool(self, call: ToolCall, turn: TurnContext) -> Outcome:
+        requesters = turn.requesters
         valid = call.error is None and call.arguments is not None
         goal = self._safely("goal", self.learner.job_started, call.name, call.arguments, requesters) if valid else None
         status = "interrupted"
         try:
-            outcome = await self.world.run_tool(call, limit_s=limit_s, requesters=requesters)
+            outcome = await self.world.run_tool(call, turn)
             status = "done" if outcome.ok else "failed"
         finally:
             # Cancelled (an urgent event aborted the action): "interrupted" is written here,
@@ -86,13 +91,3 @@ class RememberingWorld:
 
     async def abort(self) -> None:
         await self.world.abort()
-
-    async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
-        """The turn's words, for a wrapped world that takes them (the live body's guard)."""
-        if isinstance(self.world, TurnWords):
-            return await self.world.begin_turn(words)
-        return []
-
-    def __getattr__(self, name: str) -> Any:
-        # Anything else (e.g. BotWorld.bot) is the wrapped world's: the wrapper is transparent.
-        return getattr(self.world, name)

@@ -9,7 +9,7 @@ engine (:mod:`emil.agent.turn`): the same observation (status line, events withi
 the same assistant and tool result messages, the same call rules. What differs is injected: the
 model is a script (:mod:`emil.offline.sim_policy`, rules, not a model), the world is the
 simulated body behind the same world port and tool classes as live
-(:class:`~emil.agent.world_port.BotWorld`; with notes, wrapped by the same
+(:class:`~emil.world.actions.BotWorld`; with notes, wrapped by the same
 :class:`~emil.memory.world.RememberingWorld` that feeds the learner live), the clock is game
 time, and the context only collects the day's messages (neutralised as live): a sweep assembles
 them later, per budget. The system prompt is rendered from prompts/ and the tool specs come
@@ -48,7 +48,6 @@ from emil.agent.ports import AssemblyView, Clock
 from emil.agent.request_shape import RequestShape
 from emil.agent.turn import TurnEngine, observation_cap
 from emil.agent.turnstats import TurnStats
-from emil.agent.world_port import BotWorld
 from emil.config import Settings
 from emil.context.budget import Budget
 from emil.context.history import History, Message
@@ -75,9 +74,8 @@ from emil.offline.sim_policy import ScriptedEmil, Step
 from emil.offline.sim_world import BOT, DURATIONS, SimBody, SimWorld, resolve
 from emil.offline.trace import SessionTrace
 from emil.perception import Perception
-from emil.trust.authority import Authority
-from emil.world.actions import tool_specs, validate_tool_call
-from emil.world.port import WorldPort
+from emil.world.actions import BotWorld, tool_specs, validate_tool_call
+from emil.world.port import TurnContext, WorldPort
 from emil.world.tool import ActionPolicy, Outcome
 
 __all__ = [
@@ -175,7 +173,9 @@ class _DayContext:
 
 
 class _TimedWorld:
-    """The simulated body's world port, each call taking the game time its job takes."""
+    """The simulated body's world port, each call taking the game time its job takes: a wrapper
+    around the body (:class:`~emil.world.actions.BotWorld` over the simulated body, no guard:
+    the day's people are scripted, so nothing happens on their words)."""
 
     def __init__(self, day: _Day, memory: MemoryTools | None = None) -> None:
         self.day = day
@@ -189,31 +189,17 @@ class _TimedWorld:
         self.last_snapshot = await self.inner.snapshot()
         return self.last_snapshot
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
-        outcome = await self.inner.run_tool(call, limit_s=limit_s, requesters=requesters)
+    async def begin_turn(self, turn: TurnContext) -> Sequence[Outcome]:
+        return await self.inner.begin_turn(turn)
+
+    async def run_tool(self, call: ToolCall, turn: TurnContext) -> Outcome:
+        outcome = await self.inner.run_tool(call, turn)
         lo, hi = DURATIONS.get(call.name, (0.1, 0.3))
         self.day.world.t += self.day.rng.uniform(lo, hi)
         return outcome
 
     async def abort(self) -> None:
         await self.inner.abort()
-
-
-class _EngineWorld:
-    """The day's world port as the turn engine calls it (the live loop adds time limits)."""
-
-    def __init__(self, port: WorldPort) -> None:
-        self.port = port
-
-    async def snapshot(self) -> Mapping[str, Any] | None:
-        return await self.port.snapshot()
-
-    async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
-        """The day's body has no guard (its people are scripted): nothing happens on words."""
-        return ()
-
-    async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
-        return await self.port.run_tool(call, limit_s=math.inf, requesters=requesters)
 
 
 class _ScriptedModel:
@@ -280,7 +266,7 @@ class _Day:
         settings = _DEFAULTS.model_copy(update={"enable_thinking": reasoning})
         budget = Budget.of(_NOMINAL_WINDOW, settings.output_reserve, sources={"window": "the day's nominal window"})
         self.engine = TurnEngine(
-            context=self.context, model=self.model, world=_EngineWorld(port),
+            context=self.context, model=self.model, world=port,
             shape=RequestShape.of(settings, preserve_thinking=settings.preserve_thinking, tools=self.context.tools),
             step_limit=settings.step_limit,
             observation_cap=observation_cap(settings.observation_cap_tokens, budget.prompt_budget),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from emil.agent.context_port import ContextAssembly, ManagedContext, session_context
@@ -46,7 +46,7 @@ from emil.replay.notes import RecordedNotes
 from emil.replay.report import ObservationDiff, ReplayOptions, ReplayReport
 from emil.replay.session import RecordedSession, RecordedStep, RecordedTurn
 from emil.replay.summaries import RecordedSummaries, SummaryJudge
-from emil.trust.authority import Authority
+from emil.world.port import TurnContext
 from emil.world.tool import Outcome
 
 __all__ = ["Replayer"]
@@ -98,21 +98,30 @@ class _ReplayContext(ManagedContext):
 
 
 class _RecordedWorld:
-    """The recorded snapshots and tool results as the turn engine's world."""
+    """The recorded snapshots and tool results as the turn engine's world (the one protocol of
+    Emil's body, :class:`~emil.world.port.WorldPort`: the recording's events come through
+    perception, not from here, and nothing runs that could be aborted)."""
 
     def __init__(self, replayer: Replayer) -> None:
         self.replayer = replayer
+
+    async def events(self) -> AsyncIterator[GameEvent]:
+        return
+        yield
+
+    async def abort(self) -> None:
+        """Nothing runs: the recording answers."""
 
     async def snapshot(self) -> Mapping[str, Any] | None:
         turn = self.replayer.turn
         return None if turn is None else turn.observation.snapshot
 
-    async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
+    async def begin_turn(self, turn: TurnContext) -> Sequence[Outcome]:
         """What the world did on the turn's words, as the observation noted it."""
-        turn = self.replayer.turn
-        return () if turn is None else tuple(Outcome(True, note) for note in turn.observation.notes)
+        recorded = self.replayer.turn
+        return () if recorded is None else tuple(Outcome(True, note) for note in recorded.observation.notes)
 
-    async def run_tool(self, call: ToolCall, *, requesters: frozenset[str]) -> Outcome:
+    async def run_tool(self, call: ToolCall, turn: TurnContext) -> Outcome:
         """The world's recorded answer (the engine adds its note again); the interrupt that
         aborted the call, when one did."""
         result = self.replayer.result_for(call)

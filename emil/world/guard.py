@@ -1,6 +1,9 @@
 """The trust checks at dispatch: every tool call passes :class:`Guard` before it reaches the bot.
 
-The rules are :func:`emil.trust.rules.rules`; each tool declares its rows and its target check
+Emil's body (emil.world.actions.BotWorld) hands each call's tool this guard: the tool's own
+:meth:`~emil.world.tool.Tool.guarded` asks it for the verdict of its rows and runs when allowed.
+The guard hears the turn's words once, at the start of the turn (:meth:`Guard.begin_turn`, from
+the turn's :class:`~emil.world.port.TurnContext`). The rules are :func:`emil.trust.rules.rules`; each tool declares its rows and its target check
 (``Tool.rules``, ``Tool.guarded`` in emil.world.tool: what the target is, who owns it, whose
 items would move). The guard applies what the tool declares and switches on no tool name: it
 holds the turn's words, decides a row for them (:func:`emil.trust.rules.decide` with the
@@ -19,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,7 +35,7 @@ from emil.trust.caps import SlidingWindow, SpamMeter
 from emil.trust.ledger import SELF, UNSURE, Ledger, Source, chest_key
 from emil.trust.people import People, valid_name
 from emil.trust.rules import CHAT_COMMAND, USE_HELD, USE_UNSURE, Rule, Verdict, decide, rule
-from emil.world.tool import Outcome, ToolContext
+from emil.world.tool import Outcome
 
 if TYPE_CHECKING:
     from emil.world.tool import ActionPolicy, BotLike, Tool
@@ -119,11 +122,6 @@ class Guard:
                 self.known_players.add(p["name"].lower())
 
     # --- the check ---------------------------------------------------------------------
-
-    async def run(self, tool: Tool, ctx: ToolContext) -> Outcome:
-        """Check ``tool`` against the rules, run it when allowed (``ctx`` with this guard), note
-        what moved."""
-        return await tool.guarded(self, replace(ctx, guard=self))
 
     def requesters(self) -> frozenset[str]:
         """Every player whose words are in the turn."""

@@ -300,3 +300,48 @@ def test_no_module_is_imported_by_a_name_in_a_string() -> None:
                 if fn in ("importlib.import_module", "import_module", "__import__"):
                     hidden.append(f"{name}: {ast.unparse(node)}")
     assert not hidden, hidden
+
+
+def _body_shape(tree: ast.AST, name: str) -> tuple[list[str], list[str]]:
+    """The ``run_tool`` definitions of one module that do not have the body's one signature, and
+    its ``__getattr__`` definitions."""
+    wrong, forwarders = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AsyncFunctionDef | ast.FunctionDef):
+            if node.name == "run_tool":
+                args = [(a.arg, ast.unparse(a.annotation) if a.annotation else "") for a in node.args.args]
+                rest = node.args.kwonlyargs or node.args.vararg or node.args.kwarg
+                returns = ast.unparse(node.returns) if node.returns else ""
+                if (not isinstance(node, ast.AsyncFunctionDef) or rest
+                        or args != [("self", ""), ("call", "ToolCall"), ("turn", "TurnContext")] or returns != "Outcome"):
+                    wrong.append(f"{name}:{node.lineno}: {ast.unparse(node.args)} -> {returns}")
+            elif node.name == "__getattr__":
+                forwarders.append(f"{name}:{node.lineno}")
+    return wrong, forwarders
+
+
+def test_emils_body_has_one_run_tool_signature_and_no_forwarding() -> None:
+    """One protocol runs a tool call as Emil (emil.world.port.WorldPort): every ``run_tool`` in
+    the package is ``async def run_tool(self, call: ToolCall, turn: TurnContext) -> Outcome``,
+    and a wrapper gets what it needs from below through that protocol or its constructor, never
+    through ``__getattr__`` (the doubles in emil.testing may)."""
+    wrong, forwarders = [], []
+    for name, path in _modules().items():
+        w, f = _body_shape(ast.parse(path.read_text(encoding="utf-8")), name)
+        wrong += w
+        forwarders += [] if name.startswith("emil.testing") else f
+    assert not wrong, wrong
+    assert not forwarders, forwarders
+
+
+def test_the_body_shape_check_finds_a_second_signature_and_a_forwarder() -> None:
+    tree = ast.parse(
+        "class W:\n"
+        "    async def run_tool(self, call: ToolCall, *, limit_s: float) -> Outcome: ...\n"
+        "    def __getattr__(self, name): ...\n"
+        "class V:\n"
+        "    async def run_tool(self, call: ToolCall, turn: TurnContext) -> Outcome: ...\n"
+    )
+    wrong, forwarders = _body_shape(tree, "m")
+    assert len(wrong) == 1 and "limit_s" in wrong[0]
+    assert forwarders == ["m:3"]

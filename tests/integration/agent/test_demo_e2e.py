@@ -129,7 +129,7 @@ async def test_minecraft_server_restart_is_survived(tmp_path: Path) -> None:
         await w.server.kill()
         await w.wait_for("Emil notices", lambda: bool(events_of(w.records(), "disconnected")), within=20)
         await w.server.restart()
-        bot = w.session.agent.world.bot  # type: ignore[attr-defined]
+        bot = w.session.body.bot  # type: ignore[union-attr]
         assert await bot.wait_connected(timeout=60)
         assert await w.player.wait_connected(timeout=60)
         before = len(w.heard)

@@ -9,15 +9,15 @@ from typing import Any
 import anyio
 import pytest
 
-from emil.agent.world_port import BotWorld
 from emil.config import Settings
 from emil.events import GameEvent
 from emil.llm.types import ToolCall
-from emil.trust.authority import Authority, Line
 from emil.trust.ledger import Ledger
+from emil.world.actions import BotWorld
 from emil.world.bridge import Bot
 from emil.world.guard import Guard
 from emil.world.player import PlayerBot
+from emil.world.port import TurnContext
 from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 from emil.world.tool import ActionPolicy, Outcome
@@ -81,8 +81,9 @@ async def act(emil: Bot, call: ToolCall, *requesters: str) -> Outcome:
     its own), the call through the module's one guard."""
     world = _WORLDS[id(emil)]
     await world.snapshot()
-    await world.begin_turn(Authority(tuple(Line(name, "") for name in sorted(requesters))))
-    return await world.run_tool(call, limit_s=120.0, requesters=frozenset(requesters))
+    turn = TurnContext.of(*requesters, limit_s=120.0)
+    await world.begin_turn(turn)
+    return await world.run_tool(call, turn)
 
 
 @pytest.fixture(scope="module")

@@ -142,7 +142,7 @@ async def test_a_non_operator_gets_no_command_run_and_an_operator_does(tmp_path:
         assert not mixed.ok and "Mallory asked" in mixed.text, mixed.text
 
         # The bot's own guard, with Python's rule bypassed: the same requesters decide.
-        bot = s.session.agent.world.bot  # type: ignore[attr-defined]
+        bot = s.session.body.bot  # type: ignore[union-attr]
         for requesters in ([], ["Mallory"], ["Olga", "Mallory"], ["Olga"]):  # Olga never wrote it either
             direct = await bot.act("say", {"text": "/give Mallory diamond 1", "authority": {"requesters": requesters}}, timeout=10)
             assert not direct.ok and "refused by the bot" in (direct.error or ""), requesters

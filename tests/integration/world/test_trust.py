@@ -112,7 +112,7 @@ async def bobs_chest(s: Stage) -> None:
     s.at = (math.floor(here["x"]) + 2, Y, math.floor(here["z"]))  # within reach: Emil sees who placed it
     await s.players["bob"].do("place", item="chest", x=s.at[0], y=Y, z=s.at[2])
     await s.players["bob"].do("chest", x=s.at[0], y=Y, z=s.at[2], deposit={"diamond": 10})
-    guard = s.session.agent.world.guard
+    guard = s.session.body.guard  # type: ignore[union-attr]
     await eventually(lambda: _true(guard.ledger.chest_owner(f"{s.at[0]},{Y},{s.at[2]}") == "bob"),
                      what="Emil noting bob's chest")
 
@@ -183,7 +183,7 @@ async def test_attacks_on_players_only_on_the_operators_order(tmp_path: Path) ->
         await anyio.sleep(1.0)
         assert (await s.players["bob"].do("health"))["health"] == health["health"]
         # the bot's own check, with Python's bypassed: a forged order
-        bot = s.session.agent.world.bot
+        bot = s.session.body.bot  # type: ignore[union-attr]
         forged = await bot.act("attack", {"target": "bob", "duration_s": 1, "authority": {"requesters": ["carl"], "attack": "bob"}}, timeout=10)
         assert not forged.ok and "refused by the bot" in (forged.error or "")
         generic = await bot.act("attack", {"target": "player", "duration_s": 1, "authority": {"requesters": ["Olga"], "attack": "player"}}, timeout=10)
@@ -230,7 +230,7 @@ async def test_commands_only_on_the_operators_own_exact_words(tmp_path: Path) ->
         await s.players["Olga"].do("chat", text=f"confirm {code}")
         await eventually(lambda: _true("time set 1000" in s.commands_by_emil()), what="the confirmed command", timeout=15)
         # the bot's own check, with Python's bypassed: a command Olga never wrote
-        bot = s.session.agent.world.bot
+        bot = s.session.body.bot  # type: ignore[union-attr]
         forged = await bot.act("say", {"text": "/op carl", "authority": {"requesters": ["Olga"]}}, timeout=10)
         assert not forged.ok and "refused by the bot" in (forged.error or "")
         assert not any(c.startswith("op ") for c in s.commands_by_emil())

@@ -20,6 +20,7 @@ from emil.events import GameEvent
 from emil.llm.recovery import complete_with_recovery
 from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion, ToolCall, Usage
+from emil.world.port import TurnContext
 from emil.world.tool import Outcome
 
 
@@ -47,7 +48,11 @@ class WorldDouble:
     async def snapshot(self) -> Mapping[str, Any]:
         return self.snapshot_data
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
+    async def begin_turn(self, turn: TurnContext) -> Sequence[Outcome]:
+        return ()
+
+    async def run_tool(self, call: ToolCall, turn: TurnContext) -> Outcome:
+        requesters = turn.requesters
         self.calls.append(call)
         self.requesters.append(requesters)
         if call.name not in ("say", "go_to", "follow"):

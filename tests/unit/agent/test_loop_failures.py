@@ -548,8 +548,8 @@ async def test_tool_results_are_recorded_whole(tmp_path: Path) -> None:
 
     agent, world, requests, rec = _agent(tmp_path, step)
 
-    async def run_tool(call, *, limit_s, requesters=frozenset()):  # type: ignore[no-untyped-def]
-        assert limit_s == agent.settings.action_timeout_s
+    async def run_tool(call, turn):  # type: ignore[no-untyped-def]
+        assert turn.limit_s == agent.settings.action_timeout_s
         if call.name == "say":
             return Outcome(True, "said it", {"heard_by": ["alex"], "bad": {1, 2}}, 12.5)  # type: ignore[dict-item]  # not JSON: the record must cope
         return Outcome(False, "no such tool", None)
@@ -1012,7 +1012,7 @@ async def test_an_outcome_without_a_time_gets_the_dispatch_time_in_ms(
     clock = [100.0]
     monkeypatch.setattr("emil.agent.loop.time.monotonic", lambda: clock[0])
 
-    async def run_tool(call, *, limit_s, requesters=frozenset()):  # type: ignore[no-untyped-def]
+    async def run_tool(call, turn):  # type: ignore[no-untyped-def]
         clock[0] += 0.25  # the action takes a quarter of a second
         return Outcome(True, "said it", {"heard_by": ["alex"]})
 

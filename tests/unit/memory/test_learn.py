@@ -12,6 +12,7 @@ import pytest
 from emil.events import Chat, Damage, Death, ItemCollected, PlayerJoined, Respawn
 from emil.llm.types import ToolCall
 from emil.memory import Learner, MemoryStore, RememberingWorld
+from emil.world.port import TurnContext
 from emil.world.tool import TOOLS, Gives, Outcome, Speaks, Tool
 from tests.unit.agent.doubles import WorldDouble
 
@@ -181,7 +182,7 @@ async def test_the_world_wrapper_learns_what_passes_through(store: MemoryStore) 
     seen = [e async for e in world.events()]
     assert len(seen) == 1 and ("player", "alex", "asked", "Emil, come here", 1) in _facts(store)
     assert (await world.snapshot())["health"] == 20.0
-    out = await world.run_tool(_call("follow", player="alex"), limit_s=5, requesters=frozenset({"alex"}))
+    out = await world.run_tool(_call("follow", player="alex"), TurnContext.of("alex", limit_s=5))
     assert out.ok
     goals = {n.subject: n.note for n in store.notes() if n.about == "goal"}
     assert goals == {'follow {"player":"alex"} for alex': "done"}
@@ -192,7 +193,7 @@ async def test_an_aborted_job_is_remembered_as_interrupted(store: MemoryStore) -
     inner = WorldDouble()
     world = RememberingWorld(inner, Learner(store, clock=lambda: 10.0))
     with anyio.move_on_after(0.2):
-        await world.run_tool(_call("go_to", x=1, y=2, z=3), limit_s=5)  # runs until cancelled
+        await world.run_tool(_call("go_to", x=1, y=2, z=3), TurnContext(limit_s=5))  # runs until cancelled
     assert {n.note for n in store.notes() if n.about == "goal"} == {"interrupted"}
     inner.close()
 
@@ -201,9 +202,9 @@ async def test_a_note_that_cannot_be_written_does_not_cost_the_turn(store: Memor
     inner = WorldDouble()
     world = RememberingWorld(inner, Learner(store, clock=lambda: 10.0))
     store.close()  # every write now fails with sqlite3.ProgrammingError
-    out = await world.run_tool(_call("say", text="I'll be there"), limit_s=5, requesters=frozenset({"alex"}))
+    out = await world.run_tool(_call("say", text="I'll be there"), TurnContext.of("alex", limit_s=5))
     assert out == Outcome(True, "say ok")
-    await world.run_tool(_call("say", text="I'll be back"), limit_s=5, requesters=frozenset({"alex"}))
+    await world.run_tool(_call("say", text="I'll be back"), TurnContext.of("alex", limit_s=5))
     said = [r.message for r in caplog.records if r.name == "emil.memory"]
     assert len(said) == 1 and "cannot write to" in said[0] and "playing on" in said[0]  # one warning for the outage
     inner.close()

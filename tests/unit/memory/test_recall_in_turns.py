@@ -13,7 +13,7 @@ order). The recording keeps the recalled lines, and replay rebuilds every reques
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from emil.model.family import DEFAULT_FAMILY, family_by_name
 from emil.recording import ErrorRecord, HeaderRecord, ObservationRecord, Recorder, read_recording
 from emil.replay import replay_file
 from emil.world.actions import tool_specs, validate_tool_call
+from emil.world.port import TurnContext
 from emil.world.tool import Outcome
 
 SYSTEM = "You are Emil, a villager. Use the tools."
@@ -54,7 +55,11 @@ class World:
     async def snapshot(self) -> Mapping[str, Any]:
         return {"connected": True, "health": 20.0, "food": 19.0, "players": [{"name": "bella"}]}
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
+    async def begin_turn(self, turn: TurnContext) -> Sequence[Outcome]:
+        return ()
+
+    async def run_tool(self, call: ToolCall, turn: TurnContext) -> Outcome:
+        requesters = turn.requesters
         self.requesters.append(requesters)
         return Outcome(True, f"{call.name} done")
 

@@ -10,7 +10,7 @@ recorder, so replaying the file must rebuild every request exactly.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from emil.events import Chat, GameEvent, ItemCollected
 from emil.exceptions import ServerFault
 from emil.llm.types import ChatRequest, Completion, ToolCall, Usage
 from emil.recording import HeaderRecord, Recorder
+from emil.world.port import TurnContext
 from emil.world.tool import Outcome
 from tests.unit.offline.crafted import LOOK_AND_SAY_TOOLS
 
@@ -63,7 +64,10 @@ class PlayedWorldDouble:
     async def snapshot(self) -> Mapping[str, Any]:
         return {"position": [10, 64, -3], "health": 20.0, "food": 18.0}
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
+    async def begin_turn(self, turn: TurnContext) -> Sequence[Outcome]:
+        return ()
+
+    async def run_tool(self, call: ToolCall, turn: TurnContext) -> Outcome:
         if call.name == "look_around":
             blocks = [{"name": "oak_log", "pos": [i, 64, -i], "count": i + 1} for i in range(40)]
             return Outcome(True, json.dumps({"ok": True, "blocks": blocks}), elapsed_ms=12.0)

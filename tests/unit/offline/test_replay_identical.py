@@ -13,7 +13,7 @@ makes it exit 1 naming the turn and step.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ from emil.recording import (
 )
 from emil.replay import cli_main, replay_file
 from emil.world.actions import tool_specs, validate_tool_call
+from emil.world.port import TurnContext
 from emil.world.tool import Outcome
 
 SYSTEM = "You are Emil, a villager. Use the tools."
@@ -60,7 +61,11 @@ class ScriptedWorld:
     async def snapshot(self) -> Mapping[str, Any]:
         return {"connected": True, "health": 20.0, "food": 19.0, "position": {"x": 1, "y": 64, "z": 2}}
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
+    async def begin_turn(self, turn: TurnContext) -> Sequence[Outcome]:
+        return ()
+
+    async def run_tool(self, call: ToolCall, turn: TurnContext) -> Outcome:
+        requesters = turn.requesters
         if call.name == "go_to":
             self.walking.set()
             await anyio.sleep(3600)  # only an abort ends it

@@ -38,6 +38,7 @@ from emil.recording import (
 from emil.replay import replay_file
 from emil.trust.authority import Authority
 from emil.world.actions import tool_specs, validate_tool_call
+from emil.world.port import TurnContext
 from emil.world.tool import Outcome
 
 SYSTEM = "You are Emil, a villager. Use the tools."
@@ -59,14 +60,15 @@ class GuardedWorld:
     async def snapshot(self) -> Mapping[str, Any]:
         return {"connected": True, "health": 20.0, "food": 20.0, "position": {"x": 0, "y": 64, "z": 0}}
 
-    async def begin_turn(self, words: Authority) -> Sequence[Outcome]:
+    async def begin_turn(self, turn: TurnContext) -> Sequence[Outcome]:
+        words = turn.words
         self.words.append(words)
         if any(line.speaker == "bob" and line.text == "yes" for line in words.lines):
             return [Outcome(True, CONFIRMED, {"command": "/time set day", "code": "k7", "confirmed_by": "bob"},
                             rule="command")]
         return []
 
-    async def run_tool(self, call: ToolCall, *, limit_s: float, requesters: frozenset[str] = frozenset()) -> Outcome:
+    async def run_tool(self, call: ToolCall, turn: TurnContext) -> Outcome:
         return Outcome(True, f"{call.name} done", rule="say" if call.name == "say" else "free")
 
     async def abort(self) -> None:
