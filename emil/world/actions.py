@@ -9,11 +9,12 @@ sleeping, chests), :mod:`emil.world.queries` (``inventory``, ``nearby``, ``statu
 :mod:`emil.world.memory_tools` (``recall``, ``remember``: the session's memory, not the bot) and
 :mod:`emil.world.waiting` (``wait``: passes a turn when every answer must call a tool). This
 module imports them in that order, which is the order of the specs in every prompt.
-:func:`tool_specs`, :func:`validate_tool_call` and :func:`dispatch` read the registry
-(:data:`TOOLS`) and call the class; none of them knows a tool by name. :func:`dispatch` returns
-an :class:`Outcome` whose ``text`` is what the model reads next: invalid arguments and failed
-actions come back as readable text ("no oak_log within 32 blocks"), never as exceptions that end
-the turn.
+:func:`tool_specs`, :func:`validate_tool_call` (the one validation of a call's arguments) and
+:class:`BotWorld` (the body: a call becomes its tool and runs with the guard) read the registry
+(:data:`TOOLS`) and call the class; none of them knows a tool by name. :meth:`BotWorld.run_tool`
+(and :func:`dispatch`, one call of it) returns an :class:`Outcome` whose ``text`` is what the
+model reads next: invalid arguments and failed actions come back as readable text ("no oak_log
+within 32 blocks"), never as exceptions that end the turn.
 
 Safety: player chat is untrusted input and nothing here evaluates anything as code. ``say`` and
 ``whisper`` clean the text and cut it to the protocol's chat limit; a piece that a server could

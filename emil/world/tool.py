@@ -21,8 +21,8 @@ A tool is a subclass of :class:`Tool` (plus one JS function of the same name in
 
 Defining the class registers it in :data:`TOOLS` and its rows in the rule table (a class
 without ``tool_name`` is a base for others). Nothing elsewhere switches on tool names: the spec
-list, validation and dispatch in :mod:`emil.world.actions` read the registry and call the
-class, and the guard (:mod:`emil.world.guard`) calls :meth:`Tool.guarded`.
+list, the validation and the body (``BotWorld``) in :mod:`emil.world.actions` read the registry
+and call the class; the body calls :meth:`Tool.guarded` with the guard (:mod:`emil.world.guard`).
 
 Two result types, because they are two things: :class:`~emil.world.bridge.ActionResult` is the
 bot's raw reply to one JS call (a JSON result or an error string, its own time), and
