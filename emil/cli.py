@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _setup_logging(loaded.settings.log_level)
     try:
         if ns.command in ("live", "demo"):
-            from emil.settings_check import check_settings
+            from emil.agent.settings_check import check_settings
 
             check_settings(loaded.settings, recording=ns.recording)
         return _run(ns, loaded)

@@ -22,13 +22,13 @@ from pydantic import JsonValue
 from emil.agent.session import Session, open_session
 from emil.agent.startup import summary_line
 from emil.config import LoadedSettings
-from emil.events import Chat
+from emil.sandbox.server import EmbeddedServer
 from emil.testing.brains import DemoBrain
 from emil.testing.vllm_double import VLLMDouble
 from emil.world.actions import TOOLS
 from emil.world.bridge import Bot
+from emil.world.events import Chat
 from emil.world.port import WorldPort
-from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 from emil.world.wire import BotSettings, ReflexSettings
 

@@ -50,8 +50,8 @@ import anyio
 from emil.cli_args import OneLineParser, positive_float, positive_int, positive_ints
 
 if TYPE_CHECKING:
+    from emil.sandbox.server import EmbeddedServer
     from emil.testing.vllm_double import VLLMDouble
-    from emil.world.server import EmbeddedServer
 
 TICK = 100  # os.sysconf("SC_CLK_TCK") on Linux
 
@@ -233,9 +233,9 @@ def _fmt(s: dict[str, float] | None, unit: str = "") -> str:
 
 async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     # imported once the command line parsed: --help and a bad flag stay cheap
+    from emil.sandbox.server import EmbeddedServer
     from emil.testing.brains import AddressedBrain
     from emil.testing.vllm_double import VLLMDouble
-    from emil.world.server import EmbeddedServer
     from emil.world.setup import ensure_js_deps
 
     ensure_js_deps(progress=False)

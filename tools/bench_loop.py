@@ -50,13 +50,13 @@ from emil.agent.startup import build_agent, check_model, new_client
 from emil.cli_args import OneLineParser, positive_int, positive_ints
 from emil.config import Settings
 from emil.context.history import History
-from emil.events import Chat, GameEvent
 from emil.llm.types import ToolCall
 from emil.offline.synthetic import emil_tool_specs, history_of, synthetic_turns
 from emil.recording import Recorder
 from emil.testing.script import Reply, ScriptedCall, ScriptRequest
 from emil.testing.subprocess_double import double_in_subprocess
 from emil.testing.vllm_double import VLLMDouble
+from emil.world.events import Chat, GameEvent
 from emil.world.port import TurnContext
 from emil.world.tool import Outcome
 

@@ -39,12 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=positive_int, default=2000, help="bound of the pinned block (2000, the setting's default)")
     args = parser.parse_args(argv)
 
-    from emil.events import Chat, ItemCollected
     from emil.memory import Learner, MemoryStore, PinnedNotes
     from emil.memory.archive import Archive
     from emil.memory.archivist import Archivist
     from emil.model.family import DEFAULT_FAMILY
     from emil.model.resolve import get_token_counter
+    from emil.world.events import Chat, ItemCollected
 
     counter = get_token_counter(DEFAULT_FAMILY)
     with tempfile.TemporaryDirectory(prefix="emil-bench-memory-") as d:

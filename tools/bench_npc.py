@@ -44,10 +44,10 @@ import anyio
 from emil.agent.session import open_session
 from emil.cli_args import OneLineParser, positive_float, positive_ints
 from emil.config import Settings
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
 from emil.testing.brains import NpcBrain
 from emil.testing.vllm_double import VLLMDouble
-from emil.world.player import PlayerBot
-from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 
 MODES: dict[str, dict[str, Any]] = {

@@ -40,7 +40,7 @@ import tempfile
 import anyio
 import httpx
 
-from emil.bench.report import figures, format_table, plot, to_json
+from emil.bench.figures import figures, format_table, plot, to_json
 from emil.bench.runner import BenchOptions, BenchWorld, RunResult
 from emil.bench.tasks import SUITE, Task
 from emil.cli_args import OneLineParser, positive_int

@@ -35,10 +35,10 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 import anyio
 
 from emil.cli_args import OneLineParser, positive_int, positive_seconds
+from emil.sandbox.server import EmbeddedServer
 from emil.serving.cpu_vllm import CpuServerError, CpuVLLMEnv, install
 from emil.serving.router import RouterError
 from emil.testing.scaleout import MODES, EmilOptions, ModeRun, Replicas, run_mode
-from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 
 WINDOW = 16384

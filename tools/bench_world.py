@@ -35,12 +35,12 @@ use_project_python(__file__)  # re-runs this script in the checkout's .venv when
 import anyio
 
 from emil.cli_args import OneLineParser, positive_int
-from emil.events import Chat
 from emil.llm.types import ToolCall
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
 from emil.world.actions import dispatch
 from emil.world.bridge import Bot
-from emil.world.player import PlayerBot
-from emil.world.server import EmbeddedServer
+from emil.world.events import Chat
 from emil.world.wire import BotSettings
 
 

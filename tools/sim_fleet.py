@@ -68,13 +68,13 @@ async def simulate(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     # imported once the command line parsed: --help and a bad flag stay cheap
     from emil.fleet import Supervisor, check_fleet, live_command
     from emil.fleet.restart import RestartPolicy
+    from emil.sandbox.server import EmbeddedServer
     from emil.serving.cpu_env import CpuVLLMEnv
     from emil.serving.router import RouterOptions, VLLMRouter
     from emil.testing.brains import AddressedBrain
     from emil.testing.double_replicas import DoubleReplicas
     from emil.testing.emil_processes import Chat
     from emil.testing.processes import child_env
-    from emil.world.server import EmbeddedServer
 
     env_vllm = CpuVLLMEnv.default()
     replicas = DoubleReplicas(args.replicas, AddressedBrain, slots=args.slots, service_s=args.service_s)

@@ -11,6 +11,8 @@
 - ``turnstats``     per-turn figures (the log line, the ``turn`` record)
 - ``persona``       the system prompt from prompts/
 - ``startup``       startup checks and the wiring; ``session`` a live session and how it ends
+- ``settings_check`` what the settings name, checked before anything is contacted
+- ``prometheus``    the session's Prometheus metrics (fed by its records) and ``/metrics``
 """
 
 from emil.agent.loop import Agent, AgentOptions

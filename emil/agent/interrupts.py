@@ -14,8 +14,8 @@ import math
 import time
 
 from emil.config import Settings
-from emil.events import Chat, Damage, Death, GameEvent, Health, HostileNearby
-from emil.perception import Perception, Triaged, asks_to_stop
+from emil.senses.perception import Perception, Triaged, asks_to_stop
+from emil.world.events import Chat, Damage, Death, GameEvent, Health, HostileNearby
 
 __all__ = ["Interrupts", "urgent_key"]
 

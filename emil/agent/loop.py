@@ -40,7 +40,6 @@ from emil.agent.turn import TurnEngine
 from emil.agent.turnstats import SessionStats, TurnStats
 from emil.backoff import OutageEvent
 from emil.config import Settings
-from emil.events import Death, GameEvent
 from emil.exceptions import (
     ConfigurationError,
     ContextOverflowError,
@@ -54,13 +53,14 @@ from emil.exceptions import (
 from emil.llm.classify import config_hint
 from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.types import Completion, ToolCall
-from emil.perception import Perception, Triaged
 from emil.recording import (
     ErrorRecord,
     EventRecord,
     Recorder,
     outage_record,
 )
+from emil.senses.perception import Perception, Triaged
+from emil.world.events import Death, GameEvent
 from emil.world.port import TurnContext, WorldPort
 from emil.world.tool import Outcome
 

@@ -24,9 +24,9 @@ from typing import Any, Protocol
 
 from emil.context.history import Message
 from emil.context.ladder import TrimRecord
-from emil.events import GameEvent
 from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.types import Completion, ToolCall
+from emil.world.events import GameEvent
 
 __all__ = [
     "NULL_RECORDER",

@@ -31,6 +31,7 @@ from pathlib import Path
 import anyio
 
 from emil.agent.loop import Agent
+from emil.agent.prometheus import MetricsServer, serve_metrics
 from emil.agent.startup import (
     build_agent,
     build_context,
@@ -48,8 +49,7 @@ from emil.config import LoadedSettings, Settings
 from emil.context.untrusted import Neutraliser, served_specials
 from emil.exceptions import ConfigurationError, PatienceExhausted
 from emil.llm.client import OpenAIClient, ServedModel
-from emil.memory.session import Memory, open_memory
-from emil.metrics import MetricsServer, serve_metrics
+from emil.memory.wiring import Memory, open_memory
 from emil.recording import ErrorRecord, Recorder, outage_record
 from emil.world.actions import BotWorld, tool_specs, validate_tool_call
 from emil.world.bridge import Bot

@@ -55,8 +55,8 @@ from emil.model.family import ModelFamily, server_family
 from emil.model.resolve import ResolvedFamily, resolve_family
 from emil.model.tokens import TokenCounter
 from emil.model.verify import verify_family
-from emil.perception import Perception
 from emil.recording import HeaderRecord, Recorder
+from emil.senses.perception import Perception
 from emil.world.actions import TOOLS
 from emil.world.port import WorldPort
 

@@ -5,7 +5,7 @@ every driver runs them: the live loop (:mod:`emil.agent.loop`), replay
 (:mod:`emil.replay.engine`) and the synthetic day (:mod:`emil.offline.synthetic`). A turn:
 
     observation   the status line (snapshot + ambient facts) and the turn's events composed
-                  within the observation cap (floods coalesced: emil.observation): one user
+                  within the observation cap (floods coalesced: emil.senses.observation): one user
                   message that starts a turn in history
     steps         up to ``step_limit``:
       request     the context assembles the prompt (budgeted, trimmed); the session's
@@ -88,12 +88,9 @@ from emil.agent.ports import (
 from emil.agent.request_shape import RequestShape
 from emil.agent.turnstats import TurnStats
 from emil.context.history import Message
-from emil.events import Chat
 from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.text_call import call_in_text, correction
 from emil.llm.types import ChatRequest, Completion, ToolCall
-from emil.observation import compose_events, format_status_line
-from emil.perception import Triaged
 from emil.recording import (
     CONFIRMED_COMMAND,
     CompletionRecord,
@@ -104,7 +101,10 @@ from emil.recording import (
     RequestRecord,
     ToolResultRecord,
 )
+from emil.senses.observation import compose_events, format_status_line
+from emil.senses.perception import Triaged
 from emil.trust.authority import Authority, Line
+from emil.world.events import Chat
 from emil.world.port import TurnContext, WorldPort
 from emil.world.tool import TOOLS, Outcome
 

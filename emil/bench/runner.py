@@ -1,7 +1,7 @@
 """Play bench tasks: one embedded world, a fresh Emil session per run, scored from the world.
 
 :class:`BenchWorld` is one flying-squid server and the players' clients (``alex``, the
-operator, and ``bob``, a stranger: plain mineflayer bots, :class:`~emil.world.player.PlayerBot`)
+operator, and ``bob``, a stranger: plain mineflayer bots, :class:`~emil.sandbox.player.PlayerBot`)
 for the whole bench; :meth:`BenchWorld.play` runs one task once against one endpoint:
 
 1. the task is placed in a fresh arena (its own patch of the world, far from the others), its
@@ -50,9 +50,9 @@ from emil.recording import (
     TurnRecord,
     read_recording,
 )
-from emil.world.player import PlayerBot
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
 from emil.world.port import TurnContext
-from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 
 __all__ = ["ARENA_SPACING", "BenchOptions", "BenchWorld", "RunPlan", "RunResult"]

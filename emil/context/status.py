@@ -1,6 +1,6 @@
 """Status lines as changes: a turn's status says what changed since the status before it.
 
-Every observation ends with the status line (:func:`emil.observation.format_status_line`):
+Every observation ends with the status line (:func:`emil.senses.observation.format_status_line`):
 ``[status] pos 10,64,-4 | health 20/20 food 17/20 | time day | inventory: bread x2, ... |
 players near: alex 9m | mobs near: none | blocks near: ...``. Most of it is the same from one
 turn to the next, and it was more than half of what a turn added to the prompt (133 of about

@@ -3,7 +3,7 @@
 Each NPC's settings come from :func:`emil.config.load_settings` with ``npc=NAME``: the very
 path ``run_emil.py live --npc NAME`` (and so every generated unit) takes, so what the check
 accepts is what each NPC will run with. Then the checks ``live`` makes before it contacts
-anything (:func:`emil.settings_check.check_settings`, the budget preflight), then what only the
+anything (:func:`emil.agent.settings_check.check_settings`, the budget preflight), then what only the
 fleet can see: two NPCs on one ``data_dir`` or one metrics port. Every problem is one line that
 names the NPC; a fleet with any problem starts nothing (exit 2).
 
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from emil.agent.persona import load_system_prompt
+from emil.agent.settings_check import check_settings
 from emil.agent.startup import preflight
 from emil.config import (
     LoadedSettings,
@@ -35,7 +36,6 @@ from emil.config import (
 from emil.exceptions import ConfigurationError
 from emil.model.family import DEFAULT_FAMILY, ModelFamily, family_by_name
 from emil.model.resolve import resolve_family
-from emil.settings_check import check_settings
 from emil.world.actions import tool_specs
 
 __all__ = ["FleetPlan", "NpcPlan", "Problem", "check_fleet", "format_plan"]

@@ -28,7 +28,9 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from emil.events import (
+from emil.memory.archive import Archive
+from emil.senses.observation import describe_event
+from emil.world.events import (
     Chat,
     Damage,
     Death,
@@ -39,8 +41,6 @@ from emil.events import (
     PlayerLeft,
     Respawn,
 )
-from emil.memory.archive import Archive
-from emil.observation import describe_event
 
 __all__ = ["Archivist"]
 

@@ -29,13 +29,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from emil.events import Chat, Damage, Death, GameEvent, ItemCollected, PlayerJoined, Respawn
 from emil.memory.archive import words
+from emil.memory.note_text import clip
 from emil.memory.notes import Fact, Topic
 from emil.memory.retrieval import STOP_WORDS
 from emil.memory.store import MemoryStore
-from emil.memory.untrusted import clip
 from emil.world.actions import TOOLS
+from emil.world.events import Chat, Damage, Death, GameEvent, ItemCollected, PlayerJoined, Respawn
 
 __all__ = ["PLACE_WORDS", "Learner"]
 

@@ -3,7 +3,7 @@
 The same notes always render to the same bytes (no clocks, no dict order, no randomness: times
 are absolute UTC minutes), so a block re-rendered from unchanged notes leaves the prompt prefix
 as it was. Every untrusted string (player names, their words, item and place names) goes
-through :func:`emil.memory.untrusted.as_data`.
+through :func:`emil.memory.note_text.as_data`.
 
 What players said is quoted on lines of its own under the player (``asked you``: words to
 Emil; ``said``: words Emil overheard; ``note``: a fact from a summary or Emil's own
@@ -37,9 +37,9 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import zip_longest
 
 from emil.memory.archive import words
+from emil.memory.note_text import as_data
 from emil.memory.notes import Note
 from emil.memory.retrieval import STOP_WORDS
-from emil.memory.untrusted import as_data
 
 __all__ = ["NOTES_HEADER", "QUOTED", "quoted_in", "render_notes", "telling"]
 

@@ -19,7 +19,7 @@ The block (:meth:`Recollection.block`) is bounded by ``recall_tokens`` of the se
 counter and placed at the end of the turn's opening observation: it becomes part of that turn,
 so the requests after it only append (the prompt prefix stays as vLLM cached it), and it leaves
 with its turn when the ladder folds or evicts it. Every line is quoted with its author and
-time, made one safe line (:func:`emil.memory.untrusted.as_data`) and passed through the served
+time, made one safe line (:func:`emil.memory.note_text.as_data`) and passed through the served
 vocabulary's neutraliser: retrieved text is players' text, data, never an instruction, and it
 can never carry authority (the command rule accepts only an operator's own words in the
 current turn, never a recalled line).
@@ -32,9 +32,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from emil.events import Chat, GameEvent, PlayerJoined
 from emil.memory.archive import Archive, Line, words
-from emil.memory.untrusted import as_data
+from emil.memory.note_text import as_data
+from emil.world.events import Chat, GameEvent, PlayerJoined
 
 __all__ = [
     "RECALL_HEADER",

@@ -12,7 +12,7 @@ At most one request per trim: once asked (answered, refused, failed or cancelled
 the summariser waits until the oldest turn changes, that is until a trim happened. Whatever has
 no summary ready is folded by the ``fold`` rung's deterministic digest: the endpoint busy or
 slow, a turn that came first, an answer that is not valid, or lines that do not free tokens. Every request ends in one ``summary`` record (its outcome, lines, facts,
-tokens), so a replay serves the same lines (:mod:`emil.replay.summaries`). The facts of a
+tokens), so a replay serves the same lines (:mod:`emil.replay.recorded_summaries`). The facts of a
 summary the rung used go to the notes store (:meth:`MemoryStore.facts_from_summary`) at the
 next preparation, never inside a trim.
 """

@@ -9,7 +9,7 @@ an answer that keeps to what was asked is never cut mid-JSON by the server.
 
 The answer is checked before anything uses it: valid JSON of that shape (anything else is one
 failed summary, recorded; the digest folds those turns), lines made safe to put in the prompt
-(:func:`~emil.memory.untrusted.as_data`), facts grounded in the turns (a fact about a player
+(:func:`~emil.memory.note_text.as_data`), facts grounded in the turns (a fact about a player
 nobody in the turns is called, or a place whose coordinates the turns never gave, is dropped as
 invented), and the lines cut to ``max_tokens`` (:func:`cap_lines`): counted in real tokens of
 the served model as the memory note will hold them, whole lines while they fit, then the next
@@ -31,9 +31,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from emil.context.history import Message, Turn
 from emil.exceptions import ConfigurationError
 from emil.llm.types import ChatRequest
+from emil.memory.note_text import as_data, clip
 from emil.memory.notes import Fact
-from emil.memory.untrusted import as_data, clip
-from emil.observation import private_call, without_whispers
+from emil.senses.observation import private_call, without_whispers
 from emil.trust.caps import valid_loads
 
 __all__ = [

@@ -5,7 +5,7 @@ every call of the protocol to it unchanged and hands what passes through to the
 :class:`~emil.memory.learn.Learner` and the :class:`~emil.memory.archivist.Archivist`: every
 game event (before the loop sees it), every status snapshot, and every tool call with its
 outcome. The agent loop does not change; memory is
-switched on by wrapping the world at start (:func:`emil.memory.session.open_memory`).
+switched on by wrapping the world at start (:func:`emil.memory.wiring.open_memory`).
 
 A note that cannot be written (disk full, data_dir turned read-only) must not cost Emil its
 turn: the first failure of an outage is one warning (:class:`~emil.memory.dbfile.Trouble`,
@@ -19,11 +19,11 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from emil.events import GameEvent
 from emil.llm.types import ToolCall
 from emil.memory.archivist import Archivist
 from emil.memory.dbfile import Trouble
 from emil.memory.learn import Learner
+from emil.world.events import GameEvent
 from emil.world.port import TurnContext, WorldPort
 from emil.world.tool import Outcome
 

@@ -20,7 +20,7 @@ prompt** holds the fact's probe, or the prompt of a turn in which the fact's spe
 about it without the probe (its ``question``) holds it.
 
 The restart: the day's first ``cut`` hours are played in a data_dir; a new session opens it as
-Emil does at start (:func:`emil.memory.session.open_memory`): its first prompt (the notes block)
+Emil does at start (:func:`emil.memory.wiring.open_memory`): its first prompt (the notes block)
 and the prompt of a first turn that asks (the notes block and the lines recalled into it).
 """
 
@@ -37,7 +37,7 @@ from emil.context.budget import Budget
 from emil.context.history import History, Message
 from emil.memory.archive import ARCHIVE_FILE, Archive
 from emil.memory.retrieval import Recollection, query_terms
-from emil.memory.session import open_memory
+from emil.memory.wiring import open_memory
 from emil.model.tokens import TokenCounter
 from emil.offline.facts import Wordings
 from emil.offline.recall import Recall, asked_recall, recall

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from emil.context.history import History, Message
-from emil.events import Chat
 from emil.memory.render import quoted_in
 from emil.memory.retrieval import RECALL_HEADER, Recollection, Topic
-from emil.observation import describe_event
+from emil.senses.observation import describe_event
+from emil.world.events import Chat
 
 __all__ = ["WHERE", "PlantedFact", "Recall", "asked_recall", "find_fact", "prompt_lines", "recall"]
 

@@ -5,7 +5,7 @@ said in conversation that the recall benchmark plants (:mod:`emil.offline.facts`
 generator the memory code never imports: the recall measure's ground truth).
 
 :class:`Happenings` is a seeded schedule of self-renewing happenings; each one, when due,
-becomes typed game events (:mod:`emil.events`) and may schedule its successor.
+becomes typed game events (:mod:`emil.world.events`) and may schedule its successor.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from emil.events import (
+from emil.offline.facts import SaidFact
+from emil.offline.recall import PlantedFact
+from emil.offline.sim_world import BOT, FLOOD, GIFTS, HOSTILES, ITEMS, SMALL_TALK, SimWorld, pos
+from emil.world.events import (
     Chat,
     Damage,
     Death,
@@ -31,9 +34,6 @@ from emil.events import (
     TimeOfDay,
     Weather,
 )
-from emil.offline.facts import SaidFact
-from emil.offline.recall import PlantedFact
-from emil.offline.sim_world import BOT, FLOOD, GIFTS, HOSTILES, ITEMS, SMALL_TALK, SimWorld, pos
 
 __all__ = ["PLANTS", "ROSTER", "Happenings", "Person"]
 

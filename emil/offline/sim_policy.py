@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from emil.events import (
+from emil.offline.sim_world import BOT, HOSTILES, ITEMS, SimWorld
+from emil.senses.observation import describe_event
+from emil.world.events import (
     Chat,
     Damage,
     Death,
@@ -19,8 +21,6 @@ from emil.events import (
     ItemCollected,
     PlayerJoined,
 )
-from emil.observation import describe_event
-from emil.offline.sim_world import BOT, HOSTILES, ITEMS, SimWorld
 
 __all__ = ["ScriptedEmil", "Step"]
 

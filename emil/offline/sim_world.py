@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
-from emil.events import GameEvent
+from emil.world.events import GameEvent
 from emil.world.wire import ActionResult, Snapshot
 
 __all__ = ["BOT", "DURATIONS", "FLOOD", "GIFTS", "HOSTILES", "ITEMS", "SMALL_TALK", "SimBody", "SimWorld", "pos", "resolve"]

@@ -31,8 +31,8 @@ from emil.model.resolve import resolve_family
 from emil.model.verify import verify_family
 from emil.recording import check_recording_file, read_recording
 from emil.replay.engine import Replayer
+from emil.replay.recorded_turns import RecordedSession
 from emil.replay.report import ReplayOptions
-from emil.replay.session import RecordedSession
 
 __all__ = ["UNKNOWN", "DrillRow", "DrillServer", "ServeAs", "drill", "format_drill"]
 

@@ -3,7 +3,7 @@
 Seeded and deterministic: the same seed gives the same day. A small world simulation (players
 joining and leaving over the day, their chat, requests, gifts and hits, mobs at night, time and
 weather, Emil's hunger and jobs: :mod:`emil.offline.sim_world`, :mod:`emil.offline.sim_people`)
-produces typed game events (:mod:`emil.events`). Emil's own :class:`~emil.perception.Perception`
+produces typed game events (:mod:`emil.world.events`). Emil's own :class:`~emil.senses.perception.Perception`
 classifies them and decides when a turn starts, and every turn runs through the live turn
 engine (:mod:`emil.agent.turn`): the same observation (status line, events within the cap),
 the same assistant and tool result messages, the same call rules. What differs is injected: the
@@ -52,7 +52,6 @@ from emil.config import Settings
 from emil.context.budget import Budget
 from emil.context.history import History, Message
 from emil.context.untrusted import Neutraliser, served_specials
-from emil.events import GameEvent
 from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.types import Completion, ToolCall
 from emil.memory.archive import ARCHIVE_FILE, Archive
@@ -73,8 +72,9 @@ from emil.offline.sim_people import ROSTER, Happenings
 from emil.offline.sim_policy import ScriptedEmil, Step
 from emil.offline.sim_world import BOT, DURATIONS, SimBody, SimWorld, resolve
 from emil.offline.trace import SessionTrace
-from emil.perception import Perception
+from emil.senses.perception import Perception
 from emil.world.actions import BotWorld, tool_specs, validate_tool_call
+from emil.world.events import GameEvent
 from emil.world.port import TurnContext, WorldPort
 from emil.world.tool import ActionPolicy, Outcome
 

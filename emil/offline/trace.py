@@ -34,7 +34,7 @@ from emil.recording import (
     messages_for_request,
     read_recording,
 )
-from emil.replay.notes import notes_in
+from emil.replay.recorded_notes import notes_in
 
 __all__ = ["SessionTrace", "Step", "message_from_record", "split_status"]
 

@@ -17,8 +17,8 @@ from emil.exceptions import ConfigurationError, EmilError
 from emil.llm.types import LLM
 from emil.recording import check_recording_file, read_recording
 from emil.replay.engine import Replayer
+from emil.replay.recorded_turns import RecordedSession, pick_session
 from emil.replay.report import ReplayOptions, ReplayReport, format_report
-from emil.replay.session import RecordedSession, pick_session
 
 __all__ = ["build_parser", "cli_main", "replay_file"]
 
@@ -135,7 +135,7 @@ async def _replay_all(ns: argparse.Namespace, options: ReplayOptions, live: LLM 
         if not ns.json:
             sys.stdout.write(format_report(report, details=ns.details) + "\n")
         if ns.world == "embedded":
-            from emil.replay.world import play_into_embedded
+            from emil.replay.playback import play_into_embedded
 
             playback = await play_into_embedded(path, hold_s=ns.hold, session=ns.session)
             data["world"] = playback.to_json()

@@ -31,21 +31,21 @@ from emil.agent.turnstats import TurnStats
 from emil.config import Settings, load_recorded_settings
 from emil.context.budget import Budget
 from emil.context.history import Message
-from emil.events import Death, GameEvent, parse_event
 from emil.exceptions import ConfigurationError, ContextOverflowError, EmilError
 from emil.llm.recovery_steps import Assembler, RecoveryEvent
 from emil.llm.types import LLM, ChatRequest, Completion, ToolCall
 from emil.memory.summary import load_summary_prompt
 from emil.model.resolve import family_for_recording
 from emil.model.template import TemplateError
-from emil.perception import Perception
 from emil.recording import EventRecord, HeaderRecord, ToolResultRecord
 from emil.replay.compare import RequestDiff, diff_messages
 from emil.replay.live import LiveStep, compare_live
-from emil.replay.notes import RecordedNotes
+from emil.replay.recorded_notes import RecordedNotes
+from emil.replay.recorded_summaries import RecordedSummaries, SummaryJudge
+from emil.replay.recorded_turns import RecordedSession, RecordedStep, RecordedTurn
 from emil.replay.report import ObservationDiff, ReplayOptions, ReplayReport
-from emil.replay.session import RecordedSession, RecordedStep, RecordedTurn
-from emil.replay.summaries import RecordedSummaries, SummaryJudge
+from emil.senses.perception import Perception
+from emil.world.events import Death, GameEvent, parse_event
 from emil.world.port import TurnContext
 from emil.world.tool import Outcome
 

@@ -13,7 +13,7 @@ from typing import Any
 from emil.model.family import ModelFamily
 from emil.replay.compare import RequestDiff
 from emil.replay.live import LiveStep
-from emil.replay.summaries import SummaryVerdict
+from emil.replay.recorded_summaries import SummaryVerdict
 
 __all__ = ["ObservationDiff", "ReplayOptions", "ReplayReport", "format_report"]
 

@@ -29,13 +29,13 @@ import httpx
 from anyio.abc import Process
 
 from emil.recording import EventRecord, Record, read_recording
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
 from emil.testing import processes
 from emil.testing.brains import SCRIPTED_PREFIX
 from emil.testing.script import Reply, ScriptedCall, ScriptRequest
 from emil.testing.subprocess_double import double_in_subprocess
 from emil.testing.vllm_double import VLLMDouble
-from emil.world.player import PlayerBot
-from emil.world.server import EmbeddedServer
 
 __all__ = [
     "CHAOS_SETTINGS",

@@ -30,10 +30,10 @@ from emil.recording import (
     TurnRecord,
     read_recording,
 )
+from emil.sandbox.server import EmbeddedServer
 from emil.testing.processes import child_env, stop_group
 from emil.testing.soak import drain
 from emil.world.bridge import Bot
-from emil.world.server import EmbeddedServer
 from emil.world.wire import BotSettings, ReflexSettings
 
 __all__ = ["Chat", "EmilOptions", "EmilProcess", "stop_all"]

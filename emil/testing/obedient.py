@@ -36,7 +36,7 @@ _AT = r"(?:\s+(?:at|from|in|into)?\s*(?:the chest\s*)?(?:at\s+)?(?P<x>-?\d+)[ ,]
 
 
 def requests_in(observation: str) -> list[ChatLine]:
-    """The chat lines of an observation (as emil.perception words them), oldest first."""
+    """The chat lines of an observation (as emil.senses.perception words them), oldest first."""
     return [ChatLine(m["player"], m["text"]) for m in _LINE.finditer(observation)]
 
 

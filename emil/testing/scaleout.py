@@ -24,10 +24,10 @@ from pathlib import Path
 
 import anyio
 
+from emil.sandbox.server import EmbeddedServer
 from emil.serving.router import ReplicaCounters, RouterOptions, VLLMRouter
 from emil.testing.emil_processes import Chat, EmilOptions, EmilProcess, stop_all
 from emil.testing.replicas import KV_BYTES_PER_TOKEN, Replicas
-from emil.world.server import EmbeddedServer
 
 __all__ = [
     "KV_BYTES_PER_TOKEN",

@@ -46,11 +46,11 @@ from emil.recording import (
     TurnRecord,
     read_recording,
 )
+from emil.sandbox.server import EmbeddedServer
 from emil.testing.brains import SCRIPTED_PREFIX, DemoBrain, NpcContext
 from emil.testing.script import Reply
 from emil.testing.vllm_double import VLLMDouble
 from emil.world.bridge import Bot
-from emil.world.server import EmbeddedServer
 from emil.world.wire import BotSettings, ReflexSettings
 
 __all__ = ["PLAYERS", "SoakBrain", "SoakFigures", "SoakResult", "drain", "play_soak", "soak_figures"]

@@ -31,9 +31,9 @@ from typing import Any, Protocol, cast
 
 from pydantic import BaseModel, ValidationError
 
-from emil.events import GameEvent
 from emil.exceptions import EmilError
 from emil.llm.types import ToolCall
+from emil.world.events import GameEvent
 from emil.world.guard import Guard
 from emil.world.port import TurnContext
 from emil.world.tool import TOOLS, ActionPolicy, BotLike, MemoryPort, Outcome, Tool, ToolContext

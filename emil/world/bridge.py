@@ -41,10 +41,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pydantic import JsonValue, ValidationError
 
 from emil.backoff import Backoff, OutageEvent, Patience
-from emil.events import ErrorEvent, GameEvent, parse_event
 from emil.exceptions import ConfigurationError, EmilError, PatienceExhausted, WorldError
 from emil.trust.caps import valid_json_text, valid_loads
 from emil.world._jsruntime import JsRuntime
+from emil.world.events import ErrorEvent, GameEvent, parse_event
 from emil.world.wire import ActionResult, BotSettings, ReflexSettings, Snapshot
 
 __all__ = ["Bot"]

@@ -29,12 +29,12 @@ import anyio
 from pydantic import JsonValue
 
 from emil.config import Settings
-from emil.events import BlockPlaced, BlockRemoved, Chat, GameEvent, PlayerJoined
 from emil.trust.authority import Authority, Confirmations, Line
 from emil.trust.caps import SlidingWindow, SpamMeter
 from emil.trust.ledger import SELF, UNSURE, Ledger, Source, chest_key
 from emil.trust.people import People, valid_name
 from emil.trust.rules import CHAT_COMMAND, USE_HELD, USE_UNSURE, Rule, Verdict, decide, rule
+from emil.world.events import BlockPlaced, BlockRemoved, Chat, GameEvent, PlayerJoined
 from emil.world.tool import Outcome
 
 if TYPE_CHECKING:

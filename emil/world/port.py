@@ -23,9 +23,9 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from emil.events import GameEvent
 from emil.llm.types import ToolCall
 from emil.trust.authority import Authority, Line
+from emil.world.events import GameEvent
 from emil.world.tool import Outcome
 
 __all__ = ["TurnContext", "WorldPort"]

@@ -7,6 +7,7 @@ function, under ``TYPE_CHECKING``): a circle hidden in a function is still a cir
   modules as nodes), nor between the bot module's JS files;
 - the runtime and the offline tools never import the shipped doubles (emil.testing): only the
   demo and the doubles themselves do, and the tool scripts in tools/ choose them;
+- the runtime never imports the sandbox (emil.sandbox: the embedded server, scripted players);
 - no module outside emil.model names a model family (emil.model.family.DEFAULT_FAMILY is the
   name for "the default one");
 - every package's ``__init__`` says what it owns.
@@ -31,6 +32,10 @@ JS = EMIL / "world" / "js"
 
 MAY_IMPORT_DOUBLES = frozenset({"emil.testing", "emil.demo"})
 """Packages that may import emil.testing (the demo runs on the doubles)."""
+
+MAY_IMPORT_SANDBOX = frozenset({"emil.sandbox", "emil.demo", "emil.testing", "emil.bench", "emil.replay"})
+"""Packages that may import emil.sandbox (the embedded server, scripted players): the demo,
+the doubles' rigs, the play bench and ``replay --world embedded``; the runtime never does."""
 
 
 def _module_name(path: Path) -> str:
@@ -176,6 +181,19 @@ def test_only_the_demo_imports_the_doubles() -> None:
         for m, deps in graph.items()
         for d in deps
         if package_of(d) == "emil.testing" and package_of(m) not in MAY_IMPORT_DOUBLES
+    )
+    assert not wrong, wrong
+
+
+def test_the_runtime_never_imports_the_sandbox() -> None:
+    """The embedded server and the scripted players are a rig: the demo, the doubles, the play
+    bench and replay's ``--world embedded`` use them, the runtime never does."""
+    graph = module_graph()
+    wrong = sorted(
+        f"{m} -> {d}"
+        for m, deps in graph.items()
+        for d in deps
+        if package_of(d) == "emil.sandbox" and package_of(m) not in MAY_IMPORT_SANDBOX
     )
     assert not wrong, wrong
 

@@ -4,7 +4,7 @@
 // Python (emil/world/bridge.py) talks to this module through JSPyBridge with a handful of coarse
 // calls: createController(options) once, then controller.connect(), start(id, name, argsJson, job),
 // abort(), snapshot(), setReflexes(json), quit(). Every game event leaves through ONE emitter
-// event, controller.events.emit('event', '<compact json>'), whose fields match emil/events.py.
+// event, controller.events.emit('event', '<compact json>'), whose fields match emil/world/events.py.
 // Python never walks JS objects: everything crossing the bridge is a JSON string or a number.
 const { need } = require('./emil_require')
 // This Node process shares the Python process's stdout (JSPyBridge passes it through), which

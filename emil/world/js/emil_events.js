@@ -1,5 +1,5 @@
 'use strict'
-// Game events -> compact JSON through ctl.emit(kind, fields). Field names match emil/events.py.
+// Game events -> compact JSON through ctl.emit(kind, fields). Field names match emil/world/events.py.
 // Also keeps the little state the reflexes share: who swung at Emil last (flying-squid, like
 // vanilla, does not tell the victim who hit it, so the attacker is the entity that swung within
 // reach just before the health drop).

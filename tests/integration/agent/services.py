@@ -18,11 +18,11 @@ import anyio
 
 from emil.agent.session import Session, open_session
 from emil.config import Settings
-from emil.events import Chat
 from emil.recording import Record, read_recording
+from emil.sandbox.server import EmbeddedServer
 from emil.testing.vllm_double import VLLMDouble
 from emil.world.bridge import Bot
-from emil.world.server import EmbeddedServer
+from emil.world.events import Chat
 from emil.world.setup import ensure_js_deps
 from emil.world.wire import BotSettings, ReflexSettings
 

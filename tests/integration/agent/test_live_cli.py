@@ -13,10 +13,10 @@ import anyio
 import pytest
 
 from emil.recording import EndRecord, HeaderRecord, read_recording
+from emil.sandbox.server import EmbeddedServer
 from emil.testing import processes
 from emil.testing.brains import DemoBrain
 from emil.testing.vllm_double import VLLMDouble
-from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]

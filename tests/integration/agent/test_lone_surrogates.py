@@ -26,10 +26,10 @@ from emil.recording import (
     read_recording,
 )
 from emil.replay import replay_file
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
 from emil.testing.script import Reply, ScriptedCall, ScriptRequest
 from emil.testing.vllm_double import VLLMDouble
-from emil.world.player import PlayerBot
-from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

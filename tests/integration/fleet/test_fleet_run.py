@@ -30,12 +30,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from emil.recording import EndRecord, HeaderRecord, ToolResultRecord, read_recording
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
 from emil.serving.cpu_vllm import free_port
 from emil.testing.brains import NpcBrain
 from emil.testing.processes import child_env, stop_group
 from emil.testing.vllm_double import VLLMDouble
-from emil.world.player import PlayerBot
-from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

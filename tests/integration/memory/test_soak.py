@@ -15,7 +15,7 @@ import pytest
 from emil.config import load_settings
 from emil.recording import Record, SummaryRecord, TrimRecord, messages_for_request, read_recording
 from emil.replay import replay_file
-from emil.replay.notes import notes_in
+from emil.replay.recorded_notes import notes_in
 from emil.testing.soak import PLAYERS, play_soak
 from emil.world.setup import ensure_js_deps
 

@@ -37,9 +37,9 @@ from emil.demo import DemoBrain
 from emil.memory.archive import ARCHIVE_FILE, Archive
 from emil.memory.store import DB_FILE, MemoryStore
 from emil.recording import EndRecord, TurnRecord, read_recording
+from emil.sandbox.server import EmbeddedServer
 from emil.testing.vllm_double import VLLMDouble
 from emil.world.bridge import Bot, BotSettings, ReflexSettings
-from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

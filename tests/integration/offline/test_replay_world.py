@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from emil.recording import CONFIRMED_COMMAND, ToolResultRecord
-from emil.replay.world import play_into_embedded, recorded_actions
+from emil.replay.playback import play_into_embedded, recorded_actions
 from emil.testing import processes
 from emil.world.setup import ensure_js_deps
 from tests.unit.offline.crafted import header, write_records

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from emil.bench.report import figures, format_table
+from emil.bench.figures import figures, format_table
 from emil.bench.runner import BenchOptions, BenchWorld
 from emil.bench.tasks import SUITE
 from emil.serving.cpu_vllm import CpuVLLMServer

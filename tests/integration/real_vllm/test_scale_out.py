@@ -39,6 +39,7 @@ from emil.recording import (
     TurnRecord,
     read_recording,
 )
+from emil.sandbox.server import EmbeddedServer
 from emil.serving.cpu_vllm import CpuServerError, CpuVLLMEnv, install
 from emil.serving.router import RouterOptions, VLLMRouter
 from emil.testing.scaleout import (
@@ -51,7 +52,6 @@ from emil.testing.scaleout import (
     stop_all,
     until,
 )
-from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 
 EMILS = ("Emil1", "Emil2", "Emil3", "Emil4")

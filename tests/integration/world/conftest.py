@@ -10,15 +10,15 @@ import anyio
 import pytest
 
 from emil.config import Settings
-from emil.events import GameEvent
 from emil.llm.types import ToolCall
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
 from emil.trust.ledger import Ledger
 from emil.world.actions import BotWorld
 from emil.world.bridge import Bot
+from emil.world.events import GameEvent
 from emil.world.guard import Guard
-from emil.world.player import PlayerBot
 from emil.world.port import TurnContext
-from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 from emil.world.tool import ActionPolicy, Outcome
 from emil.world.wire import BotSettings

@@ -25,12 +25,12 @@ import pytest
 from emil.agent.session import Session, open_session
 from emil.config import Settings
 from emil.recording import ToolResultRecord, read_recording
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
 from emil.testing.brains import SCRIPTED_PREFIX
 from emil.testing.script import Reply, ScriptedCall, ScriptRequest, last_text
 from emil.testing.vllm_double import VLLMDouble
 from emil.world.chat import reads_as_command
-from emil.world.player import PlayerBot
-from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 from tests.unit.world.tricks import NEUTRALISED, TRICKS, runs_a_command
 

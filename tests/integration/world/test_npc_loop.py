@@ -21,10 +21,10 @@ import pytest
 from emil.agent.session import open_session
 from emil.config import Settings
 from emil.recording import EventRecord, TurnRecord, read_recording
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
 from emil.testing.brains import NpcBrain
 from emil.testing.vllm_double import VLLMDouble
-from emil.world.player import PlayerBot
-from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]

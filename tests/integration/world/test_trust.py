@@ -24,10 +24,10 @@ import pytest
 from emil.agent.session import Session, open_session
 from emil.config import Settings
 from emil.recording import ToolResultRecord, TurnRecord, read_recording
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
 from emil.testing.obedient import ObedientBrain
 from emil.testing.vllm_double import VLLMDouble
-from emil.world.player import PlayerBot
-from emil.world.server import EmbeddedServer
 from emil.world.setup import ensure_js_deps
 from tests.integration.world.conftest import eventually
 

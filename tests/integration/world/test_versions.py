@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from emil.exceptions import ConfigurationError
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
 from emil.world.bridge import Bot
-from emil.world.player import PlayerBot
-from emil.world.server import EmbeddedServer
 from emil.world.wire import BotSettings
 from tests.integration.world.conftest import eventually
 

@@ -18,9 +18,9 @@ from typing import Any
 import anyio
 import pytest
 
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
 from emil.world.bridge import Bot
-from emil.world.player import PlayerBot
-from emil.world.server import EmbeddedServer
 from tests.integration.world.conftest import Y, act, drain, eventually, tool
 
 pytestmark = pytest.mark.slow

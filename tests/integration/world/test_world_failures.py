@@ -14,10 +14,10 @@ import anyio
 import pytest
 
 from emil.backoff import OutageEvent
-from emil.events import Disconnected, ErrorEvent
 from emil.exceptions import ConfigurationError, PatienceExhausted
+from emil.sandbox.server import EmbeddedServer
 from emil.world.bridge import Bot
-from emil.world.server import EmbeddedServer
+from emil.world.events import Disconnected, ErrorEvent
 from emil.world.wire import BotSettings
 from tests.integration.world.conftest import next_event
 

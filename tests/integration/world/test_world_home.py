@@ -14,10 +14,10 @@ from typing import Any
 import anyio
 import pytest
 
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
 from emil.trust.ledger import chest_key
 from emil.world.bridge import Bot
-from emil.world.player import PlayerBot
-from emil.world.server import EmbeddedServer
 from tests.integration.world.conftest import Y, act, drain, eventually, guard_of, tool
 
 pytestmark = pytest.mark.slow

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from emil.events import Damage, HostileNearby, Reflex, TimeOfDay, Weather
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
 from emil.world.bridge import Bot
-from emil.world.player import PlayerBot
-from emil.world.server import EmbeddedServer
+from emil.world.events import Damage, HostileNearby, Reflex, TimeOfDay, Weather
 from tests.integration.world.conftest import (
     Y,
     act,

@@ -13,7 +13,10 @@ from typing import Any
 import anyio
 import pytest
 
-from emil.events import (
+from emil.sandbox.player import PlayerBot
+from emil.sandbox.server import EmbeddedServer
+from emil.world.bridge import Bot
+from emil.world.events import (
     Chat,
     Damage,
     Death,
@@ -23,9 +26,6 @@ from emil.events import (
     Reflex,
     Respawn,
 )
-from emil.world.bridge import Bot
-from emil.world.player import PlayerBot
-from emil.world.server import EmbeddedServer
 from emil.world.wire import ReflexSettings
 from tests.integration.world.conftest import (
     Y,

@@ -16,10 +16,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from emil.backoff import Patience
 from emil.context.history import Message
-from emil.events import GameEvent
 from emil.llm.recovery import complete_with_recovery
 from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion, ToolCall, Usage
+from emil.world.events import GameEvent
 from emil.world.port import TurnContext
 from emil.world.tool import Outcome
 

@@ -9,7 +9,7 @@ import pytest
 MODULES = [
     "emil.agent", "emil.agent.loop", "emil.agent.ports", "emil.agent.turnstats", "emil.agent.persona",
     "emil.agent.startup", "emil.agent.session", "emil.agent.context_port", "emil.agent.world_port",
-    "emil.cli", "emil.config", "emil.demo", "emil.perception", "emil.recording", "emil.observation",
+    "emil.cli", "emil.config", "emil.demo", "emil.senses.perception", "emil.recording", "emil.senses.observation",
     "emil.backoff", "emil.context.untrusted", "emil.testing.faults", "emil.testing.chaos",
     "emil.testing.chaos_scenarios", "emil.testing.sdk_stream",
 ]

@@ -10,7 +10,6 @@ import pytest
 
 from emil.agent import Agent, SessionStats
 from emil.backoff import Backoff, Patience
-from emil.events import Chat, Damage, Death, TimeOfDay
 from emil.exceptions import ContextOverflowError, EndpointConfigError, EndpointUnavailable
 from emil.llm.types import ChatRequest, Completion
 from emil.recording import (
@@ -26,6 +25,7 @@ from emil.recording import (
     messages_for_request,
     read_recording,
 )
+from emil.world.events import Chat, Damage, Death, TimeOfDay
 from tests.unit.agent.doubles import (
     ContextDouble,
     WorldDouble,
@@ -372,7 +372,7 @@ async def test_world_stream_ending_stops_the_loop(tmp_path: Path) -> None:
 
 
 async def test_action_finished_echo_of_own_action_does_not_start_a_turn(tmp_path: Path) -> None:
-    from emil.events import ActionFinished
+    from emil.world.events import ActionFinished
 
     def brain(req: ChatRequest) -> Completion:
         if req.messages[-1]["role"] == "user":

@@ -12,7 +12,6 @@ import anyio
 import pytest
 
 from emil.agent import Agent
-from emil.events import Chat, Damage, Death, Health, HostileNearby
 from emil.exceptions import (
     ContextOverflowError,
     EndpointConfigError,
@@ -24,6 +23,7 @@ from emil.exceptions import (
 from emil.llm.recovery_steps import RecoveryEvent
 from emil.llm.types import ChatRequest, Completion
 from emil.recording import ErrorRecord, ObservationRecord, Recorder, TurnRecord, read_recording
+from emil.world.events import Chat, Damage, Death, Health, HostileNearby
 from tests.unit.agent.doubles import ContextDouble, WorldDouble, answer, loop_parts, tool
 
 _WORLDS: list[WorldDouble] = []
@@ -865,8 +865,8 @@ async def test_a_different_emergency_interrupts_the_answer_to_the_first(
 
 
 async def test_events_are_recorded_with_their_priority_turn_and_echoes(tmp_path: Path) -> None:
-    from emil.events import ActionFinished, TimeOfDay
     from emil.recording import EventRecord
+    from emil.world.events import ActionFinished, TimeOfDay
 
     echoed = anyio.Event()
 
@@ -907,8 +907,8 @@ async def test_events_are_recorded_with_their_priority_turn_and_echoes(tmp_path:
 
 
 async def test_each_dispatched_action_absorbs_one_echo(tmp_path: Path) -> None:
-    from emil.events import ActionFinished
     from emil.recording import EventRecord
+    from emil.world.events import ActionFinished
 
     echoed = anyio.Event()
 
@@ -959,7 +959,7 @@ async def test_a_stop_without_a_reason_is_recorded_as_requested(tmp_path: Path) 
 async def test_a_players_quiet_interval_ends_exactly_on_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from emil.perception import Triaged
+    from emil.senses.perception import Triaged
 
     agent, _, _, rec = _agent(tmp_path, _slow_then(0, answer(content="ok")), urgent_interval_s=10.0)
     clock = [100.0]
@@ -1030,7 +1030,7 @@ async def _now(completion: Completion) -> Completion:
 
 
 async def test_a_turn_is_named_by_its_urgent_reasons_and_observes_the_snapshot(tmp_path: Path) -> None:
-    from emil.perception import Triaged
+    from emil.senses.perception import Triaged
 
     agent, world, _, rec = _agent(tmp_path, _slow_then(0, answer(content="ok")))
     triaged = [
@@ -1052,8 +1052,8 @@ async def test_a_turn_is_named_by_its_urgent_reasons_and_observes_the_snapshot(t
 
 async def test_an_outage_before_a_turns_first_step_is_at_step_zero(tmp_path: Path) -> None:
     from emil.backoff import OutageEvent
-    from emil.perception import Triaged
     from emil.recording import RetryRecord
+    from emil.senses.perception import Triaged
 
     replies = [answer(tool("say", '{"text": "hi"}')), answer(content="done"), answer(content="ok")]
     agent, world, _, rec = _agent(tmp_path, lambda request: _now(replies.pop(0)))

@@ -19,11 +19,11 @@ from pydantic import JsonValue
 
 from emil.agent.loop import Agent
 from emil.config import Settings
-from emil.events import Chat, GameEvent
 from emil.memory import Learner, MemoryStore, RememberingWorld
 from emil.recording import Recorder
 from emil.trust.ledger import Ledger
 from emil.world.actions import BotWorld, validate_tool_call
+from emil.world.events import Chat, GameEvent
 from emil.world.guard import Guard
 from emil.world.tool import ActionPolicy
 from emil.world.wire import ActionResult, Snapshot

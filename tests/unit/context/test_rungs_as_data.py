@@ -27,7 +27,6 @@ from emil.context.history import History
 from emil.context.ladder import DEFAULT_RUNGS, LadderConfig, Preparation, Rung, Trim
 from emil.context.manager import ContextManager
 from emil.context.rungs import RUNGS, build_rungs, check_rungs, fold_note, register_rung
-from emil.events import Chat
 from emil.exceptions import ConfigurationError, EndpointUnavailable
 from emil.llm.types import ChatRequest, Completion
 from emil.offline.synthetic import (
@@ -38,6 +37,7 @@ from emil.offline.synthetic import (
     synthetic_turns,
 )
 from emil.recording import Recorder, TrimRecord, read_recording
+from emil.world.events import Chat
 from tests.unit.agent.doubles import WorldDouble, answer, scripted_completer, tool
 
 WITH_SUMMARY = ("drop_reasoning", "collapse_status", "elide_results", "prepared_summary", "fold", "evict", "cut_newest")

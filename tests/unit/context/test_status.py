@@ -10,9 +10,9 @@ from emil.context.history import History, Message
 from emil.context.ladder import LadderConfig, run_ladder
 from emil.context.rungs import build_rungs
 from emil.context.status import status_change
-from emil.observation import format_status_line
 from emil.offline.trace import message_from_record
 from emil.recording import MessageRecord
+from emil.senses.observation import format_status_line
 
 BASE = ("[status] pos 10,64,-4 | health 20/20 food 17/20 | time day | holding stone_pickaxe | "
         "inventory: bread x2, torch x8 | players near: alex 9m | mobs near: none | blocks near: chest 3m")

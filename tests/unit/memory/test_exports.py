@@ -8,8 +8,8 @@ import pytest
 
 MODULES = [
     "emil.memory", "emil.memory.notes", "emil.memory.store", "emil.memory.lock", "emil.memory.learn",
-    "emil.memory.world", "emil.memory.render", "emil.memory.untrusted", "emil.memory.pinned",
-    "emil.memory.session", "emil.memory.cli", "emil.replay.notes",
+    "emil.memory.world", "emil.memory.render", "emil.memory.note_text", "emil.memory.pinned",
+    "emil.memory.wiring", "emil.memory.cli", "emil.replay.recorded_notes",
 ]
 
 

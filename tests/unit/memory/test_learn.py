@@ -9,9 +9,9 @@ from typing import ClassVar
 import anyio
 import pytest
 
-from emil.events import Chat, Damage, Death, ItemCollected, PlayerJoined, Respawn
 from emil.llm.types import ToolCall
 from emil.memory import Learner, MemoryStore, RememberingWorld
+from emil.world.events import Chat, Damage, Death, ItemCollected, PlayerJoined, Respawn
 from emil.world.port import TurnContext
 from emil.world.tool import TOOLS, Gives, Outcome, Speaks, Tool
 from tests.unit.agent.doubles import WorldDouble

@@ -25,14 +25,14 @@ from emil.agent.loop import Agent
 from emil.agent.startup import agent_options, live_perception
 from emil.config import Settings
 from emil.context.budget import Budget
-from emil.events import Chat, GameEvent
 from emil.llm.client import parse_tool_call
 from emil.llm.types import ChatRequest, Completion, ToolCall, Usage
-from emil.memory.session import open_memory
+from emil.memory.wiring import open_memory
 from emil.model.family import DEFAULT_FAMILY, family_by_name
 from emil.recording import ErrorRecord, HeaderRecord, ObservationRecord, Recorder, read_recording
 from emil.replay import replay_file
 from emil.world.actions import tool_specs, validate_tool_call
+from emil.world.events import Chat, GameEvent
 from emil.world.port import TurnContext
 from emil.world.tool import Outcome
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emil.context.untrusted import Neutraliser
-from emil.events import Chat, PlayerJoined, TimeOfDay
 from emil.memory.archive import Archive, Line
+from emil.memory.note_text import as_data
 from emil.memory.retrieval import (
     RECALL_HEADER,
     Recollection,
@@ -21,8 +21,8 @@ from emil.memory.retrieval import (
     render_lines,
     topic_of,
 )
-from emil.memory.untrusted import as_data
 from emil.model.resolve import get_token_counter
+from emil.world.events import Chat, PlayerJoined, TimeOfDay
 
 DAY = 1_779_948_000.0
 COUNT = get_token_counter("qwen3.6").count

@@ -170,7 +170,7 @@ def test_a_deleted_database_is_said_at_start_and_under_a_running_emil(tmp_path: 
     import logging
 
     from emil.memory.archive import ARCHIVE_FILE
-    from emil.memory.session import open_memory
+    from emil.memory.wiring import open_memory
 
     with open_memory(tmp_path, bot_name="Emil") as memory:
         memory.store.learn(Fact(about="player", subject="alex", topic="seen"), t=1.0)
@@ -198,7 +198,7 @@ def test_a_deleted_database_is_said_at_start_and_under_a_running_emil(tmp_path: 
 def test_a_fresh_data_dir_and_one_from_before_the_archive_start_without_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     import logging
 
-    from emil.memory.session import open_memory
+    from emil.memory.wiring import open_memory
 
     old = MemoryStore.open(tmp_path / "old")  # notes from before the archive existed
     old.close()

@@ -24,10 +24,10 @@ from emil.context.manager import ContextManager
 from emil.context.rungs import Summarise
 from emil.exceptions import EndpointUnavailable
 from emil.llm.types import ChatRequest, Completion
+from emil.memory.note_text import as_data
 from emil.memory.store import MemoryStore
 from emil.memory.summariser import Summariser
 from emil.memory.summary import answer_tokens, cap_lines, load_summary_prompt, note_lines
-from emil.memory.untrusted import as_data
 from emil.model.resolve import get_token_counter
 from emil.offline.synthetic import (
     SYSTEM_PROMPT,
@@ -37,7 +37,7 @@ from emil.offline.synthetic import (
     synthetic_turns,
 )
 from emil.recording import SummaryRecord
-from emil.replay.summaries import RecordedSummaries
+from emil.replay.recorded_summaries import RecordedSummaries
 from emil.testing.brains import ScriptedLLM
 from emil.testing.reducer import REDUCER_MARK, reducer_summary
 from emil.testing.script import ScriptRequest

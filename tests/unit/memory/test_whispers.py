@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from emil.context.history import Message
-from emil.events import Chat
 from emil.memory.archive import Archive, Line
 from emil.memory.archivist import Archivist
 from emil.memory.learn import Learner
@@ -21,7 +20,8 @@ from emil.memory.store import MemoryStore
 from emil.memory.summary import turns_text
 from emil.memory.tools import MemoryTools
 from emil.model.resolve import get_token_counter
-from emil.observation import describe_event, private_call, without_whispers
+from emil.senses.observation import describe_event, private_call, without_whispers
+from emil.world.events import Chat
 from emil.world.memory_tools import Recall
 from emil.world.tool import ActionPolicy, ToolContext
 

@@ -21,10 +21,10 @@ from emil.agent.loop import Agent
 from emil.config import Settings
 from emil.context.budget import Budget
 from emil.context.manager import ContextManager
-from emil.events import Chat, GameEvent, ItemCollected
 from emil.exceptions import ServerFault
 from emil.llm.types import ChatRequest, Completion, ToolCall, Usage
 from emil.recording import HeaderRecord, Recorder
+from emil.world.events import Chat, GameEvent, ItemCollected
 from emil.world.port import TurnContext
 from emil.world.tool import Outcome
 from tests.unit.offline.crafted import LOOK_AND_SAY_TOOLS

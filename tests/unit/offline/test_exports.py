@@ -21,8 +21,8 @@ MODULES = [
     "emil.replay.live",
     "emil.replay.recorded_llm",
     "emil.replay.report",
-    "emil.replay.session",
-    "emil.replay.world",
+    "emil.replay.recorded_turns",
+    "emil.replay.playback",
 ]
 
 

@@ -17,7 +17,7 @@ from emil.recording import (
     read_recording,
 )
 from emil.replay import replay_file
-from emil.replay.notes import notes_in
+from emil.replay.recorded_notes import notes_in
 
 SAMPLE = Path(__file__).resolve().parents[3] / "emil" / "data" / "samples" / "soak-session.jsonl"
 

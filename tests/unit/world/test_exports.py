@@ -11,8 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 MODULES = [
-    "emil.world.setup", "emil.world.server", "emil.world.bridge", "emil.world.tool", "emil.world.chat",
-    "emil.world.actions", "emil.world.player",
+    "emil.world.setup", "emil.sandbox.server", "emil.world.bridge", "emil.world.tool", "emil.world.chat",
+    "emil.world.actions", "emil.sandbox.player",
 ]
 
 

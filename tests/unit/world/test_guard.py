@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from emil.config import Settings
-from emil.events import BlockPlaced, BlockRemoved
 from emil.llm.types import ToolCall
 from emil.trust.authority import Authority, Line
 from emil.trust.ledger import SELF, UNSURE, Ledger, chest_key
 from emil.world.actions import dispatch
+from emil.world.events import BlockPlaced, BlockRemoved
 from emil.world.guard import Guard
 from emil.world.tool import Outcome
 from tests.unit.world.world_double import WorldDouble

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from emil.bench.report import figures, format_table, plot, to_json, wilson
+from emil.bench.figures import figures, format_table, plot, to_json, wilson
 from emil.bench.runner import RunResult, _failure_reason
 
 

@@ -13,7 +13,7 @@ Events are classified into three priorities:
               status and never start a turn.
 
 How the turn's events and Emil's status are then written for the model is
-:mod:`emil.observation`.
+:mod:`emil.senses.observation`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from emil.config import Settings
-from emil.events import (
+from emil.trust.npc import HELD_LIMIT, TurnBudget
+from emil.world.events import (
     ActionFinished,
     BlockPlaced,
     BlockRemoved,
@@ -43,7 +44,6 @@ from emil.events import (
     UnknownEvent,
     Weather,
 )
-from emil.trust.npc import HELD_LIMIT, TurnBudget
 
 __all__ = ["Perception", "Priority", "Triaged", "asks_to_stop"]
 

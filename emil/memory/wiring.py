@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from emil.config import Settings
-from emil.events import GameEvent
 from emil.memory.archive import ARCHIVE_FILE, Archive
 from emil.memory.archivist import Archivist
 from emil.memory.learn import Learner
@@ -34,6 +33,7 @@ from emil.memory.summary import load_summary_prompt
 from emil.memory.tools import MemoryTools
 from emil.memory.world import RememberingWorld
 from emil.recording import SummaryRecord
+from emil.world.events import GameEvent
 from emil.world.port import WorldPort
 
 __all__ = ["Memory", "open_memory"]

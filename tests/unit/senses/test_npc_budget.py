@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from emil.config import Settings
-from emil.events import Chat, Damage, PlayerJoined
-from emil.perception import Perception
+from emil.senses.perception import Perception
 from emil.trust.npc import HELD_LIMIT, LOOP_STREAK, RUN_RESET_S
+from emil.world.events import Chat, Damage, PlayerJoined
 
 
 class Clock:

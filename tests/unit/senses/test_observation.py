@@ -1,4 +1,4 @@
-"""Floods become an observation within its token cap (emil.observation)."""
+"""Floods become an observation within its token cap (emil.senses.observation)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emil.events import (
+from emil.model.resolve import get_token_counter
+from emil.senses.observation import compose_events, format_events
+from emil.senses.perception import Perception, Triaged
+from emil.world.events import (
     ActionFinished,
     Chat,
     Damage,
@@ -17,9 +20,6 @@ from emil.events import (
     ItemCollected,
     PlayerJoined,
 )
-from emil.model.resolve import get_token_counter
-from emil.observation import compose_events, format_events
-from emil.perception import Perception, Triaged
 
 COUNT = get_token_counter("qwen3.6").count
 

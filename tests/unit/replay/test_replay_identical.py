@@ -25,7 +25,6 @@ from emil.agent.loop import Agent
 from emil.agent.startup import agent_options, live_perception
 from emil.config import Settings
 from emil.context.budget import Budget
-from emil.events import Chat, Damage, GameEvent
 from emil.llm.client import parse_tool_call
 from emil.llm.types import ChatRequest, Completion, ToolCall, Usage
 from emil.model.family import DEFAULT_FAMILY, family_by_name
@@ -39,6 +38,7 @@ from emil.recording import (
 )
 from emil.replay import cli_main, replay_file
 from emil.world.actions import tool_specs, validate_tool_call
+from emil.world.events import Chat, Damage, GameEvent
 from emil.world.port import TurnContext
 from emil.world.tool import Outcome
 

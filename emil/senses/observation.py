@@ -33,7 +33,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from emil.events import (
+from emil.senses.perception import Triaged
+from emil.world.events import (
     ActionFinished,
     BlockPlaced,
     BlockRemoved,
@@ -55,7 +56,6 @@ from emil.events import (
     UnknownEvent,
     Weather,
 )
-from emil.perception import Triaged
 
 __all__ = [
     "Composed",

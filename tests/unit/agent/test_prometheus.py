@@ -1,4 +1,4 @@
-"""emil.metrics: records in, Prometheus samples out (one module, crafted records, no server
+"""emil.agent.prometheus: records in, Prometheus samples out (one module, crafted records, no server
 except the loopback endpoint of the last test)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel
 
+from emil.agent.prometheus import MAX_LABEL_VALUES, Metrics, serve_metrics
 from emil.config import load_settings
 from emil.exceptions import ConfigurationError
-from emil.metrics import MAX_LABEL_VALUES, Metrics, serve_metrics
 from emil.recording import (
     CompletionRecord,
     ErrorRecord,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from emil.config import Settings
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
 
 
 def _documented() -> set[str]:

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 from emil.recording import CONFIRMED_COMMAND, ToolResultRecord, read_recording
-from emil.replay.session import pick_session
+from emil.replay.recorded_turns import pick_session
 
 __all__ = ["PlayedAction", "WorldPlayback", "play_into_embedded", "recorded_actions"]
 
@@ -145,9 +145,9 @@ async def play_into_embedded(
     session (1-based; None: the last)."""
     # Imported here: the bridge loads the JS runtime, which only this mode needs.
     from emil.llm.types import ToolCall
+    from emil.sandbox.server import EmbeddedServer
     from emil.world.actions import dispatch
     from emil.world.bridge import Bot
-    from emil.world.server import EmbeddedServer
     from emil.world.tool import Outcome
     from emil.world.wire import BotSettings
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from emil.config import Settings
-from emil.events import (
+from emil.senses.observation import format_observation, format_status
+from emil.senses.perception import Perception, asks_to_stop
+from emil.world.events import (
     ActionFinished,
     Chat,
     Damage,
@@ -25,8 +27,6 @@ from emil.events import (
     UnknownEvent,
     Weather,
 )
-from emil.observation import format_observation, format_status
-from emil.perception import Perception, asks_to_stop
 
 
 @pytest.mark.parametrize(
@@ -204,8 +204,8 @@ def test_lists_in_the_status_word_for_word() -> None:
 
 
 def test_long_event_text_is_cut_at_its_limit() -> None:
-    from emil.events import ActionFinished
-    from emil.observation import describe_event
+    from emil.senses.observation import describe_event
+    from emil.world.events import ActionFinished
 
     ok = describe_event(ActionFinished(action="collect", ok=True, result="r" * 160))
     assert ok == "action collect finished ok: " + "r" * 160
@@ -247,7 +247,7 @@ def test_a_note_comes_first_in_the_observation() -> None:
     (UnknownEvent(original_kind="teleport", data={"to": 1}), 'teleport: {"to":1}'),
 ])
 def test_every_event_reads_word_for_word(event: GameEvent, line: str) -> None:
-    from emil.observation import describe_event
+    from emil.senses.observation import describe_event
 
     assert describe_event(event) == line
 
