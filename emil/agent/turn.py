@@ -145,10 +145,18 @@ def invalid(why: str) -> Outcome:
     return Outcome(False, f"error: {why}", fate="invalid")
 
 
-def repeated(name: str) -> Outcome:
-    """A call the same as one that already ran in this turn (name and arguments): not run again."""
+def repeated(name: str, *, must_call: bool = False) -> Outcome:
+    """A call the same as one that already ran in this turn (name and arguments): not run again.
+    Under ``tool_choice`` "required" the model cannot end a turn by answering without a call, so
+    it is told the call that does (``wait``): the real 0.5B model, told only "end the turn",
+    sent the same go_to five more times (docs/play-bench.md)."""
+    end = "call wait to end the turn" if must_call else "end the turn"
     return Outcome(False, f"not run: {name} with these arguments already ran in this turn; "
-                          "do something else, or end the turn", fate="repeated")
+                          f"do something else, or {end}", fate="repeated")
+
+
+REPEATS_PER_TURN = 2
+"""The turn ends at its second repeated call: the model was told after the first."""
 
 
 STOPPING = Outcome(False, "not run: Emil is stopping", fate="stopping")
@@ -225,6 +233,7 @@ class TurnEngine:
         self.recall = recall
         """Old lines of the archive for the turn's observation (None: no retrieval)."""
         self._ran: set[tuple[str, str]] = set()
+        self._repeats = 0
         """The calls (name, arguments) that ran and succeeded in this turn: one again is not run."""
         self.log = log
 
@@ -251,6 +260,7 @@ class TurnEngine:
         await self.observe(stats, triaged, ambient=ambient, reason=reason, notes=notes)
         corrected = False
         self._ran.clear()
+        self._repeats = 0
         for step in range(1, self.step_limit + 1):
             stats.steps = step
             completion = await self.complete(stats, step)
@@ -356,8 +366,8 @@ class TurnEngine:
         self, stats: TurnStats, step: int, calls: list[ToolCall], turn: TurnContext,
         interruption: Interruption, stopping: Stopping, *, dropped: int = 0,
     ) -> bool:
-        """Run a completion's calls in order; True when the turn ends here (interrupted, or
-        Emil is stopping). The last result says how many calls past the cap of one answer were
+        """Run a completion's calls in order; True when the turn ends here (interrupted, Emil is
+        stopping, or the model repeated a call it was told already ran). The last result says how many calls past the cap of one answer were
         dropped (``dropped``)."""
         interrupted: str | None = None
         stopped = False
@@ -376,7 +386,8 @@ class TurnEngine:
             elif (key := _call_key(call)) is not None and key in self._ran:
                 # The same call again in the same turn (a small model's loop: the same say three
                 # times): not run, and the model told so.
-                outcome = repeated(call.name)
+                outcome = repeated(call.name, must_call=self.shape.tool_choice == "required")
+                self._repeats += 1
             else:
                 if stats.first_action_at is None:
                     stats.first_action_at = self.clock.monotonic()
@@ -393,6 +404,9 @@ class TurnEngine:
             stats.interrupted = True
             stats.interrupted_by = interrupted
             self.log.info("turn %d interrupted: %s", stats.turn, interrupted)
+            return True
+        if self._repeats >= REPEATS_PER_TURN:
+            self.log.info("turn %d ended: %d repeated calls", stats.turn, self._repeats)
             return True
         return stopped or stopping(None)
 

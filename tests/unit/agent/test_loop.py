@@ -314,6 +314,22 @@ async def test_the_same_call_again_in_a_turn_is_not_run_and_the_model_is_told(tm
     assert told.startswith("not run: say with these arguments already ran in this turn")
 
 
+async def test_a_second_repeated_call_ends_the_turn_and_under_required_the_model_is_told_of_wait(tmp_path: Path) -> None:
+    import emil.world.actions  # noqa: F401 - registers every tool, wait among them
+    from emil.world.actions import tool_specs
+
+    agent, world, _, requests, rec = _agent(tmp_path, lambda req: answer(tool("say", '{"text": "hi alex"}')),
+                                            step_limit=8, tool_choice="required", tools=tool_specs(must_call=True))
+    await world.send.send(Chat(sender="alex", text="hi"))
+    with anyio.fail_after(10):
+        stats = await agent.run(max_turns=1)
+    rec.close()
+    # step 1 runs; step 2 is told (wait named); step 3 repeats again: the turn ends, not at step 8
+    assert stats.turns[0].steps == 3 and len(requests) == 3 and [c.name for c in world.calls] == ["say"]
+    told = requests[2].messages[-1]["content"]
+    assert told.endswith("do something else, or call wait to end the turn"), told
+
+
 async def test_a_wait_call_ends_the_turn_and_required_is_sent_with_every_request(tmp_path: Path) -> None:
     import emil.world.actions  # noqa: F401 - registers every tool, wait among them
 
