@@ -63,8 +63,8 @@ NOT_HERE: dict[str, str] = {
         "tests/unit/test_ci_under_load.py runs it on a small test file"
     ),
     "python3 tools/test_lanes.py": (
-        "runs this whole suite in two lanes (what bash .ci/run does after its setup): most of an "
-        "hour; tests/unit/test_test_lanes.py runs it with --collect-only and checks the split"
+        "runs this whole suite in two lanes at once: most of an hour; "
+        "tests/unit/test_test_lanes.py runs it with --collect-only and checks the split"
     ),
     "python3 tools/bench_npc.py": (
         "plays nine 30-second windows with up to four whole Emils on one server (about 8 minutes, "
