@@ -36,6 +36,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -65,6 +66,8 @@ class Lane:
     counts: dict[str, int] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
+    ended: float | None = None
+    """When the process exited (a thread waits for it, so a lane that ends first has its own time)."""
 
 
 def lanes(pytest_args: list[str], log_dir: Path) -> list[Lane]:
@@ -86,6 +89,12 @@ def start(lane: Lane) -> None:
                                         stdin=subprocess.DEVNULL, start_new_session=True)
 
 
+def _watch(lane: Lane) -> None:
+    assert lane.process is not None
+    lane.process.wait()
+    lane.ended = time.monotonic()
+
+
 def finish(lane: Lane) -> None:
     """Wait for the lane; a shown lane's output is copied to the terminal and its log as it comes
     (in chunks, so pytest's progress dots appear when written)."""
@@ -98,7 +107,7 @@ def finish(lane: Lane) -> None:
                 sys.stdout.buffer.write(chunk)
                 sys.stdout.buffer.flush()
     lane.exit_code = lane.process.wait()
-    lane.wall_s = time.monotonic() - lane.started
+    lane.wall_s = (lane.ended or time.monotonic()) - lane.started
     lane.counts, lane.failures = parse_pytest_output(lane.log.read_text(errors="replace"))
 
 
@@ -179,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         with stopped_on_signal(todo):
             for lane in todo:
                 start(lane)
+                threading.Thread(target=_watch, args=(lane,), daemon=True).start()
             finish(rest)
             if servers.process is not None and servers.process.poll() is None:
                 sys.stdout.write(f"\nlane rest done in {minutes(rest.wall_s)}; waiting for lane servers\n")
