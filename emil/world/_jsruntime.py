@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import threading
+import types
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,38 @@ def _route_bridge_prints() -> None:
             module.print = fn  # type: ignore[attr-defined]
 
 
+class _Handoff:
+    """Stands in for the ``threading.Barrier(2, timeout=5)`` JSPyBridge puts between its event
+    loop and the caller of each request: ``wait()`` returns at once, on both sides.
+
+    The real barrier makes the loop thread wait for the caller to pick the reply up. When the
+    caller has given up (its call timed out: a slow JS call, or a loaded machine) or wakes more
+    than five seconds late, ``wait()`` raises ``BrokenBarrierError`` in the loop thread, which
+    ends it, and from then on every call of that process times out while Node itself runs on.
+    The reply is already stored and the caller's event set before the barrier, so nothing is
+    lost by not waiting; a reply nobody collects stays in the loop's dict (one per timed-out
+    call).
+    """
+
+    def __init__(self, parties: int = 2, action: Any = None, timeout: float | None = None) -> None:
+        del parties, action, timeout
+
+    def wait(self, timeout: float | None = None) -> int:
+        del timeout
+        return 0
+
+
+def _harden_bridge(javascript: Any) -> None:
+    """Keep JSPyBridge's event loop alive past a call that timed out (see :class:`_Handoff`).
+
+    The loop looks ``threading`` up in its module's globals on every reply, so replacing that
+    name reaches the loop thread already running; everything but ``Barrier`` is the real module.
+    """
+    events = javascript.events
+    if not isinstance(events.threading, types.SimpleNamespace):
+        events.threading = types.SimpleNamespace(**{**vars(threading), "Barrier": _Handoff})
+
+
 class JsRuntime:
     """The process-wide JSPyBridge Node process. Use :meth:`instance`; all methods block."""
 
@@ -103,6 +136,7 @@ class JsRuntime:
                 f"(it runs {used!r}); import emil.world.bridge first or set NODE_BIN={wanted}"
             )
         self._js = javascript
+        _harden_bridge(javascript)
         _route_bridge_prints()
         # atexit runs last-registered first, so this runs before JSPyBridge's own exit hook,
         # which otherwise waits forever while any JS callback is registered and Node lives.
@@ -124,9 +158,13 @@ class JsRuntime:
                 proc.wait(timeout=5)
 
     def alive(self) -> bool:
-        """True while the Node process runs."""
+        """True while the Node process runs and JSPyBridge's event loop thread still routes its
+        replies (a loop thread that died leaves a live Node nobody can reach: restart both)."""
         proc = getattr(self._js.connection, "proc", None)
-        return proc is not None and proc.poll() is None
+        if proc is None or proc.poll() is not None:
+            return False
+        thread = self._js.config.event_thread
+        return thread is not None and thread.is_alive()
 
     def pid(self) -> int | None:
         proc = getattr(self._js.connection, "proc", None)
