@@ -12,13 +12,12 @@ and tests/integration/real_model (the only users of those two servers; about hal
 time, measured), the ``rest`` lane everything else. Only the
 ``rest`` lane writes pytest's cache (``--lf`` reruns its failures; the two would race on it).
 
-NOT .ci/run's way yet. Its first whole run (2026-12-05, from a fresh clone) lost the ``servers``
-lane at the eleventh task of the random-weights bench: one JS call took past JSPyBridge's fixed
-limits (10 s to read a property, its barrier's 5 s) under the two lanes' load, the bridge's
-event thread died on the broken barrier, and every later test of that process that needed the
-world failed with "Timed out accessing 'require'". The ``rest`` lane passed. Until the bridge
-survives a slow call (a new JS runtime after a dead one, or limits Emil sets), the suite runs
-in one session.
+.ci/run's way since the JS bridge survives a slow call. Its first whole run (2026-12-05, from
+a fresh clone) lost the ``servers`` lane at the eleventh task of the random-weights bench: one
+JS call took past JSPyBridge's fixed limits under the two lanes' load, its event thread died on
+the reply barrier the caller had left, and every later call of that process timed out. Emil now
+swaps that barrier for a handoff that cannot break (emil/world/_jsruntime.py), so a slow call
+fails alone (tests/integration/world/test_bridge_slow_call.py).
 
 The ``rest`` lane prints to the terminal as it runs; the ``servers`` lane writes to its log only,
 printed whole when it ends (both logs in ``--log-dir``, default ``ci-lanes/``), then one line
