@@ -14,7 +14,6 @@ from typing import Any, ClassVar, Literal
 from pydantic import (
     ConfigDict,
     Field,
-    model_validator,
 )
 
 from emil.trust.rules import ANY, USE_HELD, USE_UNSURE, Rule, Verdict, Who
@@ -66,14 +65,7 @@ class _Target(Tool):
     player: str | None = Field(default=None, pattern=PLAYER_NAME,
                                description="A player's name; give it alone, without x, y or z")
 
-    @model_validator(mode="after")
-    def _one_target(self) -> _Target:
-        coords = [self.x, self.y, self.z]
-        if self.player is None and any(c is None for c in coords):
-            raise ValueError("give either x, y and z, or player")
-        if self.player is not None and any(c is not None for c in coords):
-            raise ValueError("give either coordinates or player, not both")
-        return self
+    shapes: ClassVar[tuple[tuple[str, ...], ...]] = (("x", "y", "z"), ("player",))
 
 
 class GoTo(_Target):

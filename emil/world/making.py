@@ -14,7 +14,6 @@ from pydantic import (
     Field,
     StringConstraints,
     WithJsonSchema,
-    model_validator,
 )
 
 from emil.trust.ledger import SELF, chest_key
@@ -67,12 +66,7 @@ class _Spot(Tool):
     y: int | None = None
     z: int | None = None
 
-    @model_validator(mode="after")
-    def _all_or_none(self) -> _Spot:
-        given = [c is not None for c in (self.x, self.y, self.z)]
-        if any(given) and not all(given):
-            raise ValueError("give all of x, y and z, or none of them")
-        return self
+    shapes: ClassVar[tuple[tuple[str, ...], ...]] = (("x", "y", "z"), ())
 
 
 class Craft(_PicksItems):

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from emil.config import Settings
 from emil.trust.ledger import Ledger, Source
@@ -266,6 +266,24 @@ class Tool(BaseModel):
     """Calling it ends the turn (``wait``: emil.world.waiting); offered only when every answer
     must call a tool (``tool_choice`` "required"), since otherwise an answer without calls
     ends the turn."""
+    shapes: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    """Alternative sets of fields of which a call gives exactly one set whole and no field of
+    another (an empty set: none of them), e.g. x, y and z, or player. Checked on every call; a
+    strict spec says it as an ``anyOf`` of the shapes, so the server's grammar holds the model
+    to one (field descriptions alone did not: docs/llm.md)."""
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> Tool:
+        if not self.shapes:
+            return self
+        given = {n for shape in self.shapes for n in shape if getattr(self, n) is not None}
+        if any(given == set(shape) for shape in self.shapes):
+            return self
+        said = [_and(shape) for shape in self.shapes if shape]
+        if len(said) < len(self.shapes):  # one shape is "none of them"
+            raise ValueError(f"give all of {' or all of '.join(said)}, or none of them")
+        touched = sum(1 for shape in self.shapes if given & set(shape))
+        raise ValueError(f"give either {', or '.join(said)}" + (", not both" if touched > 1 else ""))
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -276,6 +294,9 @@ class Tool(BaseModel):
         if name in TOOLS and TOOLS[name].__qualname__ != cls.__qualname__:
             raise TypeError(f"two tools named {name!r}: {TOOLS[name].__qualname__} and {cls.__qualname__}")
         TOOLS[name] = cls
+        unknown = {n for shape in cls.shapes for n in shape} - set(cls.model_fields)
+        if unknown:
+            raise TypeError(f"{cls.__qualname__}.shapes names no field {sorted(unknown)}")
         for row in cls.rules:
             declare(row, name)
 
@@ -287,6 +308,8 @@ class Tool(BaseModel):
         small model added properties: ``follow(type=...)``, ``build(fuel=...)``, docs/llm.md)."""
         params = _compact(_lean_schema(cls.model_json_schema(by_alias=True)))
         params.setdefault("properties", {})
+        if strict and cls.shapes:
+            params = _shaped(params, [[cls.model_fields[n].alias or n for n in shape] for shape in cls.shapes])
         function: dict[str, Any] = {"name": cls.tool_name, "description": (cls.__doc__ or "").strip(), "parameters": params}
         if strict:
             function["strict"] = True
@@ -376,6 +399,30 @@ def _lean_schema(schema: Any, *, names: bool = False) -> Any:
     if isinstance(schema, list):
         return [_lean_schema(v) for v in schema]
     return schema
+
+
+def _and(names: tuple[str, ...]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _shaped(params: dict[str, Any], shapes: list[list[str]]) -> dict[str, Any]:
+    """One object schema per shape under ``anyOf``: each lists the shared fields and its own
+    (required), none of another shape's. xgrammar's strict mode compiles it so that a call with
+    both shapes, or a part of one, cannot be sampled (checked on vLLM 0.32's xgrammar)."""
+    props: dict[str, Any] = params["properties"]
+    required: list[str] = params.get("required", [])
+    shaped = {n for shape in shapes for n in shape}
+    branches = []
+    for shape in shapes:
+        branch: dict[str, Any] = {
+            "type": "object",
+            "properties": {k: v for k, v in props.items() if k not in shaped or k in shape},
+        }
+        needed = [k for k in branch["properties"] if k in required or k in shape]
+        if needed:
+            branch["required"] = needed
+        branches.append(branch)
+    return {"type": "object", "anyOf": branches}
 
 
 def _compact(params: dict[str, Any]) -> dict[str, Any]:

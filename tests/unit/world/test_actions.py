@@ -400,3 +400,66 @@ async def test_wait_does_nothing_in_the_world_and_passes_the_guard() -> None:
 def test_specs_are_strict_only_when_every_answer_must_call_a_tool() -> None:
     assert all(spec["function"].get("strict") is True for spec in tool_specs(must_call=True))
     assert not any("strict" in spec["function"] for spec in tool_specs())  # the default prompt as before
+
+
+_REQUIRED_ARGS: dict[str, dict[str, Any]] = {
+    "go_to": {}, "look_at": {}, "build": {"blueprint": "pillar"}, "store": {"items": {"dirt": 1}},
+    "take": {"items": {"dirt": 1}}, "claim_chest": {"owner": "Alex"},
+}
+"""Valid values for each shaped tool's other required fields."""
+
+
+def _strict(schema: Any) -> Any:
+    """The schema as xgrammar's strict mode reads it: an object lists every property it allows."""
+    if isinstance(schema, dict):
+        out = {k: _strict(v) for k, v in schema.items()}
+        if out.get("type") == "object" and "properties" in out:
+            out.setdefault("additionalProperties", False)
+        return out
+    return [_strict(v) for v in schema] if isinstance(schema, list) else schema
+
+
+def test_every_shaped_tool_is_in_the_table() -> None:
+    assert {name for name, cls in TOOLS.items() if cls.shapes} == set(_REQUIRED_ARGS)
+
+
+@pytest.mark.parametrize("name", sorted(_REQUIRED_ARGS))
+def test_a_strict_spec_allows_exactly_the_shapes_the_tool_accepts(name: str) -> None:
+    """Every combination of the shaped fields: the strict spec's anyOf (what vLLM's grammar
+    holds the model to under "required") lets a call through exactly when the tool class would
+    accept it, so no call the grammar allows is refused by validation, and the reverse."""
+    import itertools
+
+    import jsonschema
+
+    cls = TOOLS[name]
+    schema = _strict(cls.spec(strict=True)["function"]["parameters"])
+    shaped = sorted({n for shape in cls.shapes for n in shape})
+    value = {"x": 1, "y": 64, "z": -3, "player": "Steve"}
+    tried = 0
+    for k in range(len(shaped) + 1):
+        for given in itertools.combinations(shaped, k):
+            args = {**_REQUIRED_ARGS[name], **{n: value[n] for n in given}}
+            grammar_allows = jsonschema.Draft202012Validator(schema).is_valid(args)
+            tool_accepts = validate_tool_call(ToolCall(id="1", name=name, raw_arguments=json.dumps(args), arguments=args)).error is None
+            assert grammar_allows == tool_accepts, (name, args, grammar_allows)
+            tried += 1
+    assert tried == 2 ** len(shaped)
+    # The plain spec (every other tool choice) stays one flat object: the default prompt's tokens.
+    plain = cls.spec()["function"]["parameters"]
+    assert "anyOf" not in plain and set(shaped) <= set(plain["properties"])
+
+
+def test_shapes_say_what_to_give() -> None:
+    for args, fragment in [
+        ({"x": 1, "player": "Alex"}, "give either x, y and z, or player, not both"),
+        ({"y": 1}, "give either x, y and z, or player"),
+        ({}, "give either x, y and z, or player"),
+    ]:
+        out = validate_tool_call(ToolCall(id="1", name="look_at", raw_arguments=json.dumps(args), arguments=args))
+        assert out.error is not None and fragment in out.error, (args, out.error)
+    partial = {"blueprint": "pillar", "z": 4}
+    out = validate_tool_call(ToolCall(id="2", name="build", raw_arguments=json.dumps(partial), arguments=partial))
+    assert out.error is not None and "give all of x, y and z, or none of them" in out.error
+    part = validate_tool_call(ToolCall(id="3", name="look_at", raw_arguments='{"y": 1}', arguments={"y": 1}))
+    assert part.error is not None and "not both" not in part.error  # a part of one shape is not two
