@@ -463,3 +463,29 @@ def test_shapes_say_what_to_give() -> None:
     assert out.error is not None and "give all of x, y and z, or none of them" in out.error
     part = validate_tool_call(ToolCall(id="3", name="look_at", raw_arguments='{"y": 1}', arguments={"y": 1}))
     assert part.error is not None and "not both" not in part.error  # a part of one shape is not two
+
+
+def test_a_strict_spec_keeps_every_name_pattern_the_plain_one_leaves_out() -> None:
+    """Under "required" the grammar holds names to their patterns (a small model sent
+    attack(target=" zombies")); the plain spec saves those tokens, the tool still checks them."""
+    import jsonschema
+
+    attack = TOOLS["attack"]
+    strict = attack.spec(strict=True)["function"]["parameters"]
+    assert not jsonschema.Draft202012Validator(strict).is_valid({"target": " zombies"})
+    assert jsonschema.Draft202012Validator(strict).is_valid({"target": "zombie"})
+    kept = dropped = 0
+    for cls in TOOLS.values():
+        full = json.dumps(cls.model_json_schema(by_alias=True))
+        strict_text, plain_text = json.dumps(cls.spec(strict=True)), json.dumps(cls.spec())
+        for pattern in {p for p in actions_patterns() if json.dumps(p) in full}:
+            assert json.dumps(pattern) in strict_text, (cls.tool_name, pattern)
+            kept += 1
+            dropped += json.dumps(pattern) not in plain_text
+    assert kept > 0 and dropped > 0
+
+
+def actions_patterns() -> set[str]:
+    from emil.world.tool import _UNSPOKEN_PATTERNS, ITEM_NAME
+
+    return {*_UNSPOKEN_PATTERNS, ITEM_NAME}
