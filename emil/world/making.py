@@ -155,9 +155,13 @@ class Sleep(_PicksItems):
 
 # Names and counts; the keys are checked against the item-name pattern all the same, but the
 # schema the model reads is the short form (pydantic's patternProperties cost 35 more tokens).
+# The key pattern and the sizes go only into a strict spec (tool.STRICT_ONLY), where the grammar
+# holds the model to them: without, the 0.5B model filled take's items with the schema's own
+# words ({"additionalProperties": 1, "description": 16}, 4 of 45 calls, docs/llm.md).
 _ItemCounts = Annotated[
     dict[Annotated[str, StringConstraints(pattern=ITEM_NAME)], Annotated[int, Field(ge=1, le=2304)]],
-    WithJsonSchema({"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}),
+    WithJsonSchema({"type": "object", "additionalProperties": {"type": "integer", "minimum": 1},
+                    "propertyNames": {"pattern": ITEM_NAME}, "minProperties": 1, "maxProperties": 16}),
 ]
 
 

@@ -78,6 +78,11 @@ model writes names as the observation shows them, and 17 tokens each, ten times 
 nothing. An item name's pattern stays: it tells the model ids are lower case with underscores."""
 
 
+STRICT_ONLY = frozenset({"propertyNames", "minProperties", "maxProperties"})
+"""Schema keys only a strict spec carries (a grammar enforces them; the plain spec's reader
+saves their tokens, and the tool checks them on every call all the same)."""
+
+
 def fmt_pos(p: Any) -> str:
     """``(x, y, z)`` of a position dict from the bot ("?" when there is none)."""
     if isinstance(p, dict):
@@ -397,7 +402,8 @@ def _lean_schema(schema: Any, *, names: bool = False, patterns: bool = False) ->
             return {k: _lean_schema(v, patterns=patterns) for k, v in schema.items()}
         return {k: _lean_schema(v, names=k == "properties", patterns=patterns) for k, v in schema.items()
                 if k != "title" and not (k == "additionalProperties" and v is False)
-                and not (k == "pattern" and v in _UNSPOKEN_PATTERNS and not patterns)}
+                and not (k == "pattern" and v in _UNSPOKEN_PATTERNS and not patterns)
+                and not (k in STRICT_ONLY and not patterns)}
     if isinstance(schema, list):
         return [_lean_schema(v, patterns=patterns) for v in schema]
     return schema

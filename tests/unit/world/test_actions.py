@@ -489,3 +489,17 @@ def actions_patterns() -> set[str]:
     from emil.world.tool import _UNSPOKEN_PATTERNS, ITEM_NAME
 
     return {*_UNSPOKEN_PATTERNS, ITEM_NAME}
+
+
+@pytest.mark.parametrize("name", ["store", "take"])
+def test_a_strict_spec_holds_item_counts_to_names_and_sizes(name: str) -> None:
+    import jsonschema
+
+    from emil.world.tool import STRICT_ONLY
+
+    strict = jsonschema.Draft202012Validator(TOOLS[name].spec(strict=True)["function"]["parameters"])
+    assert strict.is_valid({"items": {"oak_log": 10}})
+    for bad in ({"additionalProperties": 1}, {}, {f"item_{i}": 1 for i in range(17)}):
+        assert not strict.is_valid({"items": bad}), bad
+        assert validate_tool_call(ToolCall(id="1", name=name, raw_arguments="", arguments={"items": bad})).error
+    assert not any(key in json.dumps(spec) for spec in tool_specs() for key in STRICT_ONLY)
