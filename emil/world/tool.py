@@ -9,6 +9,7 @@ A tool is a subclass of :class:`Tool` (plus one JS function of the same name in
 - ``job``: a long job (walking, digging, fighting) pre-empts the running one and is reached by
   stop, abort and the time limit; a non-job (say, stop, look_at) runs beside it;
 - ``timeout_s``: the bridge's time limit for one run;
+- ``shapes``: alternative sets of fields a call gives exactly one of (x, y and z, or player);
 - ``rules``: the rows of the rule table (emil.trust.rules) its calls fall under, written in
   its own module (rows no one tool owns, such as items held for others, come from
   emil.trust.rules); none: row ``any``;
