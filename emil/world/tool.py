@@ -312,7 +312,7 @@ class Tool(BaseModel):
         ``"strict": true``: with ``tool_choice`` "required" vLLM then holds the arguments to the
         schema too, not only the tool's name (without it vLLM 0.32 let any JSON through, and a
         small model added properties: ``follow(type=...)``, ``build(fuel=...)``, docs/llm.md)."""
-        params = _compact(_lean_schema(cls.model_json_schema(by_alias=True), patterns=strict))
+        params = _compact(_lean_schema(cls.model_json_schema(by_alias=True), strict=strict))
         params.setdefault("properties", {})
         if strict and cls.shapes:
             params = _shaped(params, [[cls.model_fields[n].alias or n for n in shape] for shape in cls.shapes])
@@ -386,7 +386,7 @@ def moved_count(data: JsonValue, key: str) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def _lean_schema(schema: Any, *, names: bool = False, patterns: bool = False) -> Any:
+def _lean_schema(schema: Any, *, names: bool = False, strict: bool = False) -> Any:
     """Drop what costs prompt tokens and tells the model nothing: pydantic's "title" keys,
     ``"additionalProperties": false`` (156 tokens over the 26 tools) and the name patterns
     (:data:`_UNSPOKEN_PATTERNS`, 170). The arguments are checked against the tool class
@@ -395,18 +395,18 @@ def _lean_schema(schema: Any, *, names: bool = False, patterns: bool = False) ->
     "required", ``--tool-strict-level parameter``) compiles it with xgrammar's strict mode, where
     a property not listed is not allowed anyway. Every prompt carries the specs: 326 tokens less
     made the 8,000-token budget's trims 10% rarer (docs/memory.md). ``names``: ``schema`` is a
-    "properties" mapping, whose keys are argument names. ``patterns``: keep the name patterns
-    (a strict spec: the grammar then holds names to them; without, the 0.5B model sent
-    ``attack(target=" zombies")`` in 1 of 45 calls, docs/llm.md)."""
+    "properties" mapping, whose keys are argument names. ``strict``: a strict spec's schema,
+    which keeps the name patterns and :data:`STRICT_ONLY` keys, since the grammar then holds the
+    model to them (without, the 0.5B model sent ``attack(target=" zombies")``, docs/llm.md)."""
     if isinstance(schema, dict):
         if names:
-            return {k: _lean_schema(v, patterns=patterns) for k, v in schema.items()}
-        return {k: _lean_schema(v, names=k == "properties", patterns=patterns) for k, v in schema.items()
+            return {k: _lean_schema(v, strict=strict) for k, v in schema.items()}
+        return {k: _lean_schema(v, names=k == "properties", strict=strict) for k, v in schema.items()
                 if k != "title" and not (k == "additionalProperties" and v is False)
-                and not (k == "pattern" and v in _UNSPOKEN_PATTERNS and not patterns)
-                and not (k in STRICT_ONLY and not patterns)}
+                and not (k == "pattern" and v in _UNSPOKEN_PATTERNS and not strict)
+                and not (k in STRICT_ONLY and not strict)}
     if isinstance(schema, list):
-        return [_lean_schema(v, patterns=patterns) for v in schema]
+        return [_lean_schema(v, strict=strict) for v in schema]
     return schema
 
 
