@@ -18,8 +18,10 @@ progress line per run and a table per task: success with its 95 % Wilson interva
 credit, median turns and seconds of play, the server's prompt/completion tokens (``usage``),
 valid tool calls and the reasons runs failed. See docs/play-bench.md.
 
-Exit status: 0 the bench ran (whatever the scores); 2 bad arguments; 3 an endpoint cannot be
-reached (nothing was played); 1 the bench itself could not run (the world would not start).
+Exit status: 0 the bench ran (whatever the scores); 2 bad arguments or settings (a ``--set``
+that does not validate, a prompt that cannot fit the served window: the bench stops at the first
+run, since every run would fail the same way); 3 an endpoint cannot be reached (nothing was
+played); 1 the bench itself could not run (the world would not start).
 """
 
 from __future__ import annotations
@@ -41,12 +43,14 @@ import anyio
 import httpx
 
 from emil.bench.figures import figures, format_table, plot, to_json
-from emil.bench.runner import BenchOptions, BenchWorld, RunResult
+from emil.bench.runner import BenchOptions, BenchWorld, RunResult, leaf_error
 from emil.bench.tasks import SUITE, Task
 from emil.cli_args import OneLineParser, positive_int
+from emil.exceptions import ConfigurationError
 
 EXIT_UNREACHABLE = 3
 EXIT_FAILED = 1
+EXIT_CONFIG = 2
 
 
 def _parse_setting(text: str) -> tuple[str, Any]:
@@ -174,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_play.py: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # the world itself would not start: one line, no traceback
+        leaf = leaf_error(exc)
+        if isinstance(leaf, ConfigurationError):
+            print(f"bench_play.py: {' '.join(str(leaf).split())}", file=sys.stderr)
+            return EXIT_CONFIG
         print(f"bench_play.py: the bench could not run: {' '.join(str(exc).split())[:400]}", file=sys.stderr)
         return EXIT_FAILED
     names = {args.endpoint: "oracle" if args.oracle else ("A" if args.vs else "endpoint"), **({args.vs: "B"} if args.vs else {})}

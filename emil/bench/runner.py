@@ -40,8 +40,9 @@ from emil.agent.persona import DEFAULT_PROMPTS_DIR, PROMPT_FILES
 from emil.agent.session import Session, open_session
 from emil.bench.goals import Block, Dug, Score, WorldState, score
 from emil.bench.tasks import OPERATOR, STRANGER, Task, Y
-from emil.config import Settings
+from emil.config import Settings, validate_settings
 from emil.context.budget import Budget
+from emil.exceptions import ConfigurationError
 from emil.llm.types import ToolCall
 from emil.recording import (
     CompletionRecord,
@@ -55,7 +56,7 @@ from emil.sandbox.server import EmbeddedServer
 from emil.world.port import TurnContext
 from emil.world.setup import ensure_js_deps
 
-__all__ = ["ARENA_SPACING", "BenchOptions", "BenchWorld", "RunPlan", "RunResult"]
+__all__ = ["ARENA_SPACING", "BenchOptions", "BenchWorld", "RunPlan", "RunResult", "leaf_error"]
 
 _log = logging.getLogger("emil.bench")
 
@@ -201,7 +202,9 @@ class BenchWorld:
 
     async def play(self, base: Task, endpoint: str, model: str, run: int) -> RunResult:
         """Play ``base`` once against ``endpoint``; never raises for what the model or the world
-        did (a failure is a failed run with its reason)."""
+        did (a failure is a failed run with its reason). A configuration error (a bad ``--set``,
+        a prompt that cannot fit the served window) is raised: every other run would fail the
+        same way, so it stops the bench instead of scoring the model 0."""
         self._arena += 1
         self._play_t = None
         ox, oz = self._arena * ARENA_SPACING, 0
@@ -220,8 +223,10 @@ class BenchWorld:
                 result.success, result.reason = False, "timed out"
                 result.detail = result.detail or f"the run hung and was cut after {self._limit(task) + STAGING_S:.0f} s"
         except Exception as exc:  # a run that could not be played is a failed run, with why
+            if isinstance(leaf_error(exc), ConfigurationError):
+                raise leaf_error(exc) from None
             _log.warning("bench run %s failed to play: %s", task.id, exc, exc_info=True)
-            leaf = _leaf(exc)
+            leaf = leaf_error(exc)
             result.reason = f"error: {' '.join(str(leaf).split())[:300] or type(leaf).__name__}"
             result.success = False
         finally:
@@ -245,9 +250,9 @@ class BenchWorld:
                 await self._session(task, plan, settings, rundir, result)
                 return
             except Exception as exc:
-                if attempt == 2 or not isinstance(_leaf(exc), _Frozen):
+                if attempt == 2 or not isinstance(leaf_error(exc), _Frozen):
                     raise
-                _log.warning("bench: %s: %s; starting Emil's session again", task.id, _leaf(exc))
+                _log.warning("bench: %s: %s; starting Emil's session again", task.id, leaf_error(exc))
                 (rundir / "session.jsonl").rename(rundir / "session-frozen.jsonl")
 
     async def _session(self, task: Task, plan: RunPlan, settings: Settings, rundir: Path, result: RunResult) -> None:
@@ -583,14 +588,15 @@ class BenchWorld:
         }
         base.update(self.options.settings)
         base.update({k: v for k, v in task.settings.items() if k != "prompt_budget_over_fixed"})
-        return Settings(**base)
+        sources = {k: "the bench" for k in base} | {k: f"--set {k}" for k in self.options.settings}
+        return validate_settings(base, sources | {k: f"task {task.id}" for k in task.settings})
 
 
 class _Frozen(RuntimeError):
     """Emil's client cannot move (a new session, a new connection, cures it)."""
 
 
-def _leaf(exc: BaseException) -> BaseException:
+def leaf_error(exc: BaseException) -> BaseException:
     """The first exception inside nested exception groups (what went wrong, not the group)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]

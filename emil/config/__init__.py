@@ -25,6 +25,7 @@ from emil.config.load import (
     load_recorded_settings,
     load_settings,
     read_config_file,
+    validate_settings,
 )
 from emil.config.settings import Settings, parse_address
 
@@ -45,4 +46,5 @@ __all__ = [
     "load_settings",
     "parse_address",
     "read_config_file",
+    "validate_settings",
 ]

@@ -51,6 +51,7 @@ __all__ = [
     "load_recorded_settings",
     "load_settings",
     "read_config_file",
+    "validate_settings",
 ]
 
 DEFAULT_CONFIG_FILE = Path("emil.toml")
@@ -396,6 +397,16 @@ def load_recorded_settings(recorded: Mapping[str, Any], flags: Mapping[str, Any]
             continue
         full = {name: sources.get(name, "default") for name in Settings.model_fields}
         return LoadedSettings(settings=settings, sources=full)
+
+
+def validate_settings(raw: Mapping[str, Any], sources: Mapping[str, str]) -> Settings:
+    """``raw`` over the defaults, validated as :func:`load_settings` validates, for a program
+    that builds its settings itself (the play bench): a bad value is a :class:`SettingsError`
+    naming the setting, where it came from (``sources``; unnamed keys: "default") and the fix."""
+    try:
+        return Settings.model_validate(dict(raw))
+    except ValidationError as e:
+        raise SettingsError(_explain(e, sources, raw)) from e
 
 
 def flags_from_namespace(ns: argparse.Namespace) -> dict[str, Any]:

@@ -145,3 +145,15 @@ def test_every_setting_has_a_description_and_help_shows_it_with_the_default() ->
     assert "(default: 6144;" in helps["set_output_reserve"]
     assert "(default: auto;" in helps["set_window"]
     assert "(default: defend,flee,eat,unstuck;" in helps["set_reflexes"]
+
+
+def test_validate_settings_names_the_setting_its_source_and_the_fix() -> None:
+    from emil.config import SettingsError, validate_settings
+
+    assert validate_settings({"output_reserve": 256}, {}).output_reserve == 256
+    with pytest.raises(SettingsError) as bad:
+        validate_settings({"output_reserve": -5}, {"output_reserve": "--set output_reserve"})
+    assert str(bad.value).startswith("bad setting output_reserve=-5 (--set output_reserve): ")
+    assert "remove it to use the default" in str(bad.value)
+    with pytest.raises(SettingsError, match=r"unknown setting 'output_reserv' \(--set\): did you mean 'output_reserve'\?"):
+        validate_settings({"output_reserv": 1}, {"output_reserv": "--set"})
