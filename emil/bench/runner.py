@@ -261,6 +261,8 @@ class BenchWorld:
             if "prompt_budget_over_fixed" in task.settings:
                 _narrow_budget(session, int(task.settings["prompt_budget_over_fixed"]))
             await self._stage_emil(task, session)
+            dropped = await _drop_staging_events(session)
+            _log.debug("bench: %s: %d staging events dropped", task.id, dropped)
             for mob, (x, z) in task.mobs:
                 await self.server.command(f"summon {mob} {x + 0.5} {Y} {z + 0.5}")
             await anyio.sleep(1.0)
@@ -292,8 +294,8 @@ class BenchWorld:
         self._first_line = None
 
         def counted() -> list[Any]:
-            """The turns that count: from the first player line on (staging's events, items
-            arriving and the teleport, start turns of their own before it)."""
+            """The turns that count: from the first player line on (a task's mobs, or an
+            event staging made after its events were dropped, can start one before it)."""
             first = self._first_line
             return [] if first is None else [t for t in stats.turns if t.ended is None or t.ended >= first]
 
@@ -557,7 +559,7 @@ class BenchWorld:
                 await judge.do("chat", text=f"/tp {name} {px + 0.5} {Y} {pz + 0.5}")
         else:
             raise RuntimeError(f"Emil's client does not see {sorted(task.players)}")
-        # Staging made events (items arriving, the teleport); the first turn is the task's line.
+        # Staging made events (items arriving, the teleport, the walk); they are dropped next.
         await anyio.sleep(0.5)
 
     async def _moves(self, session: Session, x: float, z: float) -> bool:
@@ -594,6 +596,29 @@ class BenchWorld:
 
 class _Frozen(RuntimeError):
     """Emil's client cannot move (a new session, a new connection, cures it)."""
+
+
+STAGING_QUIET_S = 0.5
+"""Staging's events are over once none has come for this long."""
+
+
+async def _drop_staging_events(session: Session) -> int:
+    """Read and drop the events staging made (the staging walks' ends, items arriving, the
+    teleports) before play, through the session's world (its guard and memory still see them);
+    returns how many. Left in, they started a turn before the task's first line: the real model
+    answered "action go_to finished" with a go_to of its own, cold-prefilled for a minute,
+    interrupted by the player's line, and then repeated that call instead of answering it."""
+    events = session.agent.world.events()
+    dropped = 0
+    while True:
+        with anyio.move_on_after(STAGING_QUIET_S) as quiet:
+            try:
+                await anext(events)
+            except StopAsyncIteration:
+                return dropped
+            dropped += 1
+        if quiet.cancelled_caught:
+            return dropped
 
 
 def leaf_error(exc: BaseException) -> BaseException:

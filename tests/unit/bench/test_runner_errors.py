@@ -8,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from emil.bench.runner import BenchOptions, BenchWorld
+from emil.bench.runner import STAGING_QUIET_S, BenchOptions, BenchWorld, _drop_staging_events
 from emil.bench.tasks import SUITE
 from emil.exceptions import BudgetError
 
@@ -41,3 +42,36 @@ async def test_a_configuration_error_stops_the_bench(tmp_path: Path, grouped: bo
     with pytest.raises(BudgetError) as caught:
         await world.play(SUITE[0], URL, "auto", 0)
     assert caught.value is error
+
+
+class _World:
+    """A session's world whose events are what staging made, then quiet (or then gone)."""
+
+    def __init__(self, made: int, then_gone: bool) -> None:
+        self.made, self.then_gone, self.read = made, then_gone, 0
+
+    async def events(self) -> Any:
+        for _ in range(self.made):
+            self.read += 1
+            yield {"kind": "action_finished", "action": "go_to"}
+        if not self.then_gone:
+            await anyio.sleep_forever()
+
+
+class _Session:
+    def __init__(self, world: _World) -> None:
+        self.agent = type("Agent", (), {"world": world})()
+
+
+@pytest.mark.parametrize("then_gone", [False, True])
+async def test_staging_events_are_dropped_before_play(then_gone: bool) -> None:
+    world = _World(3, then_gone)
+    with anyio.fail_after(5):
+        dropped = await _drop_staging_events(_Session(world))  # type: ignore[arg-type]
+    assert (dropped, world.read) == (3, 3)
+
+
+async def test_no_staging_events_waits_only_the_quiet_window() -> None:
+    started = anyio.current_time()
+    assert await _drop_staging_events(_Session(_World(0, False))) == 0  # type: ignore[arg-type]
+    assert anyio.current_time() - started < STAGING_QUIET_S + 2
