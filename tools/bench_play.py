@@ -144,7 +144,8 @@ async def _bench(args: Any, tasks: list[Task], workdir: Path, on_run_start: Any 
                     r = await world.play(task, url, model, run)
                     results.append(r)
                     done += 1
-                    verdict = "success" if r.success else f"failed ({r.reason}{': ' + r.detail if r.detail else ''})"
+                    why = r.detail if r.detail.startswith(r.reason) else f"{r.reason}{': ' + r.detail if r.detail else ''}"
+                    verdict = "success" if r.success else f"failed ({why})"
                     print(f"[bench] {done}/{total} {task.id} run {run} on {url}: {verdict}; credit {r.fraction:.2f}, "
                           f"{r.turns} turns, {r.game_s:.0f} s of play, {r.prompt_tokens:,}+{r.completion_tokens:,} tokens, "
                           f"{r.tool_calls - r.invalid_calls}/{r.tool_calls} valid calls "
