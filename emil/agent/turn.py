@@ -145,12 +145,17 @@ def invalid(why: str) -> Outcome:
     return Outcome(False, f"error: {why}", fate="invalid")
 
 
-def repeated(name: str, *, must_call: bool = False) -> Outcome:
+def repeated(name: str, *, must_call: bool = False, failed: str = "") -> Outcome:
     """A call the same as one that already ran in this turn (name and arguments): not run again.
-    Under ``tool_choice`` "required" the model cannot end a turn by answering without a call, so
-    it is told the call that does (``wait``): the real 0.5B model, told only "end the turn",
-    sent the same go_to five more times (docs/play-bench.md)."""
+    ``failed``: the first one's result when it failed, said again (the same call would fail the
+    same way: the real 0.5B model sent one failing ``take`` eight times in a turn). Under
+    ``tool_choice`` "required" the model cannot end a turn by answering without a call, so it is
+    told the call that does (``wait``): told only "end the turn", it sent the same go_to five more
+    times (docs/play-bench.md)."""
     end = "call wait to end the turn" if must_call else "end the turn"
+    if failed:
+        return Outcome(False, f"not run: {name} with these arguments already failed in this turn ({failed}); "
+                              f"change the arguments, do something else, or {end}", fate="repeated")
     return Outcome(False, f"not run: {name} with these arguments already ran in this turn; "
                           f"do something else, or {end}", fate="repeated")
 
@@ -232,9 +237,11 @@ class TurnEngine:
         self.clock = clock or Clock()
         self.recall = recall
         """Old lines of the archive for the turn's observation (None: no retrieval)."""
-        self._ran: set[tuple[str, str]] = set()
+        self._ran: dict[tuple[str, str], Outcome] = {}
+        """The calls (name, arguments) the world ran in this turn, with how they went: one again
+        is not run (a success would be done twice; a failure, with no other call run since,
+        would fail the same way)."""
         self._repeats = 0
-        """The calls (name, arguments) that ran and succeeded in this turn: one again is not run."""
         self.log = log
 
     async def run(
@@ -385,10 +392,15 @@ class TurnEngine:
                 outcome = not_run(interrupted)
             elif (key := _call_key(call)) is not None and key in self._ran:
                 # The same call again in the same turn (a small model's loop: the same say three
-                # times): not run, and the model told so.
-                outcome = repeated(call.name, must_call=self.shape.tool_choice == "required")
+                # times, the same failing take eight): not run, and the model told so.
+                first = self._ran[key]
+                outcome = repeated(call.name, must_call=self.shape.tool_choice == "required",
+                                   failed="" if first.ok else first.text)
                 self._repeats += 1
             else:
+                # Another call may change what a failed one met (a go_to before the attack that
+                # was out of reach): failures are held against a repeat only until then.
+                self._ran = {k: o for k, o in self._ran.items() if o.ok}
                 if stats.first_action_at is None:
                     stats.first_action_at = self.clock.monotonic()
                 stats.actions += 1
@@ -397,8 +409,8 @@ class TurnEngine:
                 except Interrupted as e:
                     interrupted = e.reason
                     outcome = aborted(e.reason)
-                if outcome.ok and key is not None:
-                    self._ran.add(key)
+                if outcome.fate == "ran" and key is not None:
+                    self._ran[key] = outcome
             self.add_result(stats.turn, step, call, _noted(outcome, tail), requesters)
         if interrupted is not None:
             stats.interrupted = True

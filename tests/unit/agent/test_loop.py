@@ -486,3 +486,31 @@ async def test_waiting_for_model_is_true_only_while_a_call_is_in_flight(tmp_path
         await agent.run(max_turns=1)
     rec.close()
     assert seen == [True] and not agent.waiting_for_model
+
+
+async def test_a_failed_call_again_is_not_run_and_the_model_is_told_why_it_failed(tmp_path: Path) -> None:
+    # the world double fails every tool but say, go_to and follow; the real 0.5B model sent one
+    # failing take eight times in a turn
+    agent, world, _, requests, rec = _agent(tmp_path, lambda req: answer(tool("take", '{"x": 1, "y": 2, "z": 3}')),
+                                            step_limit=8)
+    await world.send.send(Chat(sender="alex", text="take the diamonds"))
+    with anyio.fail_after(10):
+        stats = await agent.run(max_turns=1)
+    rec.close()
+    assert [c.name for c in world.calls] == ["take"] and stats.turns[0].steps == 3
+    told = requests[2].messages[-1]["content"]  # step 3 reads step 2's result
+    assert told == ("not run: take with these arguments already failed in this turn (error: unknown tool 'take'); "
+                    "change the arguments, do something else, or end the turn"), told
+
+
+async def test_a_failed_call_may_be_tried_again_once_another_call_ran(tmp_path: Path) -> None:
+    script = ["take", "say", "take", "take"]
+    args = {"take": '{"x": 1, "y": 2, "z": 3}', "say": '{"text": "one moment"}'}
+    agent, world, _, requests, rec = _agent(
+        tmp_path, lambda req: answer(tool(script[len(requests) - 1], args[script[len(requests) - 1]], f"c{len(requests)}")),
+        step_limit=4)
+    await world.send.send(Chat(sender="alex", text="take the diamonds"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    rec.close()
+    assert [c.name for c in world.calls] == ["take", "say", "take"]  # the fourth: failed, nothing since
