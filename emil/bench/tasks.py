@@ -355,7 +355,7 @@ SUITE: tuple[Task, ...] = (
         ),
         limit_s=90, max_turns=42,
         # Small enough that the filler pushes the first lines out before the question.
-        settings={"prompt_budget_over_fixed": 600, "memory_tokens": 150, "recall_tokens": 0, "observation_cap_tokens": 300},
+        settings={"prompt_budget_over_fixed": 400, "memory_tokens": 150, "recall_tokens": 0, "observation_cap_tokens": 300},
     ),
     # --- multi-step errand --------------------------------------------------------------------
     Task(
