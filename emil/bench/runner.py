@@ -223,10 +223,10 @@ class BenchWorld:
                 result.success, result.reason = False, "timed out"
                 result.detail = result.detail or f"the run hung and was cut after {self._limit(task) + STAGING_S:.0f} s"
         except Exception as exc:  # a run that could not be played is a failed run, with why
-            if isinstance(leaf_error(exc), ConfigurationError):
-                raise leaf_error(exc) from None
-            _log.warning("bench run %s failed to play: %s", task.id, exc, exc_info=True)
             leaf = leaf_error(exc)
+            if isinstance(leaf, ConfigurationError):
+                raise leaf from None
+            _log.warning("bench run %s failed to play: %s", task.id, exc, exc_info=True)
             result.reason = f"error: {' '.join(str(leaf).split())[:300] or type(leaf).__name__}"
             result.success = False
         finally:
