@@ -43,9 +43,9 @@ import anyio
 import httpx
 
 from emil.bench.figures import figures, format_table, plot, to_json
-from emil.bench.runner import BenchOptions, BenchWorld, RunResult, leaf_error
+from emil.bench.runner import BenchOptions, BenchWorld, RunResult, leaf_error, schedule
 from emil.bench.tasks import SUITE, Task
-from emil.cli_args import OneLineParser, positive_int
+from emil.cli_args import OneLineParser, non_negative_int, positive_int
 from emil.exceptions import ConfigurationError
 
 EXIT_UNREACHABLE = 3
@@ -78,7 +78,7 @@ def _parser() -> OneLineParser:
     p.add_argument("--tasks", help="comma-separated task ids (default: all; --list shows them)")
     p.add_argument("--max-turns", type=positive_int, default=None, help="cap on every task's turns")
     p.add_argument("--time-scale", type=float, default=1.0, help="multiply every task's time limit (a slow server)")
-    p.add_argument("--warmup", type=int, default=None, help="discarded warm-up runs per endpoint (default: 1 with --vs, else 0)")
+    p.add_argument("--warmup", type=non_negative_int, default=None, help="discarded warm-up runs per endpoint (default: 1 with --vs, else 0)")
     p.add_argument("--set", dest="settings", action="append", type=_parse_setting, default=[], metavar="KEY=VALUE",
                    help="an Emil setting for every run, e.g. --set output_reserve=512 (JSON values)")
     p.add_argument("--json", type=Path, help="write every run and the figures as JSON")
@@ -110,6 +110,17 @@ def _reachable(url: str) -> str | None:
     return None
 
 
+def _endpoints(args: Any) -> list[tuple[str, str]]:
+    """(URL, model) of A, then B with ``--vs``."""
+    return [(args.endpoint, args.model), *([(args.vs, args.vs_model or args.model)] if args.vs else [])]
+
+
+def _label(url: str, model: str, endpoints: list[tuple[str, str]]) -> str:
+    """How a run's endpoint is named in the figures: its URL, and its model too when A and B are
+    two models on one server."""
+    return url if [u for u, _ in endpoints].count(url) == 1 else f"{url} {model}"
+
+
 async def _bench_oracle(args: Any, tasks: list[Task], workdir: Path) -> list[RunResult]:
     """The scripted oracle on the double: the proof that every task can be done in its limits."""
     from emil.testing.oracle import Oracle
@@ -122,34 +133,30 @@ async def _bench_oracle(args: Any, tasks: list[Task], workdir: Path) -> list[Run
 
 
 async def _bench(args: Any, tasks: list[Task], workdir: Path, on_run_start: Any = None) -> list[RunResult]:
-    endpoints = [(args.endpoint, args.model)]
-    if args.vs:
-        endpoints.append((args.vs, args.vs_model or args.model))
+    endpoints = _endpoints(args)
     warmup = args.warmup if args.warmup is not None else (1 if args.vs else 0)
     settings = dict(args.settings)
     options = BenchOptions(workdir=workdir, settings=settings, turn_cap=args.max_turns, time_scale=args.time_scale,
                            progress=lambda line: print(f"[bench] {line}", flush=True), on_run_start=on_run_start)
-    total = len(tasks) * args.runs * len(endpoints)
+    slots = schedule(tasks, endpoints, args.runs, warmup)
+    total = sum(not s.warmup for s in slots)
     results: list[RunResult] = []
     started = time.monotonic()
     async with BenchWorld(options) as world:
-        for w in range(warmup):
-            for url, model in endpoints:
-                r = await world.play(tasks[0], url, model, -1 - w)
-                print(f"[bench] warm-up on {url}: {r.wall_s:.0f} s (discarded)", flush=True)
-        done = 0
-        for run in range(args.runs):
-            for task in tasks:
-                for url, model in endpoints:  # interleaved: the same task and run on each in turn
-                    r = await world.play(task, url, model, run)
-                    results.append(r)
-                    done += 1
-                    why = r.detail if r.detail.startswith(r.reason) else f"{r.reason}{': ' + r.detail if r.detail else ''}"
-                    verdict = "success" if r.success else f"failed ({why})"
-                    print(f"[bench] {done}/{total} {task.id} run {run} on {url}: {verdict}; credit {r.fraction:.2f}, "
-                          f"{r.turns} turns, {r.game_s:.0f} s of play, {r.prompt_tokens:,}+{r.completion_tokens:,} tokens, "
-                          f"{r.tool_calls - r.invalid_calls}/{r.tool_calls} valid calls "
-                          f"[{time.monotonic() - started:.0f} s]", flush=True)
+        for slot in slots:
+            r = await world.play(slot.task, slot.endpoint, slot.model, slot.run)
+            r.endpoint = _label(slot.endpoint, slot.model, endpoints)
+            if slot.warmup:
+                print(f"[bench] warm-up on {slot.endpoint}: {r.wall_s:.0f} s (discarded)", flush=True)
+                continue
+            results.append(r)
+            why = r.detail if r.detail.startswith(r.reason) else f"{r.reason}{': ' + r.detail if r.detail else ''}"
+            verdict = "success" if r.success else f"failed ({why})"
+            print(f"[bench] {len(results)}/{total} {slot.task.id} run {slot.run} on {slot.endpoint}: {verdict}; "
+                  f"credit {r.fraction:.2f}, {r.turns} turns, {r.game_s:.0f} s of play, "
+                  f"{r.prompt_tokens:,}+{r.completion_tokens:,} tokens, "
+                  f"{r.tool_calls - r.invalid_calls}/{r.tool_calls} valid calls "
+                  f"[{time.monotonic() - started:.0f} s]", flush=True)
     return results
 
 
@@ -164,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--oracle plays against its own double: leave out --endpoint and --vs")
     if not args.endpoint and not args.oracle:
         parser.error("--endpoint URL is required (or --oracle, or --list)")
+    if args.vs and (args.vs, args.vs_model or args.model) == (args.endpoint, args.model):
+        parser.error("--vs names the same endpoint and model as --endpoint: nothing to compare "
+                     "(two models on one server: give --vs-model)")
     if not args.time_scale > 0:
         parser.error(f"--time-scale must be > 0, got {args.time_scale}")
     tasks = _pick(args.tasks, parser)
@@ -185,14 +195,16 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_CONFIG
         print(f"bench_play.py: the bench could not run: {' '.join(str(exc).split())[:400]}", file=sys.stderr)
         return EXIT_FAILED
-    names = {args.endpoint: "oracle" if args.oracle else ("A" if args.vs else "endpoint"), **({args.vs: "B"} if args.vs else {})}
+    endpoints = _endpoints(args)
+    labels = [_label(url, model, endpoints) for url, model in endpoints]
+    names = dict(zip(labels, ["oracle"] if args.oracle else (["A", "B"] if args.vs else ["endpoint"]), strict=True))
     rows = figures(results)
     if args.vs:
-        print(f"A = {args.endpoint}\nB = {args.vs}")
+        print(f"A = {labels[0]}\nB = {labels[1]}")
     print(format_table(rows, names))
     print(f"recordings: {workdir}")
     if args.json:
-        meta = {"endpoints": list(names), "model": args.model, "runs": args.runs, "tasks": [t.id for t in tasks],
+        meta = {"endpoints": list(names), "names": names, "models": [m for _, m in endpoints], "runs": args.runs, "tasks": [t.id for t in tasks],
                 "settings": dict(args.settings), "max_turns": args.max_turns, "time_scale": args.time_scale}
         args.json.write_text(json.dumps(to_json(results, rows, meta), indent=1, default=str))
         print(f"json: {args.json}")

@@ -134,6 +134,32 @@ class RunResult:
         return dict(self.__dict__)
 
 
+@dataclass(frozen=True)
+class Slot:
+    """One run in a bench's order: a task on an endpoint; ``run`` < 0 is a discarded warm-up."""
+
+    task: Task
+    endpoint: str
+    model: str
+    run: int
+
+    @property
+    def warmup(self) -> bool:
+        return self.run < 0
+
+
+def schedule(tasks: list[Task], endpoints: list[tuple[str, str]], runs: int, warmup: int) -> list[Slot]:
+    """The order a bench plays in: ``warmup`` discarded runs of the first task on each endpoint,
+    then every run of every task on each endpoint in turn (A, B, A, B, ...), so two endpoints
+    of a comparison meet the same tasks, runs and world at the same point of the bench, and
+    neither gets all of a quiet or a busy stretch of the machine."""
+    if not tasks or not endpoints:
+        return []
+    slots = [Slot(tasks[0], url, model, -1 - w) for w in range(warmup) for url, model in endpoints]
+    slots += [Slot(task, url, model, run) for run in range(runs) for task in tasks for url, model in endpoints]
+    return slots
+
+
 class BenchWorld:
     """``async with BenchWorld(options) as world: result = await world.play(task, endpoint, model, run)``."""
 

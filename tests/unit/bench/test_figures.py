@@ -60,6 +60,9 @@ def test_failure_reasons_most_telling_first() -> None:
         ([], 2, "--endpoint URL is required"),
         (["--oracle", "--endpoint", "http://127.0.0.1:9/v1"], 2, "leave out --endpoint"),
         (["--endpoint", "http://127.0.0.1:9/v1"], 3, "cannot reach endpoint http://127.0.0.1:9/v1"),
+        (["--endpoint", "http://127.0.0.1:9/v1", "--vs", "http://127.0.0.1:9/v1"], 2, "same endpoint and model"),
+        (["--endpoint", "http://127.0.0.1:9/v1", "--vs", "http://127.0.0.1:8/v1"], 3, "cannot reach endpoint"),
+        (["--endpoint", "http://127.0.0.1:9/v1", "--warmup", "-1"], 2, "--warmup"),
     ],
 )
 def test_bad_arguments_and_an_unreachable_endpoint_are_one_line(
