@@ -126,6 +126,8 @@ class Agent:
         self.perception = perception or Perception(s)
         self.stats = SessionStats()
         self._turn_no = 0
+        self._turn_limit: int | None = None
+        """No turn starts past this number (:meth:`limit_turns`)."""
         self._wake = anyio.Event()
         self._stop = anyio.Event()
         self._world_ended = False
@@ -164,6 +166,13 @@ class Agent:
         self._wake.set()
         if self._turn_scope is not None:
             self._turn_scope.cancel()
+
+    def limit_turns(self, more: int) -> None:
+        """Start at most ``more`` turns from now on, a turn in progress counted among them; then
+        :meth:`run` returns once the last of them is over (the bench's turn cap counts from the
+        player's first line, whatever turns came before it)."""
+        self._turn_limit = self._turn_no + more - (1 if self._in_turn else 0)
+        self._wake.set()
 
     @property
     def stopped(self) -> bool:
@@ -237,7 +246,7 @@ class Agent:
 
     async def _turns(self, max_turns: int | None) -> None:
         while not self._stop.is_set():
-            if max_turns is not None and self._turn_no >= max_turns:
+            if any(n is not None and self._turn_no >= n for n in (max_turns, self._turn_limit)):
                 return
             wait = self.perception.wait_s()
             if wait is None or wait > 0:

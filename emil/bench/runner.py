@@ -380,6 +380,7 @@ class BenchWorld:
             if step.do == "say" and player is not None:
                 if self._first_line is None:
                     self._first_line = time.monotonic()
+                    session.agent.limit_turns(self._max_turns(task))  # none starts past the cap
                 await player.do("chat", text=step.text)
             elif step.do == "goto" and player is not None and step.point is not None:
                 with contextlib.suppress(AssertionError, TimeoutError):
@@ -729,8 +730,7 @@ def _read_recording(path: Path, result: RunResult) -> None:
             result.actions.append(f"{r.name}({json.dumps(r.arguments)}) -> {'ok' if r.ok else 'FAILED'}: {r.text[:160]}")
             if not r.ok and r.rule and ("refus" in r.text or "not allowed" in r.text or "may not" in r.text or "only" in r.text):
                 result.refused += 1
-        elif isinstance(r, TurnRecord):
-            result.turns += 1
+        elif isinstance(r, TurnRecord):  # turns are counted in play, from the first line on
             result.trims += r.trims
 
 

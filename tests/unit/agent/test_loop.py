@@ -11,7 +11,7 @@ import pytest
 from emil.agent import Agent, SessionStats
 from emil.backoff import Backoff, Patience
 from emil.exceptions import ContextOverflowError, EndpointConfigError, EndpointUnavailable
-from emil.llm.types import ChatRequest, Completion
+from emil.llm.types import ChatRequest, Completion, ToolCall
 from emil.recording import (
     CompletionRecord,
     ErrorRecord,
@@ -26,6 +26,8 @@ from emil.recording import (
     read_recording,
 )
 from emil.world.events import Chat, Damage, Death, TimeOfDay
+from emil.world.port import TurnContext
+from emil.world.tool import Outcome
 from tests.unit.agent.doubles import (
     ContextDouble,
     WorldDouble,
@@ -514,3 +516,68 @@ async def test_a_failed_call_may_be_tried_again_once_another_call_ran(tmp_path: 
         await agent.run(max_turns=1)
     rec.close()
     assert [c.name for c in world.calls] == ["take", "say", "take"]  # the fourth: failed, nothing since
+
+
+async def test_limit_turns_starts_no_turn_past_the_limit(tmp_path: Path) -> None:
+    """The bench caps turns from the player's first line: with events still coming, exactly the
+    limit's turns run after it (the one in progress among them), then run() returns."""
+    in_turn, release, second_done, returned = anyio.Event(), anyio.Event(), anyio.Event(), anyio.Event()
+    answered = 0
+
+    def brain(req: ChatRequest) -> Completion:
+        nonlocal answered
+        if req.messages[-1]["role"] == "user":
+            return answer(tool("say", '{"text": "ok"}'))
+        answered += 1
+        if answered == 2:
+            second_done.set()
+        return answer(content="done")
+
+    agent, world, _, _, rec = _agent(tmp_path, brain)
+    run_tool = world.run_tool
+
+    async def held(call: ToolCall, turn: TurnContext) -> Outcome:  # the first turn's say waits
+        in_turn.set()
+        await release.wait()
+        return await run_tool(call, turn)
+
+    world.run_tool = held  # type: ignore[method-assign]
+    await world.send.send(Chat(sender="alex", text="one"))
+    result: list[SessionStats] = []
+
+    async def play() -> None:
+        result.append(await agent.run())
+        returned.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(play)
+        with anyio.fail_after(10):
+            await in_turn.wait()
+            agent.limit_turns(2)  # turn 1 is in progress: one more may start
+            for i in range(4):
+                await world.send.send(Chat(sender="alex", text=f"more {i}"))
+            release.set()
+            await second_done.wait()
+            await anyio.sleep(0.3)  # turn 2 ends; news now would start a third, were the limit one too many
+            await world.send.send(Chat(sender="alex", text="later"))
+            await returned.wait()
+    rec.close()
+    assert len(result[0].turns) == 2 and all(t.ended is not None for t in result[0].turns)
+    assert not agent.stopped  # a limit is not a stop
+
+
+async def test_limit_turns_between_turns_counts_from_the_next(tmp_path: Path) -> None:
+    def brain(req: ChatRequest) -> Completion:
+        return answer(content="fine")
+
+    agent, world, _, _, rec = _agent(tmp_path, brain)
+    await world.send.send(Chat(sender="alex", text="one"))
+    with anyio.fail_after(10):
+        await agent.run(max_turns=1)
+    agent.limit_turns(1)
+    for i in range(3):
+        await world.send.send(Chat(sender="alex", text=f"more {i}"))
+    with anyio.fail_after(10):
+        stats = await agent.run()
+    rec.close()
+    assert len(stats.turns) == 2

@@ -75,3 +75,22 @@ async def test_no_staging_events_waits_only_the_quiet_window() -> None:
     started = anyio.current_time()
     assert await _drop_staging_events(_Session(_World(0, False))) == 0  # type: ignore[arg-type]
     assert anyio.current_time() - started < STAGING_QUIET_S + 2
+
+
+def test_the_recording_adds_tokens_and_trims_but_not_turns(tmp_path: Path) -> None:
+    """Turns are counted in play from the player's first line; the recording (which holds every
+    turn, staging's included) must not count them again."""
+    from emil.agent.turnstats import TurnStats
+    from emil.bench.runner import RunResult, _read_recording
+    from emil.recording import Recorder
+
+    rec = Recorder(tmp_path / "session.jsonl")
+    for n in (1, 2):
+        stats = TurnStats(turn=n, reason="bob spoke", started=0.0)
+        stats.trims = n
+        rec.write(stats.record())
+    rec.close()
+    result = RunResult("answer_by_name", "social", URL, 0, "tag", turns=1)
+    _read_recording(tmp_path / "session.jsonl", result)
+    assert result.turns == 1
+    assert result.trims == 3
