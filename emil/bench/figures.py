@@ -12,7 +12,7 @@ from typing import Any
 
 from emil.bench.runner import RunResult
 
-__all__ = ["TaskFigures", "figures", "format_table", "plot", "to_json", "wilson"]
+__all__ = ["TaskFigures", "figures", "format_table", "plot", "to_json", "unplayed", "wilson"]
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -34,6 +34,8 @@ class TaskFigures:
     kind: str
     endpoint: str
     runs: int
+    """Runs played: a run the world could not stage (reason ``error: ...``) is not the model's
+    score, so it is left out of every figure but ``unplayed`` and the reasons."""
     successes: int
     low: float
     high: float
@@ -46,6 +48,8 @@ class TaskFigures:
     tool_calls: int
     invalid_calls: int
     reasons: dict[str, int] = field(default_factory=dict)
+    unplayed: int = 0
+    """Runs that could not be played (``error: ...``), beside ``runs``."""
 
     @property
     def rate(self) -> float:
@@ -60,23 +64,29 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def unplayed(r: RunResult) -> bool:
+    """A run the world could not stage or the session could not start: no score of the model's."""
+    return r.reason.startswith("error")
+
+
 def figures(results: list[RunResult]) -> list[TaskFigures]:
     """Per (endpoint, task), in the order first seen."""
     groups: dict[tuple[str, str], list[RunResult]] = {}
     for r in results:
         groups.setdefault((r.endpoint, r.task), []).append(r)
     out = []
-    for (endpoint, task), rs in groups.items():
+    for (endpoint, task), every in groups.items():
+        rs = [r for r in every if not unplayed(r)]
         wins = sum(r.success for r in rs)
         low, high = wilson(wins, len(rs))
         out.append(TaskFigures(
-            task=task, kind=rs[0].kind, endpoint=endpoint, runs=len(rs), successes=wins, low=low, high=high,
-            mean_credit=sum(r.fraction for r in rs) / len(rs),
+            task=task, kind=every[0].kind, endpoint=endpoint, runs=len(rs), successes=wins, low=low, high=high,
+            mean_credit=sum(r.fraction for r in rs) / len(rs) if rs else 0.0,
             median_turns=_median([float(r.turns) for r in rs]),
             median_game_s=_median([r.game_s for r in rs]),
-            prompt_tokens=sum(r.prompt_tokens for r in rs), completion_tokens=sum(r.completion_tokens for r in rs),
+            prompt_tokens=sum(r.prompt_tokens for r in every), completion_tokens=sum(r.completion_tokens for r in every),
             tool_calls=sum(r.tool_calls for r in rs), invalid_calls=sum(r.invalid_calls for r in rs),
-            reasons=dict(Counter(r.reason for r in rs if not r.success)),
+            reasons=dict(Counter(r.reason for r in every if not r.success)), unplayed=len(every) - len(rs),
         ))
     return out
 
@@ -109,8 +119,10 @@ def format_table(rows: list[TaskFigures], names: dict[str, str] | None = None) -
     for endpoint in dict.fromkeys(f.endpoint for f in rows):
         wins, runs, credit = _overall(rows, endpoint)
         low, high = wilson(wins, runs)
+        left = sum(f.unplayed for f in rows if f.endpoint == endpoint)
         lines.append(f"{'ALL':<18} {names.get(endpoint, endpoint)[:10]:<10} {wins:>3}/{runs:<3} "
-                     f"{(wins / runs if runs else 0):>3.0%} [{low:>4.0%}, {high:>4.0%}] {credit:>6.2f}")
+                     f"{(wins / runs if runs else 0):>3.0%} [{low:>4.0%}, {high:>4.0%}] {credit:>6.2f}"
+                     + (f"  ({left} run(s) not played, not scored)" if left else ""))
     return "\n".join(lines)
 
 
@@ -121,6 +133,7 @@ def to_json(results: list[RunResult], rows: list[TaskFigures], meta: dict[str, A
         wins, runs, credit = _overall(rows, endpoint)
         low, high = wilson(wins, runs)
         totals[endpoint] = {"successes": wins, "runs": runs, "rate": wins / runs if runs else 0.0,
+                            "unplayed": sum(f.unplayed for f in rows if f.endpoint == endpoint),
                             "low": low, "high": high, "mean_credit": credit}
     return {
         "meta": meta,
