@@ -28,6 +28,7 @@ import secrets
 import shutil
 import statistics
 import time
+import traceback
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -252,8 +253,10 @@ class BenchWorld:
             leaf = leaf_error(exc)
             if isinstance(leaf, ConfigurationError):
                 raise leaf from None
-            _log.warning("bench run %s failed to play: %s", task.id, exc, exc_info=True)
             result.reason = f"error: {' '.join(str(leaf).split())[:300] or type(leaf).__name__}"
+            trace = rundir / "error.txt"  # the operator reads one line; the traceback is kept here
+            trace.write_text("".join(traceback.format_exception(exc)))
+            _log.warning("bench run %s could not be played (%s); traceback in %s", task.id, result.reason, trace)
             result.success = False
         finally:
             result.wall_s = round(time.monotonic() - started, 1)

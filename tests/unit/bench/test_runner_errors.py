@@ -28,11 +28,15 @@ def _world(tmp_path: Path, fault: BaseException) -> BenchWorld:
     return world
 
 
-async def test_a_fault_of_one_run_is_a_failed_run_with_its_reason(tmp_path: Path) -> None:
+async def test_a_fault_of_one_run_is_a_failed_run_with_its_reason(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     world = _world(tmp_path, ExceptionGroup("session", [RuntimeError("the bot's client left")]))
     r = await world.play(SUITE[0], URL, "auto", 0)
     assert r.success is False
     assert r.reason == "error: the bot's client left"
+    (trace,) = [t async for t in anyio.Path(tmp_path).glob("*/error.txt")]  # kept in the run's folder
+    assert "RuntimeError: the bot's client left" in await trace.read_text()
+    (line,) = [r for r in caplog.records if r.name == "emil.bench"]
+    assert line.exc_info is None and str(trace) in line.getMessage()
 
 
 @pytest.mark.parametrize("grouped", [False, True])
