@@ -3,6 +3,10 @@ task and run (tools/bench_play.py's ``--vs`` is this order, played)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from emil.bench.runner import schedule
 from emil.bench.tasks import SUITE
 
@@ -44,3 +48,37 @@ def test_two_models_on_one_server_are_two_endpoints_in_the_figures() -> None:
     one = [A, (A[0], "lora-1")]
     assert _label(A[0], "auto", one) != _label(A[0], "lora-1", one)
     assert _label(A[0], "auto", [A, B]) == A[0]  # two servers: the URL alone
+
+
+def test_the_tool_plays_the_order_and_discards_the_warm_ups(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tools/bench_play.py's loop over a world DOUBLE (no server): every slot is played in
+    order, warm-ups are printed as discarded and kept out of the results."""
+    import anyio
+
+    import tools.bench_play as bench_play
+    from emil.bench.runner import RunResult
+
+    played: list[tuple[str, str, int]] = []
+
+    class World:
+        def __init__(self, options: object) -> None: ...
+
+        async def __aenter__(self) -> World:
+            return self
+
+        async def __aexit__(self, *exc: object) -> None: ...
+
+        async def play(self, task: object, endpoint: str, model: str, run: int) -> RunResult:
+            played.append((task.id, endpoint, run))  # type: ignore[attr-defined]
+            return RunResult(task.id, "social", endpoint, run, "t", reason="timed out")  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(bench_play, "BenchWorld", World)
+    args = bench_play._parser().parse_args(["--endpoint", A[0], "--vs", B[0], "--runs", "2", "--warmup", "1",
+                                            "--tasks", f"{T1.id},{T2.id}"])
+    results = anyio.run(bench_play._bench, args, [T1, T2], tmp_path)
+    assert played[:2] == [(T1.id, A[0], -1), (T1.id, B[0], -1)]
+    assert [(r.task, r.endpoint, r.run) for r in results] == played[2:] and len(results) == 8
+    out = capsys.readouterr().out
+    assert out.count("(discarded)") == 2 and "8/8" in out
