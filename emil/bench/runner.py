@@ -154,7 +154,7 @@ def schedule(tasks: list[Task], endpoints: list[tuple[str, str]], runs: int, war
     then every run of every task on each endpoint in turn (A, B, A, B, ...), so two endpoints
     of a comparison meet the same tasks, runs and world at the same point of the bench, and
     neither gets all of a quiet or a busy stretch of the machine."""
-    if not tasks or not endpoints:
+    if not tasks:  # tasks[0] is the warm-ups'
         return []
     slots = [Slot(tasks[0], url, model, -1 - w) for w in range(warmup) for url, model in endpoints]
     slots += [Slot(task, url, model, run) for run in range(runs) for task in tasks for url, model in endpoints]

@@ -48,14 +48,17 @@ def test_a_run_that_could_not_be_played_is_not_scored() -> None:
     """A world fault on one endpoint's run must not count as that model's failure (an A/B would
     lean against it): the run is kept out of the rate, credit, medians and validity, and shown."""
     error = _run("follow", "A", False, reason="error: Emil's client does not see ['alex']", turns=0, game_s=0.0,
-                 tool_calls=0, invalid_calls=0, prompt_tokens=0, completion_tokens=0)
+                 tool_calls=0, invalid_calls=0, prompt_tokens=50, completion_tokens=5)
     rows = figures([_run("follow", "A", True), error, _run("follow", "A", True)])
     (row,) = rows
     assert (row.runs, row.successes, row.unplayed, row.rate, row.mean_credit) == (2, 2, 1, 1.0, 1.0)
     assert row.median_turns == 2 and row.median_game_s == 5.0 and row.validity == 1.0
     assert row.reasons == {"error: Emil's client does not see ['alex']": 1}
+    assert (row.prompt_tokens, row.completion_tokens) == (250, 25)  # what the server served, every run
     table = format_table(rows)
     assert "2/2" in table and "1 run(s) not played" in table
+    (alone,) = figures([error])
+    assert (alone.runs, alone.mean_credit, alone.median_turns, alone.validity) == (0, 0.0, None, None)
     assert to_json([error], figures([error]), {})["totals"]["A"] == {
         "successes": 0, "runs": 0, "rate": 0.0, "unplayed": 1, "low": 0.0, "high": 1.0, "mean_credit": 0.0}
 
