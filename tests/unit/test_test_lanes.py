@@ -40,6 +40,16 @@ def test_the_exit_code_is_the_worst_of_both_lanes(codes: tuple[int, int], expect
     assert tool.exit_code([_lane(tool, c) for c in codes]) == expected
 
 
+def test_a_lane_whose_every_test_was_deselected_passed() -> None:
+    """`bash .ci/run -m "not slow"`: the servers lane holds only slow tests (pytest exit 5)."""
+    tool = _tool()
+    empty = _lane(tool, 5)
+    empty.counts = {"deselected": 64}  # type: ignore[attr-defined]
+    assert tool.exit_code([_lane(tool, 0), empty]) == 0
+    assert tool.describe(empty).endswith(": passed")
+    assert tool.exit_code([_lane(tool, 0), _lane(tool, 5)]) == 5  # nothing collected, nothing deselected
+
+
 def _collected(output: str) -> set[str]:
     return {line.strip() for line in output.splitlines() if re.match(r"^tests/\S+::\S", line.strip())}
 
