@@ -1,30 +1,36 @@
 #!/usr/bin/env python3
-"""Run the whole suite in two lanes at once: the vLLM servers' tiers and everything else.
+"""Run the whole suite in three lanes at once: the vLLM servers' tiers, the world's, the rest.
 
     python3 tools/test_lanes.py                 (after bash .ci/run has set up .venv)
-    python3 tools/test_lanes.py -- -x           (pytest options after -- go to both lanes)
+    python3 tools/test_lanes.py -- -x           (pytest options after -- go to every lane)
 
-Why two lanes: most of the suite's wall time is waiting (a vLLM server's start and prefills, a
-bench task's seconds of game time, bots walking), so one session after another left the second
-core idle for most of an hour. Each lane is its own pytest session, so each heavy server still
+Why lanes: most of the suite's wall time is waiting (a vLLM server's start and prefills, a
+bench task's seconds of game time, bots walking), so one session after another left the cores
+idle for most of an hour. Each lane is its own pytest session, so each heavy server still
 starts once per session: the ``servers`` lane holds every test of tests/integration/real_vllm
-and tests/integration/real_model (the only users of those two servers; about half the suite's
-time, measured), the ``rest`` lane everything else. Only the
-``rest`` lane writes pytest's cache (``--lf`` reruns its failures; the two would race on it).
+and tests/integration/real_model (the only users of those two servers), the ``world`` lane the
+integration tiers that play in an embedded world (one server per test module), the ``rest``
+lane everything else (the unit tests, the documented commands, offline, operator, serving).
+Only the ``rest`` lane writes pytest's cache (``--lf`` reruns its failures; lanes would race on it).
 
-.ci/run's way since the JS bridge survives a slow call. Its first whole run (2026-12-05, from
-a fresh clone) lost the ``servers`` lane at the eleventh task of the random-weights bench: one
-JS call took past JSPyBridge's fixed limits under the two lanes' load, its event thread died on
-the reply barrier the caller had left, and every later call of that process timed out. Emil now
-swaps that barrier for a handoff that cannot break (emil/world/_jsruntime.py), so a slow call
-fails alone (tests/integration/world/test_bridge_slow_call.py).
+Two lanes (servers, rest) were .ci/run's way from 2026-12-05 to 12-07: CI's run of e84eb52
+took 45 min 49 s with the rest lane alone 43 min 45 s, at a load average under 1 when that lane
+ran by itself (2,157 s for its slow tests, measured with ``--durations=0``). The world's tiers
+were 1,107 s of it, so they are a lane of their own.
 
-The ``rest`` lane prints to the terminal as it runs; the ``servers`` lane writes to its log only,
-printed whole when it ends (both logs in ``--log-dir``, default ``ci-lanes/``), then one line
-per lane: its wall time, pytest's counts and every failed or erroring test. Exit 0 when both
-lanes passed; else 1 when a test failed, else the first lane's non-zero pytest exit code
+The lanes' JS bridges survive a slow call. The first two-lane run (2026-12-05, from a fresh
+clone) lost the ``servers`` lane at the eleventh task of the random-weights bench: one JS call
+took past JSPyBridge's fixed limits under load, its event thread died on the reply barrier the
+caller had left, and every later call of that process timed out. Emil now swaps that barrier
+for a handoff that cannot break (emil/world/_jsruntime.py), so a slow call fails alone
+(tests/integration/world/test_bridge_slow_call.py).
+
+The ``rest`` lane prints to the terminal as it runs; every other lane writes to its log only,
+printed whole when the rest is done (every log in ``--log-dir``, default ``ci-lanes/``), then
+one line per lane: its wall time, pytest's counts and every failed or erroring test. Exit 0 when
+every lane passed; else 1 when a test failed, else the first lane's non-zero pytest exit code
 (2 interrupted, 3 internal error, 4 usage error, 5 no tests collected). Ctrl-C or SIGTERM stops
-both lanes (each in a process group of its own) and exits 130.
+every lane (each in a process group of its own) and exits 130.
 """
 
 from __future__ import annotations
@@ -51,6 +57,15 @@ from emil.testing.pytest_output import parse_pytest_output
 ROOT = Path(__file__).resolve().parents[1]
 SERVER_TIERS = ("tests/integration/real_vllm", "tests/integration/real_model")
 """The tests that use a vLLM server of their tier: the ``servers`` lane."""
+WORLD_TIERS = ("tests/integration/world", "tests/integration/bench", "tests/integration/agent",
+               "tests/integration/memory", "tests/integration/fleet")
+"""Integration tiers that play sessions in an embedded world: mostly waiting (bots walking, game
+time), about 18 of the rest's 41 minutes when they were one lane (measured 2026-12-07)."""
+LANES: dict[str, tuple[str, ...]] = {
+    "servers": SERVER_TIERS,
+    "world": WORLD_TIERS,
+}
+"""The lanes whose output goes to their log, printed when each ends; every other test is ``rest``."""
 
 
 @dataclass
@@ -70,11 +85,12 @@ class Lane:
 
 
 def lanes(pytest_args: list[str], log_dir: Path) -> list[Lane]:
+    """The logged lanes in LANES's order, then ``rest`` (every other test; shown, the cache's writer)."""
     base = [sys.executable, "-m", "pytest", "--durations=15", *pytest_args]
-    servers = Lane("servers", [*base, "-p", "no:cacheprovider", *SERVER_TIERS],
-                   log_dir / "servers.log", shown=False)
-    rest = Lane("rest", [*base, *(f"--ignore={tier}" for tier in SERVER_TIERS)], log_dir / "rest.log", shown=True)
-    return [servers, rest]
+    logged = [Lane(name, [*base, "-p", "no:cacheprovider", *paths], log_dir / f"{name}.log", shown=False)
+              for name, paths in LANES.items()]
+    elsewhere = [f"--ignore={path}" for paths in LANES.values() for path in paths]
+    return [*logged, Lane("rest", [*base, *elsewhere], log_dir / "rest.log", shown=True)]
 
 
 def start(lane: Lane) -> None:
@@ -148,7 +164,7 @@ def describe(lane: Lane) -> str:
 
 @contextlib.contextmanager
 def stopped_on_signal(running: list[Lane]) -> Iterator[None]:
-    """SIGTERM behaves as Ctrl-C: both lanes' process groups are stopped."""
+    """SIGTERM behaves as Ctrl-C: every lane's process group is stopped."""
 
     def on_term(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -181,17 +197,19 @@ def main(argv: list[str] | None = None) -> int:
         args, extra = args[:i], args[i + 1 :]
     parser = argparse.ArgumentParser(
         prog="tools/test_lanes.py",
-        description="Run the suite in two pytest sessions at once (the vLLM servers' tiers, the rest); "
-                    "options after -- go to both.",
+        description="Run the suite in pytest sessions at once (lanes: the vLLM servers' tiers, "
+                    "the world's, the rest); options after -- go to every lane.",
     )
     parser.add_argument("--log-dir", type=Path, default=ROOT / "ci-lanes",
-                        help="where the servers lane's output goes (default: ci-lanes/)")
+                        help="where each lane's log goes (default: ci-lanes/)")
     opts = parser.parse_args(args)
     opts.log_dir.mkdir(parents=True, exist_ok=True)
     todo = lanes(extra, opts.log_dir.resolve())
-    servers, rest = todo
-    sys.stdout.write(f"lane servers ({', '.join(SERVER_TIERS)}): output in {servers.log}, printed when it ends\n"
-                     f"lane rest (every other test): output below and in {rest.log}\n")
+    *logged, rest = todo
+    for lane in logged:
+        sys.stdout.write(f"lane {lane.name} ({', '.join(LANES[lane.name])}): output in {lane.log}, "
+                         "printed when it ends\n")
+    sys.stdout.write(f"lane rest (every other test): output below and in {rest.log}\n")
     sys.stdout.flush()
     try:
         with stopped_on_signal(todo):
@@ -199,16 +217,19 @@ def main(argv: list[str] | None = None) -> int:
                 start(lane)
                 threading.Thread(target=_watch, args=(lane,), daemon=True).start()
             finish(rest)
-            if servers.process is not None and servers.process.poll() is None:
-                sys.stdout.write(f"\nlane rest done in {minutes(rest.wall_s)}; waiting for lane servers\n")
+            waiting = [lane.name for lane in logged if lane.process is not None and lane.process.poll() is None]
+            if waiting:
+                sys.stdout.write(f"\nlane rest done in {minutes(rest.wall_s)}; waiting for lane {', '.join(waiting)}\n")
                 sys.stdout.flush()
-            finish(servers)
+            for lane in logged:
+                finish(lane)
     except KeyboardInterrupt:
-        sys.stdout.write("\nstopped: both lanes ended\n")
+        sys.stdout.write("\nstopped: every lane ended\n")
         return 130
-    sys.stdout.write(f"\n{'=' * 30} lane servers: {servers.log} {'=' * 30}\n")
-    sys.stdout.write(servers.log.read_text(errors="replace"))
-    sys.stdout.write("\n")
+    for lane in logged:
+        sys.stdout.write(f"\n{'=' * 30} lane {lane.name}: {lane.log} {'=' * 30}\n")
+        sys.stdout.write(lane.log.read_text(errors="replace"))
+        sys.stdout.write("\n")
     for lane in todo:
         sys.stdout.write(describe(lane) + "\n")
         for line in lane.failures:

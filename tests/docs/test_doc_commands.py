@@ -63,7 +63,7 @@ NOT_HERE: dict[str, str] = {
         "tests/unit/test_ci_under_load.py runs it on a small test file"
     ),
     "python3 tools/test_lanes.py": (
-        "runs this whole suite in two lanes at once: most of an hour; "
+        "runs this whole suite in three lanes at once: half an hour or more; "
         "tests/unit/test_test_lanes.py runs it with --collect-only and checks the split"
     ),
     "python3 tools/bench_npc.py": (

@@ -1,5 +1,5 @@
-"""tools/test_lanes.py (.ci/run's two pytest sessions at once): the lanes split the suite with
-nothing lost and nothing run twice, and the exit code says the worst of both."""
+"""tools/test_lanes.py (.ci/run's pytest sessions at once): the lanes split the suite with
+nothing lost and nothing run twice, and the exit code says the worst of them."""
 
 from __future__ import annotations
 
@@ -55,20 +55,22 @@ def _collected(output: str) -> set[str]:
 
 
 @pytest.mark.slow
-def test_the_two_lanes_collect_the_whole_suite_once(tmp_path: Path) -> None:
+def test_the_lanes_collect_the_whole_suite_once(tmp_path: Path) -> None:
     run = subprocess.run([sys.executable, str(TOOL), "--log-dir", str(tmp_path), "--", "--collect-only", "-q",
                           "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    servers = _collected((tmp_path / "servers.log").read_text())
-    rest = _collected((tmp_path / "rest.log").read_text())
+    tool = _tool()
+    names = [*tool.LANES, "rest"]
+    assert len(names) == 3
+    collected = {name: _collected((tmp_path / f"{name}.log").read_text()) for name in names}
     whole = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"],
                            cwd=ROOT, capture_output=True, text=True, timeout=300)
     everything = _collected(whole.stdout)
-    assert servers and rest
-    assert not servers & rest
-    assert servers | rest == everything
-    tiers = _tool().SERVER_TIERS
-    assert all(t.startswith(tiers) for t in servers)
-    assert not any(t.startswith(tiers) for t in rest)
-    assert re.search(r"lane servers: \d+ min \d\d s, .*: passed", run.stdout), run.stdout[-2000:]
-    assert re.search(r"lane rest: \d+ min \d\d s, .*: passed", run.stdout), run.stdout[-2000:]
+    assert all(collected.values()), {name: len(tests) for name, tests in collected.items()}
+    assert sum(len(tests) for tests in collected.values()) == len(everything)  # nothing twice
+    assert set().union(*collected.values()) == everything  # nothing lost
+    for name, paths in tool.LANES.items():
+        assert all(t.startswith(paths) for t in collected[name]), name
+        assert not any(t.startswith(paths) for other in names if other != name for t in collected[other]), name
+    for name in names:
+        assert re.search(rf"lane {name}: \d+ min \d\d s, .*: passed", run.stdout), run.stdout[-2000:]

@@ -33,7 +33,10 @@ def _gate(server: CpuVLLMServer, tmp_path: Path, tool_choice: str) -> tuple[int,
          "-n", "1", "--situations", str(tmp_path / "some.json"), "--tool-choice", tool_choice,
          "--no-progress", "--json-out", str(out)],
         timeout=500, capture_output=True, text=True, cwd=ROOT,
-        env={**os.environ, "EMIL_OUTPUT_RESERVE": "96", "EMIL_TEMPERATURE": "0",
+        # request_timeout_s 240: the gate scores validity, not latency. A cold prefill of the
+        # gate's 3.9k-token prompt is about 25 s on a quiet box, but CI's first run went past the
+        # default 120 s with the other lane busy (the bench before it had filled the prefix cache).
+        env={**os.environ, "EMIL_OUTPUT_RESERVE": "96", "EMIL_TEMPERATURE": "0", "EMIL_REQUEST_TIMEOUT_S": "240",
              "EMIL_DATA_DIR": str(tmp_path / "data")},
     )
     assert out.exists(), f"exit {run.returncode}, no report: {run.stdout + run.stderr}"
