@@ -70,6 +70,17 @@ class _Player:
                 return float(p["position"]["x"]), float(p["position"]["z"])
         return None
 
+    async def emil_near(self, x: float, z: float, *, within: float, limit_s: float) -> tuple[float, float] | None:
+        """Where Emil is once it has come ``within`` blocks of (x, z), or after ``limit_s`` seconds
+        (a follower on a loaded machine takes longer than a fixed wait: the demo waits for it)."""
+        deadline = anyio.current_time() + limit_s
+        while True:
+            where = await self.where_is_emil()
+            near = where is not None and ((where[0] - x) ** 2 + (where[1] - z) ** 2) ** 0.5 <= within
+            if near or anyio.current_time() >= deadline:
+                return where
+            await anyio.sleep(0.5)
+
     async def play(self) -> None:
         await anyio.sleep(2.0)
         await self.step("greets Emil", "say", {"text": f"Hello {self.emil}!"}, then_wait=4.0)
@@ -77,8 +88,8 @@ class _Player:
         start = await self.where_is_emil()
         snap = await self.bot.snapshot()
         here = snap.position or {"x": 0.0, "y": 0.0, "z": 0.0}
-        await self.step("walks away", "go_to", {"x": here["x"] + 10, "y": here["y"], "z": here["z"] + 4}, then_wait=5.0)
-        end = await self.where_is_emil()
+        await self.step("walks away", "go_to", {"x": here["x"] + 10, "y": here["y"], "z": here["z"] + 4}, then_wait=0.0)
+        end = await self.emil_near(here["x"] + 10, here["z"] + 4, within=4.0, limit_s=20.0)
         if start is not None and end is not None:
             self.result.emil_moved_blocks = ((end[0] - start[0]) ** 2 + (end[1] - start[1]) ** 2) ** 0.5
         await self.step("tells Emil to stay", "say", {"text": f"{self.emil}, stop here"}, then_wait=3.0)
