@@ -396,7 +396,8 @@ class BenchWorld:
                 async def arrived(p: PlayerBot = player, w: dict[str, int] = wanted) -> bool:
                     return await _has(p, w)
 
-                await _until(arrived, 10)
+                if not await _until(arrived, 10):
+                    raise RuntimeError(f"{step.who} never received {wanted} to {step.do}")
                 x, y, z = (int(c) for c in step.point)
                 if step.do == "place":
                     await player.do("place", item=step.item, x=x, y=y, z=z, sneak=True)
@@ -409,7 +410,8 @@ class BenchWorld:
                     async def emptied(p: PlayerBot = player) -> bool:
                         return await _empty(p)
 
-                    await _until(emptied, 10)
+                    if not await _until(emptied, 10):  # seen under load: the task then scored for nothing
+                        raise RuntimeError(f"{step.who} still holds items after storing them in the chest")
             elif step.do == "mark":
                 state = await self._read(task, session, marks, heard_from)
                 if step.who in state.positions:

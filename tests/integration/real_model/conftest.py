@@ -24,7 +24,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -97,7 +97,8 @@ def real_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CpuVLLMServ
         env, model_dir = prepare(progress=_progress)
     except CpuServerError as exc:
         pytest.fail(f"the real model could not be installed: {exc}", pytrace=False)
-    for running in start_server(env, model_dir, real_server_options(), log_path):
+    # niceness 10: behind the other lanes' bots and sessions (tools/test_lanes.py)
+    for running in start_server(env, model_dir, replace(real_server_options(), nice=10), log_path):
         try:
             _progress(f"warm-up (Emil's system prompt and tools): {_warm(running, Settings()):.1f} s")
         except httpx.HTTPError as exc:

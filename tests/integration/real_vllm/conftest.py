@@ -47,6 +47,7 @@ The smallest the CPU attention takes (a multiple of 32; its default is 128, GPUs
 
 SERVER_OPTIONS = CpuServerOptions(
     max_model_len=16384,
+    nice=10,  # behind the other lanes' bots and sessions (tools/test_lanes.py)
     extra_args=(
         # Lets a request carry a chat template: the exact-count tests serve other families'
         # templates on the same tokenizer without a server each.

@@ -59,6 +59,9 @@ CASES: list[tuple[Goal, WorldState, WorldState]] = [
     (Dug("a log", positions=((1, 5, 1), (2, 5, 2)), name="oak_log"),
      WorldState(blocks={(1, 5, 1): "oak_log", (2, 5, 2): "oak_log"}),
      WorldState(blocks={(1, 5, 1): "air", (2, 5, 2): "oak_log"})),
+    (Dug("a log, one block unread", positions=((1, 5, 1), (2, 5, 2)), name="oak_log"),
+     WorldState(blocks={(1, 5, 1): None, (2, 5, 2): "oak_log"}),  # type: ignore[dict-item]
+     WorldState(blocks={(1, 5, 1): None, (2, 5, 2): "stone"})),  # type: ignore[dict-item]
     (MobGone("zombie dead", at=(0.0, 5.0, 0.0)),
      WorldState(mobs=[("zombie", (3.0, 5.0, 1.0))]),
      WorldState(mobs=[("zombie", (300.0, 5.0, 0.0)), ("item", (1.0, 5.0, 1.0))])),
