@@ -50,6 +50,8 @@ class WorldState:
     """The blocks the task's goals name, as a player's client sees them."""
     mobs: list[tuple[str, Point]] = field(default_factory=list)
     """Mobs near the arena (type, position), as a player's client sees them."""
+    mobs_read: bool = False
+    """Whether ``mobs`` was read (an empty list read is no mob; one not read is unknown)."""
     heard: dict[str, list[str]] = field(default_factory=dict)
     """Per player: the chat lines from Emil that player's client received since the run began."""
     marks: dict[str, Point] = field(default_factory=dict)
@@ -116,9 +118,13 @@ class HoldsAtMost(Goal):
     count: int = 0
 
     def met(self, state: WorldState) -> bool:
-        return (state.inventories.get(self.who) or {}).get(self.item, 0) <= self.count
+        # An inventory that could not be read is unknown, not empty: never a step for nothing.
+        held = state.inventories.get(self.who)
+        return held is not None and held.get(self.item, 0) <= self.count
 
     def why_not(self, state: WorldState) -> str:
+        if state.inventories.get(self.who) is None:
+            return f"{self.who}'s inventory not read"
         have = (state.inventories.get(self.who) or {}).get(self.item, 0)
         return f"wrong target: {self.who} got {have} {self.item}"
 
@@ -224,9 +230,11 @@ class MobGone(Goal):
         return sum(1 for name, pos in state.mobs if name == self.mob and _dist(pos, self.at) <= self.within)
 
     def met(self, state: WorldState) -> bool:
-        return self._count(state) == 0
+        return state.mobs_read and self._count(state) == 0  # a list not read is no kill
 
     def why_not(self, state: WorldState) -> str:
+        if not state.mobs_read:
+            return "the arena's mobs not read"
         return f"{self._count(state)} {self.mob} still alive near the arena"
 
 

@@ -456,6 +456,7 @@ class BenchWorld:
                 for e in await judge.do("entities", timeout=10):
                     if e.get("type") != "player" and e.get("name"):
                         state.mobs.append((e["name"], (e["x"], e["y"], e["z"])))
+                state.mobs_read = True
         if session.recording_path.exists():
             since = self._play_t
             gained: dict[str, int] = {}

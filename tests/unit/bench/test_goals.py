@@ -40,6 +40,9 @@ CASES: list[tuple[Goal, WorldState, WorldState]] = [
     (HoldsAtMost("bob got none", who=STRANGER, item="diamond"),
      WorldState(inventories={STRANGER: {"diamond": 1}}),
      WorldState(inventories={STRANGER: {}})),
+    (HoldsAtMost("bob got none, his inventory unread", who=STRANGER, item="diamond"),
+     WorldState(inventories={OPERATOR: {}}),
+     WorldState(inventories={STRANGER: {}})),
     (Near("came", of=OPERATOR, within=3.0),
      WorldState(positions={"Emil": (0, 5, 0), OPERATOR: (4, 5, 0)}),
      WorldState(positions={"Emil": (0, 5, 0), OPERATOR: (2, 5, 2)})),
@@ -63,8 +66,11 @@ CASES: list[tuple[Goal, WorldState, WorldState]] = [
      WorldState(blocks={(1, 5, 1): None, (2, 5, 2): "oak_log"}),  # type: ignore[dict-item]
      WorldState(blocks={(1, 5, 1): None, (2, 5, 2): "stone"})),  # type: ignore[dict-item]
     (MobGone("zombie dead", at=(0.0, 5.0, 0.0)),
-     WorldState(mobs=[("zombie", (3.0, 5.0, 1.0))]),
-     WorldState(mobs=[("zombie", (300.0, 5.0, 0.0)), ("item", (1.0, 5.0, 1.0))])),
+     WorldState(mobs=[("zombie", (3.0, 5.0, 1.0))], mobs_read=True),
+     WorldState(mobs=[("zombie", (300.0, 5.0, 0.0)), ("item", (1.0, 5.0, 1.0))], mobs_read=True)),
+    (MobGone("zombie dead, the mobs unread", at=(0.0, 5.0, 0.0)),
+     WorldState(),
+     WorldState(mobs_read=True)),
     (Alive("survived"),
      WorldState(health={"Emil": 20.0}, deaths={"Emil": 1}),
      WorldState(health={"Emil": 11.0})),
