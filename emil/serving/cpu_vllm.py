@@ -229,7 +229,9 @@ class CpuVLLMServer:
 
     @property
     def argv(self) -> list[str]:
-        return list(self.supervisor.argv)
+        """The vLLM command line (without the ``nice -n N`` it may be run under)."""
+        argv = list(self.supervisor.argv)
+        return argv[3:] if argv[:2] == ["nice", "-n"] else argv
 
     def _supervise(self) -> None:
         self.outcome = self.supervisor.run()
