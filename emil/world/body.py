@@ -288,8 +288,28 @@ class Give(Tool):
         return replace(out, rule=row)
 
     def read(self, result: dict[str, Any]) -> str:
+        """What was thrown and where it went (the JS receipt watches the items for a few seconds:
+        who picked them up, or how far from the player they still lie)."""
+        to, item = result.get("to"), result.get("gave")
         extra = f" ({result['short']})" if result.get("short") else ""
-        return f"tossed {result.get('count')} {result.get('gave')} to {result.get('to')}{extra}"
+        back = int(result.get("back") or 0)
+        said = f"tossed {int(result.get('count') or 0) + back} {item} to {to}{extra}"
+        if back:
+            said += f"; {back} came back to you (you picked them up again: still yours)"
+        seen = int(result.get("seen") or 0)
+        got, lying = int(result.get("received") or 0), int(result.get("lying") or 0)
+        others = result.get("others") or {}
+        if not seen or (back and got + lying + sum(others.values()) == 0):
+            return said
+        if got == seen:
+            return f"{said}; {to} picked them up"
+        notes = [f"{to} picked up {'some of them' if got else 'none yet'}"]
+        notes += [f"{who} picked up {'one' if k == 1 else k}" for who, k in sorted(others.items())]
+        if lying:
+            far = result.get("lying_from")
+            notes.append(f"{lying if lying > 1 else 'one'} still on the ground"
+                         + (f", {far} blocks from {to}" if far is not None else ""))
+        return f"{said}; " + ", ".join(notes)
 
 
 _DROP_OWN = Rule("drop.own", "Emil's own items, tossed on the ground (anyone near may pick them up)",

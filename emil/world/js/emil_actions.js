@@ -24,6 +24,57 @@ function targetPoint (ctl, args) {
   return new Vec3(args.x, args.y, args.z)
 }
 
+// Vanilla lets a thrown item be picked up after 40 ticks (2 s), flying-squid after 0.5 s: the
+// receipt waits past both for whoever comes close. Item entities that appear by Emil while it
+// throws are the throw's (one entity per item on flying-squid, one per stack on vanilla).
+const RECEIPT_MS = 4000
+const THROW_SPAWN_MS = 1000
+
+// Runs `toss` and says where the thrown items went: `received` (entities the target picked up),
+// `back` (Emil caught them again), `others` (name -> entities someone else picked up) and
+// `lying` (still on the ground when the receipt stopped waiting, `lying_from`: blocks from the
+// target). A player who picks the items up later still gets them; the result says what was seen.
+async function tossReceipt (bot, target, signal, toss) {
+  const mine = new Map() // entity id -> who picked it up (null: lying)
+  let tossing = true
+  let tossedAt = Date.now()
+  const onSpawn = (e) => {
+    if (!e || e.name !== 'item' || !e.position || !bot.entity) return
+    if (!tossing && Date.now() - tossedAt > THROW_SPAWN_MS) return
+    if (e.position.distanceTo(bot.entity.position) <= 4) mine.set(e.id, null)
+  }
+  const onCollect = (collector, collected) => {
+    if (!collected || !mine.has(collected.id)) return
+    const who = collector === bot.entity ? bot.username : collector?.username
+    mine.set(collected.id, who || 'someone')
+  }
+  bot.on('entitySpawn', onSpawn)
+  bot.on('playerCollect', onCollect)
+  try {
+    await toss()
+    tossing = false
+    tossedAt = Date.now()
+    const until = tossedAt + RECEIPT_MS
+    const open = () => mine.size === 0 || [...mine.values()].some((v) => v === null)
+    while (Date.now() < until && open()) await sleep(100, signal)
+  } finally {
+    bot.removeListener('entitySpawn', onSpawn)
+    bot.removeListener('playerCollect', onCollect)
+  }
+  const who = [...mine.values()]
+  const others = {}
+  for (const w of who) if (w && w !== target.username && w !== bot.username) others[w] = (others[w] || 0) + 1
+  const lying = [...mine].filter(([, w]) => w === null).map(([id]) => bot.entities[id]).filter(Boolean)
+  const nearest = lying.length ? Math.min(...lying.map((e) => e.position.distanceTo(target.position))) : null
+  return {
+    received: who.filter((w) => w === target.username).length,
+    others,
+    lying: who.filter((w) => w === null).length,
+    lying_from: nearest === null ? null : round1(nearest),
+    seen: mine.size
+  }
+}
+
 const ACTIONS = {
   // One chat piece per call, as Python cut it: no newline and within the limit, so mineflayer
   // sends exactly `line` in one packet, and the command rule (emil_trust.js) is checked on
@@ -198,8 +249,14 @@ const ACTIONS = {
     await bot.lookAt(target.position.offset(0, 1.0, 0), true)
     // the look goes out with the next physics tick; the server aims the throw with it
     await bot.waitForTicks(2)
-    await bot.toss(bot.registry.itemsByName[item].id, null, n)
-    return { gave: item, count: n, to: player, short: n < (count ?? 1) ? `only had ${have}` : null }
+    let thrown = 0
+    const got = await tossReceipt(bot, target, signal, async () => {
+      await bot.toss(bot.registry.itemsByName[item].id, null, n)
+      thrown = countOf(bot, item)
+    })
+    // what Emil caught back is still Emil's, not given (counted in items, not entities)
+    const back = Math.min(n, Math.max(0, countOf(bot, item) - thrown))
+    return { gave: item, count: n - back, to: player, short: n < (count ?? 1) ? `only had ${have}` : null, ...got, back }
   },
 
   // Tossed where Emil stands, in one throw per stack; Python's guard decided whose items these may be.

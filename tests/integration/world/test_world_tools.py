@@ -193,12 +193,36 @@ async def test_give_moves_items_to_the_player(server: EmbeddedServer, emil: Bot,
     await give_emil(server, emil, "oak_log", 5)
     had = (await alex.do("inventory")).get("oak_log", 0)
     out = await act(emil, tool("give", player="Alex", item="oak_log", count=2))
-    assert out.ok, out.text
+    # the receipt: Emil watched the two items land and Alex pick them up
+    assert out.ok and out.text == "tossed 2 oak_log to Alex; Alex picked them up", out.text
     async def received() -> bool:
         return bool((await alex.do("inventory")).get("oak_log", 0) >= had + 2)
 
     await eventually(received, timeout=8, what=f"Alex holds the logs (the tool said: {out.text})")
     assert (await emil.snapshot()).inventory.get("oak_log", 0) == 3
+
+
+async def test_give_says_so_when_the_player_does_not_pick_the_items_up(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:
+    """A player whose inventory is full cannot take a toss: the items lie by them, and the
+    tool's words say that instead of a delivery (what a model reads before it answers)."""
+    await place(server, emil, alex, (40, -40), (46, -40))  # untouched ground
+    await give_emil(server, emil, "oak_log", 2)
+    await server.command("clear Alex")
+    await server.command("give Alex stone 2304")  # all 36 slots a full stack
+
+    async def full() -> bool:
+        return bool((await alex.do("inventory")).get("stone", 0) >= 2304)
+
+    try:
+        await eventually(full, timeout=10, what="Alex's inventory full of stone")
+        out = await act(emil, tool("give", player="Alex", item="oak_log", count=2))
+        assert out.ok, out.text
+        assert re.fullmatch(r"tossed 2 oak_log to Alex; Alex picked up none yet, 2 still on the ground, "
+                            r"\d+(\.\d)? blocks from Alex", out.text), out.text
+        assert (await alex.do("inventory")).get("oak_log", 0) == 0
+    finally:
+        await server.command("clear Alex")
+        await server.command("kill @e[type=item]")
 
 
 async def test_drop_puts_items_on_the_ground_for_a_player_to_pick_up(server: EmbeddedServer, emil: Bot, alex: PlayerBot) -> None:

@@ -15,6 +15,7 @@ from emil.trust.authority import Authority, Line
 from emil.trust.ledger import SELF, Ledger
 from emil.world import actions
 from emil.world.actions import TOOLS, dispatch, tool_specs, validate_tool_call
+from emil.world.body import Give
 from emil.world.chat import CHAT_LIMIT, reads_as_command, split_chat
 from emil.world.guard import Guard
 from emil.world.making import Build
@@ -503,3 +504,27 @@ def test_a_strict_spec_holds_item_counts_to_names_and_sizes(name: str) -> None:
         assert not strict.is_valid({"items": bad}), bad
         assert validate_tool_call(ToolCall(id="1", name=name, raw_arguments="", arguments={"items": bad})).error
     assert not any(key in json.dumps(spec) for spec in tool_specs() for key in STRICT_ONLY)
+
+
+@pytest.mark.parametrize(
+    ("result", "reads"),
+    [
+        # an older bot (no receipt) and a throw nobody saw land: what was thrown
+        ({"gave": "emerald", "count": 1, "to": "alex"}, "tossed 1 emerald to alex"),
+        ({"gave": "emerald", "count": 1, "to": "alex", "seen": 0, "received": 0, "lying": 0}, "tossed 1 emerald to alex"),
+        ({"gave": "oak_log", "count": 3, "to": "alex", "seen": 3, "received": 3, "lying": 0, "others": {}},
+         "tossed 3 oak_log to alex; alex picked them up"),
+        ({"gave": "emerald", "count": 1, "to": "alex", "seen": 1, "received": 0, "lying": 1, "lying_from": 2.4},
+         "tossed 1 emerald to alex; alex picked up none yet, one still on the ground, 2.4 blocks from alex"),
+        ({"gave": "bread", "count": 4, "to": "alex", "seen": 4, "received": 1, "lying": 2, "lying_from": 1.1,
+          "others": {"bob": 1}},
+         "tossed 4 bread to alex; alex picked up some of them, bob picked up one, 2 still on the ground, 1.1 blocks from alex"),
+        # what Emil caught back is not given (count is what left for good)
+        ({"gave": "emerald", "count": 0, "to": "alex", "seen": 1, "received": 0, "lying": 0, "back": 1},
+         "tossed 1 emerald to alex; 1 came back to you (you picked them up again: still yours)"),
+        ({"gave": "dirt", "count": 2, "to": "alex", "short": "only had 2", "seen": 2, "received": 2},
+         "tossed 2 dirt to alex (only had 2); alex picked them up"),
+    ],
+)
+def test_give_says_where_the_thrown_items_went(result: dict[str, Any], reads: str) -> None:
+    assert Give(player="alex", item=result["gave"]).read(result) == reads
