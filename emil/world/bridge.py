@@ -51,6 +51,9 @@ __all__ = ["Bot"]
 
 _log = logging.getLogger(__name__)
 
+SHUTDOWN_S = 5.0
+"""The longest the bot's logout (quit, then unhooking its events) may hold up a stop."""
+
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 """Control characters and line/paragraph separators: spaces in chat text from the server."""
 
@@ -257,18 +260,28 @@ class Bot:
             await self.patience.wait(f"connect to {s.host}:{s.port} failed ({res.get('code') or '-'}: {res.get('error')})")
 
     async def _shutdown(self) -> None:
+        """Log the bot out and unhook its events, within SHUTDOWN_S in all (a stop signal's exit
+        waits on this; a runtime that does not answer is stopped with the process)."""
         self._closing = True
         rt = self._rt
         if rt is not None and self._ctl is not None and rt.alive():
-            with contextlib.suppress(EmilError), anyio.move_on_after(5):
-                await self._call("quit", bridge_timeout=5)
-            handle, self._handle = self._handle, None
-            if handle is not None:
-                emitter = self._events_emitter
-                with anyio.move_on_after(5):
-                    await anyio.to_thread.run_sync(
-                        lambda: rt.off(emitter, "event", handle), limiter=self._limiter
+            started = time.monotonic()
+            with anyio.move_on_after(SHUTDOWN_S) as scope:
+                ctl = self._ctl
+                with contextlib.suppress(EmilError):
+                    await anyio.to_thread.run_sync(  # abandoned past the bound, like off below
+                        lambda: rt.call(ctl, "quit", timeout=SHUTDOWN_S), limiter=self._limiter, abandon_on_cancel=True
                     )
+                handle, self._handle = self._handle, None
+                if handle is not None:
+                    emitter = self._events_emitter
+                    # abandoned past the bound: a call in a thread is not cancelled, only left
+                    await anyio.to_thread.run_sync(
+                        lambda: rt.off(emitter, "event", handle), limiter=self._limiter, abandon_on_cancel=True
+                    )
+            if scope.cancelled_caught:
+                _log.warning("the bot did not finish logging out within %.0f s (%.1f s); going on without it",
+                             SHUTDOWN_S, time.monotonic() - started)
         for pending in self._pending.values():
             pending.value = {"ok": False, "error": "the bot was stopped"}
             pending.done.set()

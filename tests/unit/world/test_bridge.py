@@ -133,3 +133,43 @@ async def test_a_newline_in_chat_cannot_open_a_line_of_its_own(make_bot: Callabl
     from emil.senses.observation import describe_event
 
     assert describe_event(chat).count("\n") == 0
+
+
+@pytest.mark.parametrize("hung", ["quit", "off"])
+async def test_a_logout_that_never_answers_holds_up_a_stop_for_the_shutdown_bound_only(
+    hung: str, make_bot: Callable[[BotSettings], Bot], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stop signal's exit waits on the bot's logout: quit and unhooking the events share one
+    bound (something hung there once made a SIGTERM take 11.6 s), and the wait is logged."""
+    import threading
+
+    from emil.world import bridge
+
+    release = threading.Event()
+    calls: list[str] = []
+
+    class _Runtime:
+        def alive(self) -> bool:
+            return True
+
+        def call(self, _ctl: object, method: str, **_: object) -> None:
+            calls.append(method)
+            if hung == method:
+                release.wait(10)
+
+        def off(self, *_: object) -> None:
+            calls.append("off")
+            if hung == "off":
+                release.wait(10)
+
+    monkeypatch.setattr(bridge, "SHUTDOWN_S", 0.3)
+    bot = make_bot(BotSettings())
+    bot._rt, bot._ctl, bot._handle = _Runtime(), object(), object()  # type: ignore[assignment]
+    started = anyio.current_time()
+    try:
+        await bot._shutdown()
+    finally:
+        release.set()
+    took = anyio.current_time() - started
+    assert calls == (["quit"] if hung == "quit" else ["quit", "off"]) and 0.3 <= took < 1.5, (calls, took)
+    assert "the bot did not finish logging out within 0 s" in caplog.text
