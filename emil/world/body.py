@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
+import anyio
 from pydantic import (
     ConfigDict,
     Field,
@@ -278,13 +279,28 @@ class Give(Tool):
                 why = (f"Emil gives at most {guard.settings.give_items_per_hour} of its own items to a player within an hour, "
                        f"and {to} may have {max(0, allowance)} more now")
                 return await guard.refuse(bot, self, Verdict(False, _GIVE_OWN.id, why), what=f"{count} {item} to {to}")
-        out = await self.run(ctx)
-        gave = moved_count(out.data, "count")
-        if out.ok and gave:
+
+        def account(gave: int) -> None:
             guard.spent(item, src, gave, theirs=to)
             own_part = max(0, min(gave - src.theirs, src.own))
             if rated and own_part:
                 guard.ledger.record_gift(to, own_part)
+
+        had = inv.get(item, 0)
+        try:
+            out = await self.run(ctx)
+        except anyio.get_cancelled_exc_class():
+            # Cut off after the toss (an urgent event, a stop, during the walk back or the
+            # receipt's watch): what left the inventory was given all the same.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+                snap = await bot.snapshot()
+                gone = min(n, had - dict(snap.inventory).get(item, 0)) if snap.connected else 0
+                if gone > 0:
+                    account(gone)
+            raise
+        gave = moved_count(out.data, "count")
+        if out.ok and gave:
+            account(gave)
         return replace(out, rule=row)
 
     def read(self, result: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 import pytest
 
 from emil.config import Settings
@@ -398,3 +399,26 @@ async def test_a_tool_declared_in_a_test_is_checked_by_its_own_rule(monkeypatch:
         assert out.ok and out.rule == "any" and w.acted("pet") == [{"animal": "cat"}]  # the default: row any
     finally:
         del TOOLS["pet"]
+
+
+async def test_a_give_cut_off_after_its_toss_still_counts_against_the_rate() -> None:
+    """An urgent event or a stop can cancel give after the items left (the walk back, the
+    receipt's watch): the gift counts all the same, so interrupting Emil is no way past the
+    hourly rate."""
+    w, g = world()
+    w.inventory["dirt"] = 64
+    real_act = w.act
+
+    async def act_then_hang(name: str, args: Any = None, timeout: float = 60.0, *, job: bool = False) -> Any:  # noqa: ASYNC109
+        out = await real_act(name, args, timeout, job=job)
+        if name == "give":
+            await anyio.sleep_forever()
+        return out
+
+    w.act = act_then_hang  # type: ignore[method-assign]
+    with anyio.move_on_after(0.5) as cut:
+        await turn(w, g, "carl", "give", player="carl", item="dirt", count=30)
+    assert cut.cancelled_caught and w.received["carl"] == {"dirt": 30}
+    w.act = real_act  # type: ignore[method-assign]
+    out = await turn(w, g, "carl", "give", player="carl", item="dirt", count=3)
+    assert not out.ok and out.rule == "give.own" and "2 more" in out.text
