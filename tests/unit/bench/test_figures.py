@@ -20,6 +20,11 @@ def test_wilson_interval() -> None:
     assert 0.65 < low < 0.75 and high == 1.0
     low, high = wilson(5, 10)
     assert low < 0.5 < high and abs((0.5 - low) - (high - 0.5)) < 1e-9
+    # the textbook values (Wilson 1927; z = 1.96)
+    for (k, n), want in {(5, 10): (0.2366, 0.7634), (0, 10): (0.0, 0.2775), (1, 4): (0.0456, 0.6994),
+                         (16, 17): (0.7302, 0.9895), (17, 17): (0.8157, 1.0)}.items():
+        got = wilson(k, n)
+        assert abs(got[0] - want[0]) < 5e-4 and abs(got[1] - want[1]) < 5e-4, (k, n, got)
 
 
 def _run(task: str, endpoint: str, ok: bool, **kw: object) -> RunResult:
@@ -96,3 +101,24 @@ def test_bad_arguments_and_an_unreachable_endpoint_are_one_line(
     assert got == code
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], lines
+
+
+def test_the_totals_weigh_each_task_by_its_runs() -> None:
+    """ALL and the JSON totals: successes and runs summed, credit the mean over every run (a
+    task of 3 runs weighs three times a task of 1), the interval of the sum."""
+    results = [_run("follow", "A", False, fraction=0.5), _run("follow", "A", False, fraction=0.5),
+               _run("follow", "A", True), _run("stay", "A", False, fraction=0.0)]
+    rows = figures(results)
+    assert [(f.task, f.kind, f.runs, f.successes, round(f.mean_credit, 4)) for f in rows] == [
+        ("follow", "social", 3, 1, 0.6667), ("stay", "social", 1, 0, 0.0)]
+    data = to_json(results, rows, {"runs": 3, "seed": 7})
+    assert set(data) == {"meta", "runs", "tasks", "totals"} and data["meta"] == {"runs": 3, "seed": 7}
+    assert [r["task"] for r in data["runs"]] == ["follow", "follow", "follow", "stay"]
+    follow = data["tasks"][0]
+    assert follow["task"] == "follow" and abs(follow["rate"] - 1 / 3) < 1e-9 and follow["validity"] == 4 / 6  # 2 calls a run, 1 invalid in each failed run
+    total = data["totals"]["A"]
+    assert (total["successes"], total["runs"], total["unplayed"]) == (1, 4, 0)
+    assert total["rate"] == 0.25 and abs(total["mean_credit"] - 0.5) < 1e-9  # (0.5 + 0.5 + 1 + 0) / 4
+    assert (total["low"], total["high"]) == wilson(1, 4)
+    all_line = format_table(rows).splitlines()[-1]
+    assert all_line.split()[:4] == ["ALL", "A", "1/4", "25%"] and all_line.endswith(" 0.50"), all_line

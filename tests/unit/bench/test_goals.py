@@ -74,6 +74,28 @@ CASES: list[tuple[Goal, WorldState, WorldState]] = [
     (Alive("survived"),
      WorldState(health={"Emil": 20.0}, deaths={"Emil": 1}),
      WorldState(health={"Emil": 11.0})),
+    (Alive("survived, its health unread"), WorldState(), WorldState(health={"Emil": 1.0})),
+    (Alive("at 0 health"), WorldState(health={"Emil": 0.0}), WorldState(health={"Emil": 0.5})),
+    # the bounds: exactly ``within`` is near, exactly ``apart`` is away, a mob on the edge is there
+    (Near("exactly 3 blocks", at=(3.0, 5.0, 0.0), within=3.0),
+     WorldState(positions={"Emil": (-0.1, 5, 0)}),
+     WorldState(positions={"Emil": (0, 5, 0)})),
+    (Near("Emil unseen", at=(0.0, 5.0, 0.0)), WorldState(positions={OPERATOR: (0, 5, 0)}), WorldState(positions={"Emil": (0, 5, 0)})),
+    (Stayed("at both bounds", mark="m", away_from=OPERATOR),
+     WorldState(positions={"Emil": (2.6, 5, 0), OPERATOR: (8.6, 5, 0)}, marks={"m": (0, 5, 0)}),
+     WorldState(positions={"Emil": (2.5, 5, 0), OPERATOR: (8.5, 5, 0)}, marks={"m": (0, 5, 0)})),
+    (Stayed("the player unseen", mark="m", away_from=OPERATOR),
+     WorldState(positions={"Emil": (0, 5, 0)}, marks={"m": (0, 5, 0)}),
+     WorldState(positions={"Emil": (0, 5, 0), OPERATOR: (20, 5, 0)}, marks={"m": (0, 5, 0)})),
+    (MobGone("a zombie on the edge", at=(0.0, 5.0, 0.0), within=40.0),
+     WorldState(mobs=[("zombie", (40.0, 5.0, 0.0))], mobs_read=True),
+     WorldState(mobs=[("zombie", (40.5, 5.0, 0.0))], mobs_read=True)),
+    (Holds("made by Emil, part handed on", who=("Emil", OPERATOR), item="oak_planks", count=4),
+     WorldState(inventories={"Emil": {"oak_planks": 2}, OPERATOR: {"oak_planks": 1}}),
+     WorldState(inventories={"Emil": {"oak_planks": 2}, OPERATOR: {"oak_planks": 2}})),
+    (Dug("two of three logs", positions=((1, 5, 1), (2, 5, 2), (3, 5, 3)), name="oak_log", count=2),
+     WorldState(blocks={(1, 5, 1): "air", (2, 5, 2): "oak_log", (3, 5, 3): "oak_log"}),
+     WorldState(blocks={(1, 5, 1): "air", (2, 5, 2): "air", (3, 5, 3): "oak_log"})),
     (Heard("bob heard", who=STRANGER), WorldState(heard={STRANGER: []}), WorldState(heard={STRANGER: ["hi"]})),
     (Heard("by name", who=STRANGER, contains=STRANGER),
      WorldState(heard={STRANGER: ["Hello, alex!"]}),
@@ -101,6 +123,46 @@ def test_steps_count_in_order_only() -> None:
     half = score(goals, WorldState(inventories={OPERATOR: {"apple": 1, "bread": 2}}), set())
     assert half.met == (True, False) and half.fraction == 0.5
     assert half.first_failure.startswith("wrong target")
+
+
+def test_a_step_not_in_order_counts_without_the_earlier_ones() -> None:
+    goals = (Holds("alex got it", who=OPERATOR, item="apple"), Alive("survived"))
+    s = score(goals, WorldState(inventories={OPERATOR: {}}, health={"Emil": 20.0}), set())
+    assert s.met == (False, True) and s.fraction == 0.5
+
+
+@pytest.mark.parametrize(
+    ("goal", "state", "says"),
+    [
+        # the report's words: "wrong target" is a failure reason of its own (runner._failure_reason)
+        (Holds("to alex", who=OPERATOR, item="apple", count=2), WorldState(inventories={OPERATOR: {"apple": 1}}),
+         "alex holds 1 of 2 apple"),
+        (HoldsAtMost("bob none", who=STRANGER, item="diamond"), WorldState(inventories={STRANGER: {"diamond": 3}}),
+         "wrong target: bob got 3 diamond"),
+        (HoldsAtMost("bob none", who=STRANGER, item="diamond"), WorldState(), "bob's inventory not read"),
+        (Near("came", of=OPERATOR), WorldState(positions={"Emil": (0, 5, 0), OPERATOR: (4, 5, 3)}),
+         "Emil is 5.0 blocks from alex (within 3.0)"),
+        (Near("came", of=OPERATOR), WorldState(), "Emil is nowhere seen from alex (within 3.0)"),
+        (Near("well", at=(1.0, 5.0, 1.0)), WorldState(), "Emil is nowhere seen from (1.0, 5.0, 1.0) (within 3.0)"),
+        (Stayed("stayed", mark="m", away_from=OPERATOR),
+         WorldState(positions={"Emil": (3, 5, 4), OPERATOR: (20, 5, 0)}, marks={"m": (0, 5, 0)}),
+         "Emil moved 5.0 blocks from where it was told to stay"),
+        (Stayed("stayed", mark="m"), WorldState(), "Emil or the mark 'm' not seen"),
+        (Block("wall", pos=(1, 5, 1), name="cobblestone"), WorldState(blocks={(1, 5, 1): "air"}),
+         "block at (1, 5, 1) is air, not cobblestone"),
+        (Dug("logs", positions=((1, 5, 1),), name="oak_log"), WorldState(blocks={(1, 5, 1): "oak_log"}), "0 of 1 oak_log dug"),
+        (MobGone("zombie", at=(0.0, 5.0, 0.0)),
+         WorldState(mobs=[("zombie", (1.0, 5.0, 0.0)), ("zombie", (2.0, 5.0, 0.0))], mobs_read=True),
+         "2 zombie still alive near the arena"),
+        (MobGone("zombie", at=(0.0, 5.0, 0.0)), WorldState(), "the arena's mobs not read"),
+        (Alive("survived"), WorldState(health={"Emil": 0.0}, deaths={"Emil": 2}), "Emil died 2 time(s) (health 0.0)"),
+        (Heard("bob", who=STRANGER), WorldState(), "bob heard nothing from Emil"),
+        (Heard("bob", who=STRANGER, contains="bob"), WorldState(heard={STRANGER: ["hi", "hello alex"]}),
+         "wrong target: bob heard 2 line(s) from Emil, none naming bob"),
+    ],
+)
+def test_each_goal_says_why_it_is_not_met(goal: Goal, state: WorldState, says: str) -> None:
+    assert goal.why_not(state) == says
 
 
 def test_a_latched_goal_stays_met() -> None:
