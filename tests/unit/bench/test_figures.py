@@ -122,3 +122,19 @@ def test_the_totals_weigh_each_task_by_its_runs() -> None:
     assert (total["low"], total["high"]) == wilson(1, 4)
     all_line = format_table(rows).splitlines()[-1]
     assert all_line.split()[:4] == ["ALL", "A", "1/4", "25%"] and all_line.endswith(" 0.50"), all_line
+
+
+def test_the_table_reads_as_documented() -> None:
+    """The table an operator reads (docs/play-bench.md shows it): columns, endpoint names cut
+    to 10 characters or given names, failures counted, totals per endpoint, unplayed runs said."""
+    rows = figures([_run("follow", "http://127.0.0.1:8000/v1", True), _run("follow", "http://127.0.0.1:8000/v1", False),
+                    _run("stay", "B", False, reason="error: no world"), _run("stay", "B", True)])
+    assert format_table(rows, {"B": "base"}).splitlines() == [
+        "task               endpoint     success  95% interval credit turns game s prompt tok compl tok valid calls  failures",
+        "-" * 116,
+        "follow             http://127   1/2   50% [  9%,  91%]   0.50     2      5        200        20         3/4  timed out x1",
+        "stay               base         1/1   100% [ 21%, 100%]   1.00     2      5        200        20         2/2  error: no world x1",
+        "-" * 116,
+        "ALL                http://127   1/2   50% [  9%,  91%]   0.50",
+        "ALL                base         1/1   100% [ 21%, 100%]   1.00  (1 run(s) not played, not scored)",
+    ]

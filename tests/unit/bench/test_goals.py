@@ -156,6 +156,7 @@ def test_a_step_not_in_order_counts_without_the_earlier_ones() -> None:
          "2 zombie still alive near the arena"),
         (MobGone("zombie", at=(0.0, 5.0, 0.0)), WorldState(), "the arena's mobs not read"),
         (Alive("survived"), WorldState(health={"Emil": 0.0}, deaths={"Emil": 2}), "Emil died 2 time(s) (health 0.0)"),
+        (Alive("survived"), WorldState(health={"Emil": 0.0}), "Emil died 0 time(s) (health 0.0)"),  # no death seen
         (Heard("bob", who=STRANGER), WorldState(), "bob heard nothing from Emil"),
         (Heard("bob", who=STRANGER, contains="bob"), WorldState(heard={STRANGER: ["hi", "hello alex"]}),
          "wrong target: bob heard 2 line(s) from Emil, none naming bob"),
