@@ -200,10 +200,13 @@ class Bot:
         return self._rt
 
     async def _call(self, method: str, *args: Any, bridge_timeout: float = 10.0) -> Any:
+        """One bridge call in a worker thread. A cancelled caller stops waiting at once (the
+        thread is left to finish within ``bridge_timeout``; the runtime's lock keeps the calls
+        in order), so a deadline around a call holds even when Node does not answer."""
         rt = self._require_rt()
         ctl = self._ctl
         return await anyio.to_thread.run_sync(
-            lambda: rt.call(ctl, method, *args, timeout=bridge_timeout), limiter=self._limiter
+            lambda: rt.call(ctl, method, *args, timeout=bridge_timeout), limiter=self._limiter, abandon_on_cancel=True
         )
 
     async def _connect_once(self) -> dict[str, Any]:
@@ -267,11 +270,8 @@ class Bot:
         if rt is not None and self._ctl is not None and rt.alive():
             started = time.monotonic()
             with anyio.move_on_after(SHUTDOWN_S) as scope:
-                ctl = self._ctl
                 with contextlib.suppress(EmilError):
-                    await anyio.to_thread.run_sync(  # abandoned past the bound, like off below
-                        lambda: rt.call(ctl, "quit", timeout=SHUTDOWN_S), limiter=self._limiter, abandon_on_cancel=True
-                    )
+                    await self._call("quit", bridge_timeout=SHUTDOWN_S)
                 handle, self._handle = self._handle, None
                 if handle is not None:
                     emitter = self._events_emitter

@@ -173,3 +173,39 @@ async def test_a_logout_that_never_answers_holds_up_a_stop_for_the_shutdown_boun
     took = anyio.current_time() - started
     assert calls == (["quit"] if hung == "quit" else ["quit", "off"]) and 0.3 <= took < 1.5, (calls, took)
     assert "the bot did not finish logging out within 0 s" in caplog.text
+
+
+async def test_a_deadline_around_a_bridge_call_holds_when_node_does_not_answer(
+    make_bot: Callable[[BotSettings], Bot]
+) -> None:
+    """The stop's abort window (stop_abort_s, 1 s) and an action's cancellation wait on bridge
+    calls that run in a thread: the caller stops waiting at its deadline, and the next call
+    still runs after the hung one (the runtime's lock orders them)."""
+    import threading
+
+    release = threading.Event()
+    order: list[str] = []
+
+    class _Runtime:
+        lock = threading.Lock()
+
+        def call(self, _ctl: object, method: str, *_: object, timeout: float = 10.0) -> str:
+            with self.lock:
+                order.append(method)
+                if method == "abort":
+                    release.wait(timeout)
+                return '{"aborted": null}'
+
+    bot = make_bot(BotSettings())
+    bot._rt, bot._ctl = _Runtime(), object()  # type: ignore[assignment]
+    started = anyio.current_time()
+    with anyio.move_on_after(0.3):
+        await bot.abort()
+    assert anyio.current_time() - started < 1.0
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(bot._call, "cancel")
+            await anyio.sleep(0.2)
+            assert order == ["abort"]  # waits for the hung call to end
+            release.set()
+    assert order == ["abort", "cancel"]
