@@ -126,15 +126,19 @@ def test_the_totals_weigh_each_task_by_its_runs() -> None:
 
 def test_the_table_reads_as_documented() -> None:
     """The table an operator reads (docs/play-bench.md shows it): columns, endpoint names cut
-    to 10 characters or given names, failures counted, totals per endpoint, unplayed runs said."""
+    to 10 characters or given names, failures counted, totals per endpoint, unplayed runs said,
+    and a task none of whose runs could be played shown as such, not as a zero of the model's."""
     rows = figures([_run("follow", "http://127.0.0.1:8000/v1", True), _run("follow", "http://127.0.0.1:8000/v1", False),
-                    _run("stay", "B", False, reason="error: no world"), _run("stay", "B", True)])
+                    _run("stay", "B", False, reason="error: no world"), _run("stay", "B", True),
+                    _run("stay", "B", False, reason="wrong target"), _run("come", "C", False, reason="error: kicked")])
     assert format_table(rows, {"B": "base"}).splitlines() == [
         "task               endpoint     success  95% interval credit turns game s prompt tok compl tok valid calls  failures",
         "-" * 116,
         "follow             http://127   1/2   50% [  9%,  91%]   0.50     2      5        200        20         3/4  timed out x1",
-        "stay               base         1/1   100% [ 21%, 100%]   1.00     2      5        200        20         2/2  error: no world x1",
+        "stay               base         1/2   50% [  9%,  91%]   0.50     2      5        300        30         3/4  error: no world x1, wrong target x1",
+        "come               C            0/0    0% [  0%, 100%]   0.00     -      -        100        10           -  error: kicked x1",
         "-" * 116,
         "ALL                http://127   1/2   50% [  9%,  91%]   0.50",
-        "ALL                base         1/1   100% [ 21%, 100%]   1.00  (1 run(s) not played, not scored)",
+        "ALL                base         1/2   50% [  9%,  91%]   0.50  (1 run(s) not played, not scored)",
+        "ALL                C            0/0    0% [  0%, 100%]   0.00  (1 run(s) not played, not scored)",
     ]
