@@ -30,10 +30,11 @@ function targetPoint (ctl, args) {
 const RECEIPT_MS = 4000
 const THROW_SPAWN_MS = 1000
 
-// Runs `toss` and says where the thrown items went: `received` (entities the target picked up),
-// `back` (Emil caught them again), `others` (name -> entities someone else picked up) and
-// `lying` (still on the ground when the receipt stopped waiting, `lying_from`: blocks from the
-// target). A player who picks the items up later still gets them; the result says what was seen.
+// Runs `toss` and says where the thrown item entities went: `seen` of them, `received` (the
+// target picked up), `others` (name -> how many someone else picked up) and `lying` (still on
+// the ground when the receipt stopped waiting; `lying_from`: blocks from the target). What Emil
+// caught again is counted by the caller, in items. A player who picks the items up later still
+// gets them; the result says what was seen.
 async function tossReceipt (bot, target, signal, toss) {
   const mine = new Map() // entity id -> who picked it up (null: lying)
   let tossing = true
